@@ -1,0 +1,495 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Kind names an object kind. Kinds are lower-case plurals, as they appear in
+// API paths and in herdctl commands.
+type Kind string
+
+// The object kinds.
+const (
+	KindNode       Kind = "nodes"
+	KindDeployment Kind = "deployments"
+	KindDaemon     Kind = "daemons"
+	KindPod        Kind = "pods"
+	KindService    Kind = "services"
+)
+
+// Kinds lists every kind in a fixed order.
+var Kinds = []Kind{KindNode, KindDeployment, KindDaemon, KindPod, KindService}
+
+// ObjectMeta is the metadata every object carries.
+type ObjectMeta struct {
+	// Name is DNS-label-like: [a-z0-9-], at most 63 characters, starting and
+	// ending with a letter or digit.
+	Name string `json:"name" toml:"name"`
+	// Labels are user key/value pairs used by selectors.
+	Labels map[string]string `json:"labels,omitempty" toml:"labels,omitempty"`
+	// Generation moves only when the spec changes. Set by the store.
+	Generation int64 `json:"generation,omitempty" toml:"-"`
+	// ResourceVersion is the Raft index of the last write to this object.
+	// Writes carrying a non-zero ResourceVersion are compare-and-swap.
+	ResourceVersion uint64 `json:"resourceVersion,omitempty" toml:"-"`
+	// Created is when the object was first stored (leader's clock).
+	Created time.Time `json:"created,omitzero" toml:"-"`
+}
+
+// Condition is one observed aspect of an object's state.
+type Condition struct {
+	Type               string          `json:"type"`
+	Status             ConditionStatus `json:"status"`
+	Reason             string          `json:"reason,omitempty"`
+	Message            string          `json:"message,omitempty"`
+	LastTransitionTime time.Time       `json:"lastTransitionTime,omitzero"`
+}
+
+// ConditionStatus is True, False or Unknown.
+type ConditionStatus string
+
+// Condition statuses.
+const (
+	ConditionTrue    ConditionStatus = "True"
+	ConditionFalse   ConditionStatus = "False"
+	ConditionUnknown ConditionStatus = "Unknown"
+)
+
+// Condition types used across kinds.
+const (
+	ConditionAvailable      = "Available"
+	ConditionProgressing    = "Progressing"
+	ConditionReplicaFailure = "ReplicaFailure"
+	ConditionScheduled      = "Scheduled"
+	ConditionReady          = "Ready"
+)
+
+// Object is implemented by every kind's struct.
+type Object interface {
+	// GetKind returns the object's kind.
+	GetKind() Kind
+	// GetMeta returns a pointer to the object's metadata.
+	GetMeta() *ObjectMeta
+}
+
+// ---------------------------------------------------------------------------
+// Pod template: what a workload is.
+
+// PodTemplate describes the process a pod runs on a board. It is copied into
+// every Pod that a Deployment or Daemon creates.
+type PodTemplate struct {
+	// Labels are copied onto pods; selectors match them.
+	Labels map[string]string `json:"labels,omitempty" toml:"labels,omitempty"`
+	// Exec is the argv of the process. Exec[0] is an absolute path or a
+	// command name resolved by systemd. Never passed through a shell.
+	Exec []string `json:"exec" toml:"exec"`
+	// Env is the process environment. Keys match [A-Za-z_][A-Za-z0-9_]*.
+	Env map[string]string `json:"env,omitempty" toml:"env,omitempty"`
+	// WorkingDir is an absolute path on the board.
+	WorkingDir string `json:"workingDir,omitempty" toml:"working_dir,omitempty"`
+	// User runs the process; empty means root. Also [a-z_][a-z0-9_-]*.
+	User string `json:"user,omitempty" toml:"user,omitempty"`
+	// Files are placed on the board before the process starts.
+	Files []File `json:"files,omitempty" toml:"files,omitempty"`
+	// Ports the process listens on, on the board's address.
+	Ports []Port `json:"ports,omitempty" toml:"ports,omitempty"`
+	// Resources are limits enforced by systemd and requests the scheduler
+	// reserves.
+	Resources Resources `json:"resources,omitzero" toml:"resources,omitempty"`
+	// RestartPolicy is always, on-failure or never. Default always.
+	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty" toml:"restart,omitempty"`
+	// Readiness, when set, must pass before the pod counts as ready.
+	Readiness *Probe `json:"readiness,omitempty" toml:"readiness,omitempty"`
+	// NodeSelector restricts placement to nodes whose labels match. The
+	// well-known labels herd.dev/arch, herd.dev/model and herd.dev/node are
+	// set from gossip facts; "arch" and "model" are accepted as shorthands.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty" toml:"node_selector,omitempty"`
+}
+
+// File is a file placed on the board for a pod.
+type File struct {
+	// Path is absolute, without "..".
+	Path string `json:"path" toml:"path"`
+	// Content is written exactly.
+	Content string `json:"content" toml:"content"`
+	// Mode is an octal permission string such as "0644". Default "0644".
+	Mode string `json:"mode,omitempty" toml:"mode,omitempty"`
+}
+
+// Port is a port a pod listens on.
+type Port struct {
+	// Name is a DNS label; services refer to it. Default "p<index>" .
+	Name string `json:"name,omitempty" toml:"name,omitempty"`
+	// Port is the fixed host port, or 0 to let herd pick one and pass it in
+	// $PORT (first port) and $PORT_<NAME> (every port).
+	Port int `json:"port" toml:"port"`
+	// Protocol is tcp or udp. Default tcp.
+	Protocol string `json:"protocol,omitempty" toml:"protocol,omitempty"`
+}
+
+// Resources holds limits and requests.
+type Resources struct {
+	// MemoryLimit is systemd MemoryMax= syntax: bytes with K/M/G/T suffix
+	// (base 1024) or a percentage of the board's memory.
+	MemoryLimit string `json:"memoryLimit,omitempty" toml:"memory_limit,omitempty"`
+	// CPULimit is systemd CPUQuota= syntax: "50%" is half a core.
+	CPULimit string `json:"cpuLimit,omitempty" toml:"cpu_limit,omitempty"`
+	// MemoryRequest is reserved by the scheduler; defaults to MemoryLimit
+	// when that is absolute.
+	MemoryRequest string `json:"memoryRequest,omitempty" toml:"memory_request,omitempty"`
+	// CPURequest is reserved by the scheduler ("25%" of a core); defaults to
+	// CPULimit.
+	CPURequest string `json:"cpuRequest,omitempty" toml:"cpu_request,omitempty"`
+}
+
+// RestartPolicy says when systemd restarts a pod's process.
+type RestartPolicy string
+
+// Restart policies.
+const (
+	RestartAlways    RestartPolicy = "always"
+	RestartOnFailure RestartPolicy = "on-failure"
+	RestartNever     RestartPolicy = "never"
+)
+
+// Probe is a readiness check. Exactly one of TCP, HTTP or Exec is set.
+type Probe struct {
+	// TCP is a port name or number to connect to on the board.
+	TCP string `json:"tcp,omitempty" toml:"tcp,omitempty"`
+	// HTTP is a URL path on the first port ("/healthz"); 2xx/3xx passes.
+	HTTP string `json:"http,omitempty" toml:"http,omitempty"`
+	// HTTPPort is the port name or number for HTTP; default the first port.
+	HTTPPort string `json:"httpPort,omitempty" toml:"http_port,omitempty"`
+	// Exec is an argv run on the board; exit 0 passes.
+	Exec []string `json:"exec,omitempty" toml:"exec,omitempty"`
+	// PeriodSeconds between checks. Default 5.
+	PeriodSeconds int `json:"periodSeconds,omitempty" toml:"period_seconds,omitempty"`
+	// TimeoutSeconds per check. Default 2.
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty" toml:"timeout_seconds,omitempty"`
+}
+
+// ---------------------------------------------------------------------------
+// Node
+
+// Node is a board, known from gossip.
+type Node struct {
+	Kind     Kind       `json:"kind"`
+	Metadata ObjectMeta `json:"metadata"`
+	Spec     NodeSpec   `json:"spec"`
+	Status   NodeStatus `json:"status,omitzero"`
+}
+
+// NodeSpec is what a user may set on a node.
+type NodeSpec struct {
+	// Unschedulable is the cordoned flag: no new pods are placed here.
+	Unschedulable bool `json:"unschedulable,omitempty"`
+}
+
+// NodePhase is Ready, NotReady or Left.
+type NodePhase string
+
+// Node phases.
+const (
+	NodeReady    NodePhase = "Ready"
+	NodeNotReady NodePhase = "NotReady"
+	NodeLeft     NodePhase = "Left"
+)
+
+// NodeStatus is what gossip and the node controller observed.
+type NodeStatus struct {
+	Phase NodePhase `json:"phase,omitempty"`
+	// Since is when Phase last changed.
+	Since time.Time `json:"since,omitzero"`
+	// Fenced is true once stale units on a returning board were stopped.
+	Fenced bool `json:"fenced,omitempty"`
+	// Address is the board's IP address (from the gossip advertise address).
+	Address string `json:"address,omitempty"`
+	// RaftAddress is host:port of the raft transport, empty for non-servers.
+	RaftAddress string `json:"raftAddress,omitempty"`
+	// SSHAddress is host:port of the board's sshd.
+	SSHAddress string `json:"sshAddress,omitempty"`
+	// HostKey is the board's SSH host public key in authorized_keys format.
+	HostKey string `json:"hostKey,omitempty"`
+	// Arch is GOARCH-style (amd64, arm64, arm).
+	Arch string `json:"arch,omitempty"`
+	// Model is the board model (e.g. "Raspberry Pi 4 Model B").
+	Model string `json:"model,omitempty"`
+	// MemoryBytes is the board's total memory.
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// CPUs is the number of CPUs.
+	CPUs int `json:"cpus,omitempty"`
+	// Version is the agent version.
+	Version string `json:"version,omitempty"`
+	// Server is true when the agent takes part in Raft.
+	Server     bool        `json:"server,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// GetKind implements Object.
+func (*Node) GetKind() Kind { return KindNode }
+
+// GetMeta implements Object.
+func (n *Node) GetMeta() *ObjectMeta { return &n.Metadata }
+
+// ---------------------------------------------------------------------------
+// Deployment
+
+// Deployment keeps a number of identical pods running.
+type Deployment struct {
+	Kind     Kind             `json:"kind"`
+	Metadata ObjectMeta       `json:"metadata"`
+	Spec     DeploymentSpec   `json:"spec"`
+	Status   DeploymentStatus `json:"status,omitzero"`
+}
+
+// DeploymentSpec is the desired state of a Deployment.
+type DeploymentSpec struct {
+	// Replicas is the number of pods. nil in a manifest means "not owned by
+	// the manifest": apply keeps what is stored (1 on create) and
+	// `herdctl scale` owns it.
+	Replicas *int `json:"replicas,omitempty"`
+	// Selector matches the pods this deployment owns; defaults to the
+	// template labels.
+	Selector map[string]string `json:"selector,omitempty"`
+	Template PodTemplate       `json:"template"`
+	Strategy RolloutStrategy   `json:"strategy,omitzero"`
+}
+
+// RolloutStrategy limits a rolling update.
+type RolloutStrategy struct {
+	// MaxSurge is how many pods above Replicas may exist during a rollout.
+	// Default 1.
+	MaxSurge *int `json:"maxSurge,omitempty"`
+	// MaxUnavailable is how many pods below Replicas may be unavailable.
+	// Default 0.
+	MaxUnavailable *int `json:"maxUnavailable,omitempty"`
+}
+
+// DeploymentStatus is the observed state of a Deployment.
+type DeploymentStatus struct {
+	ObservedGeneration int64       `json:"observedGeneration,omitempty"`
+	Revision           string      `json:"revision,omitempty"`
+	Replicas           int         `json:"replicas"`
+	UpdatedReplicas    int         `json:"updatedReplicas"`
+	ReadyReplicas      int         `json:"readyReplicas"`
+	AvailableReplicas  int         `json:"availableReplicas"`
+	Conditions         []Condition `json:"conditions,omitempty"`
+}
+
+// GetKind implements Object.
+func (*Deployment) GetKind() Kind { return KindDeployment }
+
+// GetMeta implements Object.
+func (d *Deployment) GetMeta() *ObjectMeta { return &d.Metadata }
+
+// ---------------------------------------------------------------------------
+// Daemon
+
+// Daemon runs one pod on every matching node.
+type Daemon struct {
+	Kind     Kind         `json:"kind"`
+	Metadata ObjectMeta   `json:"metadata"`
+	Spec     DaemonSpec   `json:"spec"`
+	Status   DaemonStatus `json:"status,omitzero"`
+}
+
+// DaemonSpec is the desired state of a Daemon. Template.NodeSelector picks
+// the nodes.
+type DaemonSpec struct {
+	Template PodTemplate `json:"template"`
+}
+
+// DaemonStatus is the observed state of a Daemon.
+type DaemonStatus struct {
+	ObservedGeneration int64       `json:"observedGeneration,omitempty"`
+	Revision           string      `json:"revision,omitempty"`
+	Desired            int         `json:"desired"`
+	Current            int         `json:"current"`
+	Ready              int         `json:"ready"`
+	Conditions         []Condition `json:"conditions,omitempty"`
+}
+
+// GetKind implements Object.
+func (*Daemon) GetKind() Kind { return KindDaemon }
+
+// GetMeta implements Object.
+func (d *Daemon) GetMeta() *ObjectMeta { return &d.Metadata }
+
+// ---------------------------------------------------------------------------
+// Pod
+
+// Pod is one placed instance of a template: a systemd unit on one board.
+type Pod struct {
+	Kind     Kind       `json:"kind"`
+	Metadata ObjectMeta `json:"metadata"`
+	Spec     PodSpec    `json:"spec"`
+	Status   PodStatus  `json:"status,omitzero"`
+}
+
+// OwnerRef names the object that created a pod.
+type OwnerRef struct {
+	Kind Kind   `json:"kind"`
+	Name string `json:"name"`
+}
+
+// PodSpec is a pod's desired state: what to run and, once scheduled, where.
+type PodSpec struct {
+	Owner    OwnerRef    `json:"owner"`
+	Template PodTemplate `json:"template"`
+	// Revision is the hash of the owner's template this pod was made from.
+	Revision string `json:"revision,omitempty"`
+	// Node is where the scheduler placed the pod; empty while Pending.
+	Node string `json:"node,omitempty"`
+	// HostPorts are the ports assigned on the node, by port name, including
+	// those picked for Port == 0.
+	HostPorts map[string]int `json:"hostPorts,omitempty"`
+}
+
+// PodPhase is where a pod is in its life.
+type PodPhase string
+
+// Pod phases.
+const (
+	PodPending   PodPhase = "Pending"
+	PodScheduled PodPhase = "Scheduled"
+	PodStarting  PodPhase = "Starting"
+	PodRunning   PodPhase = "Running"
+	PodFailed    PodPhase = "Failed"
+	PodLost      PodPhase = "Lost"
+	PodSucceeded PodPhase = "Succeeded"
+)
+
+// PodStatus is a pod's observed state.
+type PodStatus struct {
+	Phase PodPhase `json:"phase,omitempty"`
+	// Unit is the systemd unit name, herd-<pod>.service.
+	Unit string `json:"unit,omitempty"`
+	// Restarts is systemd's NRestarts for the unit.
+	Restarts int `json:"restarts,omitempty"`
+	// Ready is true when the unit is active and readiness passes.
+	Ready bool `json:"ready,omitempty"`
+	// IP is the node's address.
+	IP         string      `json:"ip,omitempty"`
+	StartedAt  time.Time   `json:"startedAt,omitzero"`
+	Message    string      `json:"message,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// GetKind implements Object.
+func (*Pod) GetKind() Kind { return KindPod }
+
+// GetMeta implements Object.
+func (p *Pod) GetMeta() *ObjectMeta { return &p.Metadata }
+
+// ---------------------------------------------------------------------------
+// Service
+
+// Service gives the ready pods matching a selector a stable set of
+// endpoints (board IP:port).
+type Service struct {
+	Kind     Kind          `json:"kind"`
+	Metadata ObjectMeta    `json:"metadata"`
+	Spec     ServiceSpec   `json:"spec"`
+	Status   ServiceStatus `json:"status,omitzero"`
+}
+
+// ServiceSpec is a Service's desired state.
+type ServiceSpec struct {
+	Selector map[string]string `json:"selector"`
+	Ports    []ServicePort     `json:"ports"`
+}
+
+// ServicePort maps a service port name to a pod port.
+type ServicePort struct {
+	// Name of this service port. Default the target.
+	Name string `json:"name,omitempty"`
+	// Target is the pod port name (or number as a string) to expose.
+	Target string `json:"target"`
+}
+
+// ServiceStatus lists the endpoints of ready pods.
+type ServiceStatus struct {
+	Endpoints  []Endpoint  `json:"endpoints,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// Endpoint is one ready pod's address for one service port.
+type Endpoint struct {
+	Port    string `json:"port"`
+	Pod     string `json:"pod"`
+	Node    string `json:"node"`
+	Address string `json:"address"` // ip:port
+}
+
+// GetKind implements Object.
+func (*Service) GetKind() Kind { return KindService }
+
+// GetMeta implements Object.
+func (s *Service) GetMeta() *ObjectMeta { return &s.Metadata }
+
+// ---------------------------------------------------------------------------
+// Raw objects: the store's kind-agnostic view.
+
+// RawObject is any object with its spec and status left as JSON. The store
+// works on RawObjects so it needs no knowledge of individual kinds.
+type RawObject struct {
+	Kind     Kind            `json:"kind"`
+	Metadata ObjectMeta      `json:"metadata"`
+	Spec     json.RawMessage `json:"spec,omitempty"`
+	Status   json.RawMessage `json:"status,omitempty"`
+}
+
+// New returns a new empty object of kind k, or nil for an unknown kind.
+func New(k Kind) Object {
+	switch k {
+	case KindNode:
+		return &Node{Kind: k}
+	case KindDeployment:
+		return &Deployment{Kind: k}
+	case KindDaemon:
+		return &Daemon{Kind: k}
+	case KindPod:
+		return &Pod{Kind: k}
+	case KindService:
+		return &Service{Kind: k}
+	}
+	return nil
+}
+
+// ToRaw converts a typed object to its raw form.
+func ToRaw(o Object) (RawObject, error) {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return RawObject{}, err
+	}
+	var r RawObject
+	if err := json.Unmarshal(b, &r); err != nil {
+		return RawObject{}, err
+	}
+	r.Kind = o.GetKind()
+	return r, nil
+}
+
+// FromRaw converts a raw object to its typed form.
+func FromRaw(r RawObject) (Object, error) {
+	o := New(r.Kind)
+	if o == nil {
+		return nil, &UnknownKindError{Kind: string(r.Kind)}
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// UnknownKindError reports a kind herd does not know.
+type UnknownKindError struct{ Kind string }
+
+func (e *UnknownKindError) Error() string {
+	return "api: unknown kind " + `"` + e.Kind + `"` + " (want nodes, deployments, daemons, pods or services)"
+}
