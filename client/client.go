@@ -8,7 +8,6 @@ import (
 	"net/http"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/raftstore"
 )
 
 // DefaultAddr is the agent API address herdctl uses when nothing else is set.
@@ -105,7 +104,7 @@ func (c *Client) Scale(ctx context.Context, name string, replicas int) (api.RawO
 }
 
 // Watch streams events for kind ("" for all) after fromRV until ctx ends.
-func (c *Client) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan raftstore.Event, error) {
+func (c *Client) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan api.WatchEvent, error) {
 	return nil, errTODO
 }
 

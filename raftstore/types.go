@@ -56,25 +56,13 @@ type Op struct {
 	Object api.RawObject `json:"object"`
 }
 
-// EventType says what happened to an object.
-type EventType string
+// Event is a change to one object; see api.WatchEvent.
+type Event = api.WatchEvent
 
-// Event types.
+// Event types, as in package api.
 const (
-	EventAdded    EventType = "ADDED"
-	EventModified EventType = "MODIFIED"
-	EventDeleted  EventType = "DELETED"
-	// EventRelist is the last event on a watch channel that the store had
-	// to end (the watcher fell behind, or state was restored from a
-	// snapshot): the watcher must list again and watch from there.
-	EventRelist EventType = "RELIST"
+	EventAdded    = api.EventAdded
+	EventModified = api.EventModified
+	EventDeleted  = api.EventDeleted
+	EventRelist   = api.EventRelist
 )
-
-// Event is one change to one object, in commit order. ResourceVersion is
-// the Raft index of the change; for EventDeleted, Object is the last stored
-// state.
-type Event struct {
-	Type            EventType     `json:"type"`
-	ResourceVersion uint64        `json:"resourceVersion"`
-	Object          api.RawObject `json:"object"`
-}
