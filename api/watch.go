@@ -18,7 +18,7 @@ const (
 // the Raft index of the change; for EventDeleted, Object is the last stored
 // state.
 type WatchEvent struct {
-	Type            EventType     `json:"type"`
-	ResourceVersion uint64        `json:"resourceVersion"`
+	Type            EventType `json:"type"`
+	ResourceVersion uint64    `json:"resourceVersion"`
 	Object          RawObject `json:"object"`
 }
