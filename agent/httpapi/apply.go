@@ -1,0 +1,245 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+
+	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/raftstore"
+)
+
+// Apply actions, as in client.ApplyResult.Action.
+const (
+	ActionCreated    = "created"
+	ActionConfigured = "configured"
+	ActionUnchanged  = "unchanged"
+)
+
+// applyItem is one admitted object of an apply request.
+type applyItem struct {
+	obj          api.Object
+	ownsReplicas bool
+}
+
+func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
+	dryRun := boolParam(r, "dryRun")
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	var req client.ApplyRequest
+	if err := decodeStrict(bytes.NewReader(body), &req, "request body"); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if len(req.Objects) == 0 {
+		s.writeError(w, badRequest("request body: objects is empty; nothing to apply"))
+		return
+	}
+	items, errs := s.admitAll(req.Objects)
+	if len(errs) > 0 {
+		s.writeError(w, invalid(errs))
+		return
+	}
+	ctx, cancel := s.writeCtx(r)
+	defer cancel()
+	results, err := s.applyItems(ctx, items, dryRun)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, client.ApplyResponse{Results: results})
+}
+
+// admitAll decodes every object strictly into its kind's struct, defaults
+// and validates it, and returns the problems of all objects together.
+func (s *Server) admitAll(objects []json.RawMessage) ([]applyItem, []api.FieldError) {
+	var (
+		items []applyItem
+		errs  []api.FieldError
+		seen  = map[string]int{}
+	)
+	for i, data := range objects {
+		pos := fmt.Sprintf("objects[%d]", i)
+		var head objectHead
+		if err := json.Unmarshal(data, &head); err != nil {
+			errs = append(errs, decodeFieldError(pos, err))
+			continue
+		}
+		ref := pos
+		if head.Kind != "" && head.Metadata.Name != "" {
+			ref = objectRef(head.Kind, head.Metadata.Name)
+		}
+		o := api.New(head.Kind)
+		switch {
+		case head.Kind == "":
+			errs = append(errs, api.FieldError{Object: ref, Field: "kind", Message: "required: deployments, daemons or services"})
+			continue
+		case o == nil:
+			errs = append(errs, api.FieldError{Object: ref, Field: "kind",
+				Message: fmt.Sprintf("unknown kind %q: want deployments, daemons or services", head.Kind)})
+			continue
+		case managedByHerd(head.Kind):
+			errs = append(errs, api.FieldError{Object: ref, Field: "kind",
+				Message: fmt.Sprintf("%s are managed by herd and cannot be applied", head.Kind)})
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(o); err != nil {
+			errs = append(errs, decodeFieldError(ref, err))
+			continue
+		}
+		key := objectRef(head.Kind, o.GetMeta().Name)
+		if j, dup := seen[key]; dup {
+			errs = append(errs, api.FieldError{Object: key, Field: "metadata.name",
+				Message: fmt.Sprintf("objects[%d] and objects[%d] are the same object", j, i)})
+			continue
+		}
+		seen[key] = i
+		owns, ferrs := s.admit(o)
+		errs = append(errs, ferrs...)
+		items = append(items, applyItem{obj: o, ownsReplicas: owns})
+	}
+	return items, errs
+}
+
+// decodeFieldError turns a JSON decoding error of one object into a field
+// error naming the field where it can.
+func decodeFieldError(ref string, err error) api.FieldError {
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &typ):
+		return api.FieldError{Object: ref, Field: typ.Field,
+			Message: fmt.Sprintf("cannot use JSON %s as %s", typ.Value, typ.Type)}
+	case errors.As(err, &syn):
+		return api.FieldError{Object: ref, Message: fmt.Sprintf("invalid JSON at byte offset %d of the object: %v", syn.Offset, err)}
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if f, ok := strings.CutPrefix(msg, "unknown field "); ok {
+		return api.FieldError{Object: ref, Field: strings.Trim(f, `"`), Message: "unknown field"}
+	}
+	return api.FieldError{Object: ref, Message: msg}
+}
+
+// applyItems writes items in one transaction: get every stored object,
+// compute creates and updates, and commit them with compare-and-swap,
+// starting over when a concurrent writer got in between.
+func (s *Server) applyItems(ctx context.Context, items []applyItem, dryRun bool) ([]client.ApplyResult, error) {
+	for attempt := 0; ; attempt++ {
+		results, ops, opIndex, err := s.planApply(items)
+		if err != nil {
+			return nil, err
+		}
+		if dryRun || len(ops) == 0 {
+			return results, nil
+		}
+		out, err := s.cfg.Store.Txn(ctx, ops)
+		if err != nil {
+			if retryable(err) && attempt < maxCASRetries {
+				continue
+			}
+			return nil, err
+		}
+		for j, o := range out {
+			results[opIndex[j]].Object = o
+		}
+		return results, nil
+	}
+}
+
+// retryable reports whether an apply transaction failed because the
+// store changed since it was read.
+func retryable(err error) bool {
+	return errors.Is(err, raftstore.ErrConflict) || errors.Is(err, raftstore.ErrExists) || errors.Is(err, raftstore.ErrNotFound)
+}
+
+// planApply compares items with the stored objects and returns one result
+// per item (the object as it will be stored) and the ops to write; opIndex
+// maps each op to its item.
+func (s *Server) planApply(items []applyItem) (results []client.ApplyResult, ops []raftstore.Op, opIndex []int, err error) {
+	now := s.cfg.Clock.Now().UTC()
+	for i, it := range items {
+		kind, name := it.obj.GetKind(), it.obj.GetMeta().Name
+		res := client.ApplyResult{Kind: kind, Name: name}
+		cur, gerr := s.cfg.Store.Get(kind, name)
+		switch {
+		case errors.Is(gerr, raftstore.ErrNotFound):
+			if !it.ownsReplicas {
+				if err := setReplicas(it.obj, nil); err != nil {
+					return nil, nil, nil, err
+				}
+			}
+			raw, err := specRaw(it.obj)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			raw.Metadata.Created = now
+			ops = append(ops, raftstore.Op{Type: raftstore.OpCreate, Object: raw})
+			opIndex = append(opIndex, i)
+			res.Action = ActionCreated
+			res.Object = raw
+			res.Object.Metadata.Generation = 1
+		case gerr != nil:
+			return nil, nil, nil, gerr
+		default:
+			if !it.ownsReplicas {
+				if err := setReplicas(it.obj, &cur); err != nil {
+					return nil, nil, nil, err
+				}
+			}
+			raw, err := specRaw(it.obj)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			stored, err := canonicalSpec(cur)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			specChanged := !bytes.Equal(stored, raw.Spec)
+			if !specChanged && maps.Equal(cur.Metadata.Labels, raw.Metadata.Labels) {
+				res.Action = ActionUnchanged
+				res.Object = cur
+				break
+			}
+			raw.Metadata.ResourceVersion = cur.Metadata.ResourceVersion
+			raw.Metadata.Generation = cur.Metadata.Generation
+			raw.Metadata.Created = cur.Metadata.Created
+			ops = append(ops, raftstore.Op{Type: raftstore.OpUpdate, Object: raw})
+			opIndex = append(opIndex, i)
+			res.Action = ActionConfigured
+			res.Object = raw
+			res.Object.Status = cur.Status
+			if specChanged {
+				res.Object.Metadata.Generation++
+			}
+		}
+		results = append(results, res)
+	}
+	return results, ops, opIndex, nil
+}
+
+// canonicalSpec re-encodes a stored object's spec through its typed struct
+// so that it compares byte for byte with a freshly encoded one.
+func canonicalSpec(cur api.RawObject) (json.RawMessage, error) {
+	o, err := api.FromRaw(cur)
+	if err != nil {
+		return nil, fmt.Errorf("decoding stored %s: %w", objectRef(cur.Kind, cur.Metadata.Name), err)
+	}
+	raw, err := api.ToRaw(o)
+	if err != nil {
+		return nil, err
+	}
+	return raw.Spec, nil
+}

@@ -1,0 +1,162 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herd-dev/herd/agent/httpapi"
+	"github.com/herd-dev/herd/agent/httpapi/fakestore"
+	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/client"
+)
+
+func newServer(t *testing.T, token string) *httpapi.Server {
+	t.Helper()
+	cfg := httpapi.DefaultConfig()
+	cfg.Store = fakestore.New(nil)
+	cfg.Logger = testLogger(t)
+	cfg.Token = token
+	s, err := httpapi.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// serve runs s.Serve in the background; the returned func stops it and
+// returns Serve's error.
+func serve(t *testing.T, s *httpapi.Server, ls ...net.Listener) func() error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ls...) }()
+	stopped := false
+	var err error
+	stop := func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Serve did not return after cancel")
+			}
+		}
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+func TestServeRequiresTokenOffLoopback(t *testing.T) {
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Skipf("cannot listen on 0.0.0.0: %v", err)
+	}
+	err = newServer(t, "").Serve(context.Background(), l)
+	if !errors.Is(err, httpapi.ErrNoToken) || !strings.Contains(err.Error(), l.Addr().String()) {
+		t.Errorf("Serve on %s without token = %v, want ErrNoToken naming the address", l.Addr(), err)
+	}
+	if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+		c.Close()
+		t.Error("refused listener was left open")
+	}
+	if err := newServer(t, "").ListenAndServe(context.Background(), "0.0.0.0:0"); !errors.Is(err, httpapi.ErrNoToken) {
+		t.Errorf("ListenAndServe on 0.0.0.0 without token = %v, want ErrNoToken", err)
+	}
+
+	l, err = net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := serve(t, newServer(t, "tok"), l)
+	port := l.Addr().(*net.TCPAddr).Port
+	c, _ := client.New([]string{"http://127.0.0.1:" + strconv.Itoa(port)}, client.Options{Token: "tok"})
+	if _, err := c.Status(ctxT(t)); err != nil {
+		t.Errorf("Status with token: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("Serve returned %v after cancel, want nil", err)
+	}
+}
+
+func TestUnixSocketRoundTrip(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	l, err := httpapi.ListenUnix(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o660 {
+		t.Errorf("socket mode %o, want 660", perm)
+	}
+	if _, err := httpapi.ListenUnix(sock); !errors.Is(err, httpapi.ErrSocketInUse) {
+		t.Errorf("second ListenUnix = %v, want ErrSocketInUse", err)
+	}
+
+	stop := serve(t, newServer(t, ""), l)
+	c, err := client.New([]string{"unix://" + sock}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if _, err := c.Create(ctx, deployment("web", nil)); err != nil {
+		t.Fatalf("Create over unix socket: %v", err)
+	}
+	got, err := c.Get(ctx, api.KindDeployment, "web")
+	if err != nil || got.Metadata.Name != "web" {
+		t.Fatalf("Get over unix socket = %+v, %v", got.Metadata, err)
+	}
+	ch, err := c.Watch(ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Shutting the server down ends open watches instead of waiting on them.
+	if err := stop(); err != nil {
+		t.Errorf("Serve returned %v, want nil", err)
+	}
+	waitClosed(t, ch)
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket left behind after shutdown: %v", err)
+	}
+}
+
+func TestListenUnixStaleAndForeignFiles(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale.sock")
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul.SetUnlinkOnClose(false)
+	ul.Close()
+	l, err := httpapi.ListenUnix(stale)
+	if err != nil {
+		t.Fatalf("ListenUnix over a stale socket: %v", err)
+	}
+	l.Close()
+
+	regular := filepath.Join(dir, "file")
+	if err := os.WriteFile(regular, []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := httpapi.ListenUnix(regular); err == nil || !strings.Contains(err.Error(), "not a unix socket") {
+		t.Errorf("ListenUnix over a regular file = %v, want an error", err)
+	}
+	if _, err := httpapi.ListenUnix("relative.sock"); err == nil {
+		t.Error("ListenUnix accepted a relative path")
+	}
+	if _, err := httpapi.Listen("nonsense"); err == nil {
+		t.Error("Listen accepted an address without a port")
+	}
+}

@@ -1,0 +1,481 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/raftstore"
+)
+
+// maxCASRetries is how many times a get-then-CAS write is retried after a
+// conflict with a concurrent writer.
+const maxCASRetries = 3
+
+// route dispatches /v1 requests. The routes:
+//
+//	GET    /v1/status                    cluster status
+//	POST   /v1/apply[?dryRun=1]          apply objects, all or none
+//	GET    /v1/watch?resourceVersion=N   watch every kind
+//	GET    /v1/{kind}[?selector=..]      list ([&watch=1&resourceVersion=N] watch)
+//	POST   /v1/{kind}                    create
+//	GET    /v1/{kind}/{name}             get
+//	PUT    /v1/{kind}/{name}             update spec and labels
+//	DELETE /v1/{kind}/{name}[?resourceVersion=N]
+//	PUT    /v1/{kind}/{name}/status      write status
+//	PUT    /v1/deployments/{name}/scale  set replicas
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/")
+	if !ok {
+		s.writeError(w, newError(http.StatusNotFound, CodeNotFound, "no route %s: the API lives under /v1/", r.URL.Path))
+		return
+	}
+	segs := strings.Split(strings.TrimSuffix(rest, "/"), "/")
+	switch segs[0] {
+	case "status":
+		if len(segs) == 1 {
+			if s.allow(w, r, http.MethodGet) {
+				s.status(w, r)
+			}
+			return
+		}
+	case "apply":
+		if len(segs) == 1 {
+			if s.allow(w, r, http.MethodPost) {
+				s.apply(w, r)
+			}
+			return
+		}
+	case "watch":
+		if len(segs) == 1 {
+			if s.allow(w, r, http.MethodGet) {
+				s.watch(w, r, "")
+			}
+			return
+		}
+	}
+	kind := api.Kind(segs[0])
+	if api.New(kind) == nil {
+		s.writeError(w, unknownKind(segs[0]))
+		return
+	}
+	switch {
+	case len(segs) == 1:
+		if !s.allow(w, r, http.MethodGet, http.MethodPost) {
+			return
+		}
+		if r.Method == http.MethodPost {
+			s.create(w, r, kind)
+		} else if boolParam(r, "watch") {
+			s.watch(w, r, kind)
+		} else {
+			s.list(w, r, kind)
+		}
+	case len(segs) == 2 && segs[1] != "":
+		if !s.allow(w, r, http.MethodGet, http.MethodPut, http.MethodDelete) {
+			return
+		}
+		switch r.Method {
+		case http.MethodGet:
+			s.get(w, r, kind, segs[1])
+		case http.MethodPut:
+			s.update(w, r, kind, segs[1])
+		default:
+			s.delete(w, r, kind, segs[1])
+		}
+	case len(segs) == 3 && segs[1] != "" && segs[2] == "status":
+		if s.allow(w, r, http.MethodPut) {
+			s.updateStatus(w, r, kind, segs[1])
+		}
+	case len(segs) == 3 && segs[1] != "" && segs[2] == "scale" && kind == api.KindDeployment:
+		if s.allow(w, r, http.MethodPut) {
+			s.scale(w, r, segs[1])
+		}
+	default:
+		s.writeError(w, newError(http.StatusNotFound, CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	}
+}
+
+// allow answers 405 unless r uses one of methods.
+func (s *Server) allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	if slices.Contains(methods, r.Method) || (r.Method == http.MethodHead && slices.Contains(methods, http.MethodGet)) {
+		return true
+	}
+	w.Header().Set("Allow", strings.Join(methods, ", "))
+	s.writeError(w, newError(http.StatusMethodNotAllowed, CodeBadRequest,
+		"method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(methods, ", ")))
+	return false
+}
+
+func boolParam(r *http.Request, name string) bool {
+	switch strings.ToLower(r.URL.Query().Get(name)) {
+	case "1", "true", "yes":
+		return true
+	}
+	return false
+}
+
+func uintParam(r *http.Request, name string) (uint64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, badRequest("query parameter %s=%q: want a non-negative integer", name, v)
+	}
+	return n, nil
+}
+
+// managedByHerd reports whether users may not create kind's objects.
+func managedByHerd(kind api.Kind) bool { return kind == api.KindNode || kind == api.KindPod }
+
+func (s *Server) writeCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.cfg.WriteTimeout)
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	var st client.Status
+	if s.cfg.Status != nil {
+		st = s.cfg.Status()
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) selector(r *http.Request) (func(map[string]string) bool, error) {
+	sel := r.URL.Query().Get("selector")
+	if sel == "" {
+		return func(map[string]string) bool { return true }, nil
+	}
+	match, err := s.cfg.Admission.Selector(sel)
+	if err != nil {
+		return nil, badRequest("query parameter selector=%q: %v", sel, err)
+	}
+	return match, nil
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, kind api.Kind) {
+	match, err := s.selector(r)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	objs, rv, err := s.cfg.Store.List(kind)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	items := make([]api.RawObject, 0, len(objs))
+	for _, o := range objs {
+		if match(o.Metadata.Labels) {
+			items = append(items, o)
+		}
+	}
+	slices.SortFunc(items, func(a, b api.RawObject) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	writeJSON(w, http.StatusOK, client.ObjectList{Items: items, ResourceVersion: rv})
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, kind api.Kind, name string) {
+	o, err := s.cfg.Store.Get(kind, name)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+// readBody reads the request body within the size limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return nil, &http.MaxBytesError{Limit: s.cfg.MaxBodyBytes}
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, err
+		}
+		return nil, badRequest("reading request body: %v", err)
+	}
+	return b, nil
+}
+
+// objectHead is what is peeked from an object before decoding it strictly.
+type objectHead struct {
+	Kind     api.Kind `json:"kind"`
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+}
+
+// decodeObject decodes a request body holding one object of kind named
+// name (name may be empty for a create): strictly, with the body's kind
+// and name, when given, required to match the path's.
+func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, kind api.Kind, name string) (api.Object, error) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	o := api.New(kind)
+	if err := decodeStrict(bytes.NewReader(body), o, "request body"); err != nil {
+		return nil, err
+	}
+	var head objectHead
+	_ = json.Unmarshal(body, &head) // decoded strictly above
+	if head.Kind != "" && head.Kind != kind {
+		return nil, badRequest("request body: kind %q does not match the path's %q", head.Kind, kind)
+	}
+	meta := o.GetMeta()
+	if name != "" {
+		if meta.Name == "" {
+			meta.Name = name
+		} else if meta.Name != name {
+			return nil, badRequest("request body: metadata.name %q does not match the path's %q", meta.Name, name)
+		}
+	}
+	return o, nil
+}
+
+// admit defaults and validates o. For a deployment whose replicas the
+// client left out it returns false and fills a placeholder of 1; the caller
+// replaces it with the stored value (one owner per field).
+func (s *Server) admit(o api.Object) (ownsReplicas bool, errs []api.FieldError) {
+	ownsReplicas = true
+	if d, ok := o.(*api.Deployment); ok && d.Spec.Replicas == nil {
+		ownsReplicas = false
+		one := 1
+		d.Spec.Replicas = &one
+	}
+	s.cfg.Admission.SetDefaults(o)
+	errs = s.cfg.Admission.Validate(o)
+	ref := objectRef(o.GetKind(), o.GetMeta().Name)
+	for i := range errs {
+		if errs[i].Object == "" {
+			errs[i].Object = ref
+		}
+	}
+	return ownsReplicas, errs
+}
+
+func objectRef(kind api.Kind, name string) string {
+	if name == "" {
+		name = "(unnamed)"
+	}
+	return string(kind) + "/" + name
+}
+
+// setReplicas gives a deployment whose manifest leaves replicas out the
+// stored count (1 when nothing is stored).
+func setReplicas(o api.Object, cur *api.RawObject) error {
+	d, ok := o.(*api.Deployment)
+	if !ok {
+		return nil
+	}
+	n := 1
+	if cur != nil {
+		stored, err := api.FromRaw(*cur)
+		if err != nil {
+			return fmt.Errorf("decoding stored %s: %w", objectRef(cur.Kind, cur.Metadata.Name), err)
+		}
+		if sd := stored.(*api.Deployment); sd.Spec.Replicas != nil {
+			n = *sd.Spec.Replicas
+		}
+	}
+	d.Spec.Replicas = &n
+	return nil
+}
+
+// specRaw returns o as a raw object holding only what a create or update
+// writes: name, labels and spec.
+func specRaw(o api.Object) (api.RawObject, error) {
+	raw, err := api.ToRaw(o)
+	if err != nil {
+		return api.RawObject{}, fmt.Errorf("encoding %s: %w", objectRef(o.GetKind(), o.GetMeta().Name), err)
+	}
+	raw.Metadata = api.ObjectMeta{Name: raw.Metadata.Name, Labels: raw.Metadata.Labels}
+	raw.Status = nil
+	return raw, nil
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request, kind api.Kind) {
+	if managedByHerd(kind) {
+		s.writeError(w, badRequest("%s are managed by herd and cannot be created", kind))
+		return
+	}
+	o, err := s.decodeObject(w, r, kind, "")
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if _, errs := s.admit(o); len(errs) > 0 {
+		s.writeError(w, invalid(errs))
+		return
+	}
+	raw, err := specRaw(o)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	raw.Metadata.Created = s.cfg.Clock.Now().UTC()
+	ctx, cancel := s.writeCtx(r)
+	defer cancel()
+	out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpCreate, Object: raw}})
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, out[0])
+}
+
+// casUpdate writes an update computed from the stored object by next,
+// with compare-and-swap on the stored resourceVersion. When expectRV is
+// non-zero the client's version must be current (no retry); otherwise a
+// conflict with a concurrent writer is retried with fresh state.
+func (s *Server) casUpdate(ctx context.Context, kind api.Kind, name string, expectRV uint64,
+	next func(cur api.RawObject) (api.RawObject, error)) (api.RawObject, error) {
+	for attempt := 0; ; attempt++ {
+		cur, err := s.cfg.Store.Get(kind, name)
+		if err != nil {
+			return api.RawObject{}, err
+		}
+		if expectRV != 0 && cur.Metadata.ResourceVersion != expectRV {
+			return api.RawObject{}, fmt.Errorf("%w: %s has resourceVersion %d, the request carried %d",
+				raftstore.ErrConflict, objectRef(kind, name), cur.Metadata.ResourceVersion, expectRV)
+		}
+		raw, err := next(cur)
+		if err != nil {
+			return api.RawObject{}, err
+		}
+		raw.Metadata.ResourceVersion = cur.Metadata.ResourceVersion
+		raw.Metadata.Created = cur.Metadata.Created
+		raw.Metadata.Generation = cur.Metadata.Generation
+		out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpUpdate, Object: raw}})
+		if errors.Is(err, raftstore.ErrConflict) && expectRV == 0 && attempt < maxCASRetries {
+			continue
+		}
+		if err != nil {
+			return api.RawObject{}, err
+		}
+		return out[0], nil
+	}
+}
+
+func (s *Server) update(w http.ResponseWriter, r *http.Request, kind api.Kind, name string) {
+	if kind == api.KindPod {
+		s.writeError(w, badRequest("pods are managed by herd and cannot be updated"))
+		return
+	}
+	o, err := s.decodeObject(w, r, kind, name)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	owns, errs := s.admit(o)
+	if len(errs) > 0 {
+		s.writeError(w, invalid(errs))
+		return
+	}
+	ctx, cancel := s.writeCtx(r)
+	defer cancel()
+	out, err := s.casUpdate(ctx, kind, name, o.GetMeta().ResourceVersion, func(cur api.RawObject) (api.RawObject, error) {
+		if !owns {
+			if err := setReplicas(o, &cur); err != nil {
+				return api.RawObject{}, err
+			}
+		}
+		return specRaw(o)
+	})
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) updateStatus(w http.ResponseWriter, r *http.Request, kind api.Kind, name string) {
+	o, err := s.decodeObject(w, r, kind, name)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	raw, err := api.ToRaw(o)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	raw.Metadata = api.ObjectMeta{Name: name, ResourceVersion: raw.Metadata.ResourceVersion}
+	raw.Spec = nil
+	ctx, cancel := s.writeCtx(r)
+	defer cancel()
+	out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpUpdateStatus, Object: raw}})
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out[0])
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, kind api.Kind, name string) {
+	rv, err := uintParam(r, "resourceVersion")
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	ctx, cancel := s.writeCtx(r)
+	defer cancel()
+	raw := api.RawObject{Kind: kind, Metadata: api.ObjectMeta{Name: name, ResourceVersion: rv}}
+	out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpDelete, Object: raw}})
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out[0])
+}
+
+func (s *Server) scale(w http.ResponseWriter, r *http.Request, name string) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	var req client.ScaleRequest
+	if err := decodeStrict(bytes.NewReader(body), &req, "request body"); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	ref := objectRef(api.KindDeployment, name)
+	switch {
+	case req.Replicas == nil:
+		s.writeError(w, invalid([]api.FieldError{{Object: ref, Field: "replicas", Message: "required"}}))
+		return
+	case *req.Replicas < 0 || *req.Replicas > api.MaxReplicas:
+		s.writeError(w, invalid([]api.FieldError{{Object: ref, Field: "replicas",
+			Message: fmt.Sprintf("%d is out of range: want 0 to %d", *req.Replicas, api.MaxReplicas)}}))
+		return
+	}
+	ctx, cancel := s.writeCtx(r)
+	defer cancel()
+	out, err := s.casUpdate(ctx, api.KindDeployment, name, 0, func(cur api.RawObject) (api.RawObject, error) {
+		o, err := api.FromRaw(cur)
+		if err != nil {
+			return api.RawObject{}, fmt.Errorf("decoding stored %s: %w", ref, err)
+		}
+		n := *req.Replicas
+		o.(*api.Deployment).Spec.Replicas = &n
+		return specRaw(o)
+	})
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
