@@ -1,0 +1,426 @@
+package units
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/herd-dev/herd/api"
+)
+
+func planPod(name string) *api.Pod {
+	return &api.Pod{
+		Kind:     api.KindPod,
+		Metadata: api.ObjectMeta{Name: name, Generation: 1},
+		Spec: api.PodSpec{
+			Owner:    api.OwnerRef{Kind: api.KindDeployment, Name: "web"},
+			Node:     "pi-1",
+			Template: api.PodTemplate{Exec: []string{"/bin/sleep", "infinity"}},
+		},
+	}
+}
+
+func hashOf(t *testing.T, p *api.Pod) string {
+	t.Helper()
+	b, err := Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Hash(b)
+}
+
+// running is an observed unit that matches p and runs.
+func running(t *testing.T, p *api.Pod) UnitState {
+	return UnitState{
+		Unit: UnitName(p.Metadata.Name), LoadState: "loaded", ActiveState: "active", SubState: "running",
+		UnitFileState: "enabled", MainPID: 42, ExecMainStartTimestamp: "Mon 2024-05-06 07:08:09 UTC",
+		FileHash: hashOf(t, p),
+	}
+}
+
+func TestPlan(t *testing.T) {
+	a, b, c, d := planPod("a"), planPod("b"), planPod("c"), planPod("d")
+	dChanged := planPod("d")
+	dChanged.Metadata.Generation = 2
+	dChanged.Spec.Template.Exec = []string{"/bin/sleep", "60"}
+	bad := planPod("bad")
+	bad.Spec.Template.Exec = []string{"/bin/echo", "nul\x00"}
+
+	with := func(u UnitState, edit func(*UnitState)) UnitState { edit(&u); return u }
+
+	for _, tc := range []struct {
+		name     string
+		desired  []*api.Pod
+		observed []UnitState
+		want     []string // "type unit"
+		wantErr  bool
+	}{
+		{name: "empty board", want: nil},
+		{
+			name:     "nothing changed",
+			desired:  []*api.Pod{a, b},
+			observed: []UnitState{running(t, a), running(t, b)},
+			want:     nil,
+		},
+		{
+			name:     "stale unit is fenced",
+			observed: []UnitState{running(t, b)},
+			want:     []string{"stop herd-b.service", "disable herd-b.service", "remove herd-b.service", "daemon-reload"},
+		},
+		{
+			name:    "new pod",
+			desired: []*api.Pod{a},
+			want:    []string{"write herd-a.service", "daemon-reload", "enable herd-a.service", "start herd-a.service"},
+		},
+		{
+			name:     "failed unit of a placed pod is left to the controller",
+			desired:  []*api.Pod{a},
+			observed: []UnitState{with(running(t, a), func(u *UnitState) { u.ActiveState, u.SubState, u.MainPID, u.ExecMainStatus = "failed", "failed", 0, 1 })},
+			want:     nil,
+		},
+		{
+			name:     "crash-looping unit of a placed pod is left to systemd",
+			desired:  []*api.Pod{a},
+			observed: []UnitState{with(running(t, a), func(u *UnitState) { u.ActiveState, u.SubState, u.NRestarts = "activating", "auto-restart", 9 })},
+			want:     nil,
+		},
+		{
+			name:     "exited unit of a restart=never pod stays exited",
+			desired:  []*api.Pod{a},
+			observed: []UnitState{with(running(t, a), func(u *UnitState) { u.ActiveState, u.SubState, u.MainPID = "inactive", "dead", 0 })},
+			want:     nil,
+		},
+		{
+			name:     "changed spec rewrites and restarts",
+			desired:  []*api.Pod{dChanged},
+			observed: []UnitState{running(t, d)},
+			want:     []string{"write herd-d.service", "daemon-reload", "restart herd-d.service"},
+		},
+		{
+			name:     "fencing comes before anything starts",
+			desired:  []*api.Pod{dChanged, a},
+			observed: []UnitState{running(t, c), running(t, d), running(t, b)},
+			want: []string{
+				"stop herd-b.service", "stop herd-c.service",
+				"disable herd-b.service", "disable herd-c.service",
+				"remove herd-b.service", "remove herd-c.service",
+				"write herd-a.service", "write herd-d.service",
+				"daemon-reload",
+				"enable herd-a.service",
+				"start herd-a.service", "restart herd-d.service",
+			},
+		},
+		{
+			name:     "file written but never loaded",
+			desired:  []*api.Pod{a},
+			observed: []UnitState{{Unit: "herd-a.service", FileHash: hashOf(t, a)}},
+			want:     []string{"daemon-reload", "enable herd-a.service", "start herd-a.service"},
+		},
+		{
+			name:     "systemd has a stale view of an unchanged file",
+			desired:  []*api.Pod{a},
+			observed: []UnitState{with(running(t, a), func(u *UnitState) { u.NeedDaemonReload = true })},
+			want:     []string{"daemon-reload"},
+		},
+		{
+			name:     "disabled unit is enabled again",
+			desired:  []*api.Pod{a},
+			observed: []UnitState{with(running(t, a), func(u *UnitState) { u.UnitFileState = "disabled" })},
+			want:     []string{"enable herd-a.service"},
+		},
+		{
+			name:    "loaded but never started",
+			desired: []*api.Pod{a},
+			observed: []UnitState{with(running(t, a), func(u *UnitState) {
+				u.ActiveState, u.SubState, u.MainPID, u.ExecMainStartTimestamp = "inactive", "dead", 0, ""
+			})},
+			want: []string{"start herd-a.service"},
+		},
+		{
+			name:     "unit file vanished under a running unit",
+			desired:  []*api.Pod{a},
+			observed: []UnitState{with(running(t, a), func(u *UnitState) { u.FileHash = "" })},
+			want:     []string{"write herd-a.service", "daemon-reload", "enable herd-a.service", "restart herd-a.service"},
+		},
+		{
+			name: "stale failed unit already removed is reset",
+			observed: []UnitState{with(running(t, b), func(u *UnitState) {
+				u.LoadState, u.ActiveState, u.SubState, u.UnitFileState, u.FileHash = "not-found", "failed", "failed", "", ""
+			})},
+			want: []string{"reset-failed herd-b.service"},
+		},
+		{
+			name: "stale failed unit with its file",
+			observed: []UnitState{with(running(t, b), func(u *UnitState) {
+				u.ActiveState, u.SubState = "failed", "failed"
+			})},
+			want: []string{"disable herd-b.service", "remove herd-b.service", "daemon-reload", "reset-failed herd-b.service"},
+		},
+		{
+			name: "stale unit already gone",
+			observed: []UnitState{with(running(t, b), func(u *UnitState) {
+				u.LoadState, u.ActiveState, u.SubState, u.UnitFileState, u.FileHash = "not-found", "inactive", "dead", "", ""
+			})},
+			want: nil,
+		},
+		{
+			name:     "stale crash-looping unit is stopped",
+			observed: []UnitState{with(running(t, b), func(u *UnitState) { u.ActiveState, u.SubState = "activating", "auto-restart" })},
+			want:     []string{"stop herd-b.service", "disable herd-b.service", "remove herd-b.service", "daemon-reload"},
+		},
+		{
+			name:     "units herd does not own are ignored",
+			observed: []UnitState{{Unit: "sshd.service", LoadState: "loaded", ActiveState: "active", FileHash: "x"}, {Unit: "herd.service", ActiveState: "active"}},
+			want:     nil,
+		},
+		{
+			name:     "duplicates count once",
+			desired:  []*api.Pod{a, a, nil},
+			observed: []UnitState{running(t, a), running(t, a)},
+			want:     nil,
+		},
+		{
+			name:     "an unrenderable pod keeps its unit and blocks nothing else",
+			desired:  []*api.Pod{bad, a},
+			observed: []UnitState{{Unit: "herd-bad.service", LoadState: "loaded", ActiveState: "active", FileHash: "old"}},
+			want:     []string{"write herd-a.service", "daemon-reload", "enable herd-a.service", "start herd-a.service"},
+			wantErr:  true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acts, err := Plan(tc.desired, tc.observed)
+			if tc.wantErr {
+				if !errors.Is(err, ErrUnrenderable) {
+					t.Errorf("Plan error = %v, want ErrUnrenderable", err)
+				}
+			} else if err != nil {
+				t.Fatalf("Plan: %v", err)
+			}
+			var got []string
+			for _, a := range acts {
+				s := string(a.Type)
+				if a.Unit != "" {
+					s += " " + a.Unit
+				}
+				got = append(got, s)
+				if a.Reason == "" {
+					t.Errorf("%s has no reason", s)
+				}
+				if (a.Type == ActionWrite) != (a.Content != nil) {
+					t.Errorf("%s: content set = %v", s, a.Content != nil)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Plan (-want +got):\n%s", diff)
+			}
+			for _, a := range acts {
+				if a.Type != ActionWrite {
+					continue
+				}
+				for _, p := range tc.desired {
+					if p != nil && UnitName(p.Metadata.Name) == a.Unit {
+						if want, _ := Render(p); !bytes.Equal(want, a.Content) {
+							t.Errorf("write %s: content is not Render(pod)", a.Unit)
+						}
+					}
+				}
+			}
+			// Applying the plan and observing again converges.
+			if tc.wantErr {
+				return
+			}
+			after := applyPlan(t, tc.observed, acts)
+			again, err := Plan(tc.desired, after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(again) != 0 {
+				t.Errorf("second pass is not empty: %v", again)
+			}
+		})
+	}
+}
+
+// applyPlan simulates a board that carries out acts perfectly: a map-backed
+// fake unit manager, as in fleet's tests.
+func applyPlan(t *testing.T, observed []UnitState, acts []Action) []UnitState {
+	t.Helper()
+	units := map[string]*UnitState{}
+	var order []string
+	for _, u := range observed {
+		if _, ok := units[u.Unit]; !ok {
+			u := u
+			units[u.Unit] = &u
+			order = append(order, u.Unit)
+		}
+	}
+	get := func(name string) *UnitState {
+		if u, ok := units[name]; ok {
+			return u
+		}
+		u := &UnitState{Unit: name}
+		units[name] = u
+		order = append(order, name)
+		return u
+	}
+	for _, a := range acts {
+		switch a.Type {
+		case ActionStop:
+			u := get(a.Unit)
+			u.ActiveState, u.SubState, u.MainPID = "inactive", "dead", 0
+		case ActionDisable:
+			get(a.Unit).UnitFileState = "disabled"
+		case ActionRemove:
+			u := get(a.Unit)
+			u.FileHash, u.UnitFileState = "", ""
+			u.NeedDaemonReload = true
+		case ActionWrite:
+			u := get(a.Unit)
+			u.FileHash = Hash(a.Content)
+			if u.LoadState == "loaded" {
+				u.NeedDaemonReload = true
+			}
+			if u.UnitFileState == "" {
+				u.UnitFileState = "disabled" // a rewrite keeps the wants/ symlink
+			}
+		case ActionDaemonReload:
+			for _, u := range units {
+				u.NeedDaemonReload = false
+				if u.FileHash != "" {
+					u.LoadState = "loaded"
+					if u.ActiveState == "" {
+						u.ActiveState, u.SubState = "inactive", "dead"
+					}
+				} else if u.LoadState != "" {
+					u.LoadState = "not-found"
+				}
+			}
+		case ActionResetFailed:
+			u := get(a.Unit)
+			u.ActiveState, u.SubState = "inactive", "dead"
+		case ActionEnable:
+			get(a.Unit).UnitFileState = "enabled"
+		case ActionStart, ActionRestart:
+			u := get(a.Unit)
+			if u.LoadState != "loaded" || u.NeedDaemonReload {
+				t.Errorf("%s before systemd loaded the current file", a)
+			}
+			u.ActiveState, u.SubState, u.MainPID, u.ExecMainStartTimestamp = "active", "running", 7, "now"
+		default:
+			t.Fatalf("unknown action %q", a.Type)
+		}
+	}
+	var out []UnitState
+	for _, name := range order {
+		u := units[name]
+		// systemd forgets an inactive unit without a file after a reload.
+		if u.LoadState == "not-found" && u.FileHash == "" && u.ActiveState == "inactive" {
+			continue
+		}
+		out = append(out, *u)
+	}
+	return out
+}
+
+func TestActionString(t *testing.T) {
+	for _, tc := range []struct {
+		a    Action
+		want string
+	}{
+		{Action{Type: ActionStop, Unit: "herd-a.service", Reason: "pod not placed on this node"}, "stop herd-a.service: pod not placed on this node"},
+		{Action{Type: ActionDaemonReload, Reason: "unit files changed: herd-a.service"}, "daemon-reload: unit files changed: herd-a.service"},
+	} {
+		if got := tc.a.String(); got != tc.want {
+			t.Errorf("String() = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestParseShow(t *testing.T) {
+	out := strings.Join([]string{
+		"Id=herd-web-1.service",
+		"LoadState=loaded",
+		"ActiveState=active",
+		"SubState=running",
+		"UnitFileState=enabled",
+		"NeedDaemonReload=no",
+		"MainPID=1234",
+		"NRestarts=3",
+		"ExecMainStatus=0",
+		"ExecMainStartTimestamp=Mon 2024-05-06 07:08:09 UTC",
+		"SomethingNew=ignored",
+		"",
+		"Id=herd-gone.service",
+		"LoadState=not-found",
+		"ActiveState=failed",
+		"SubState=failed",
+		"UnitFileState=",
+		"NeedDaemonReload=yes",
+		"MainPID=0",
+		"NRestarts=[not set]",
+		"ExecMainStatus=143",
+		"ExecMainStartTimestamp=n/a",
+		"",
+	}, "\n")
+	got, err := ParseShow([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []UnitState{
+		{Unit: "herd-web-1.service", LoadState: "loaded", ActiveState: "active", SubState: "running", UnitFileState: "enabled",
+			MainPID: 1234, NRestarts: 3, ExecMainStartTimestamp: "Mon 2024-05-06 07:08:09 UTC"},
+		{Unit: "herd-gone.service", LoadState: "not-found", ActiveState: "failed", SubState: "failed", NeedDaemonReload: true,
+			ExecMainStatus: 143},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ParseShow (-want +got):\n%s", diff)
+	}
+	if got, err := ParseShow(nil); err != nil || len(got) != 0 {
+		t.Errorf("ParseShow(empty) = %v, %v", got, err)
+	}
+	for _, bad := range []string{"Id=herd-a.service\nMainPID=abc\n", "LoadState=loaded\n", "Id=herd-a.service\nno equals sign\n"} {
+		if _, err := ParseShow([]byte(bad)); err == nil || !strings.HasPrefix(err.Error(), "units: ") {
+			t.Errorf("ParseShow(%q) error = %v", bad, err)
+		}
+	}
+	props := ShowProperties()
+	for _, p := range []string{"Id", "LoadState", "ActiveState", "SubState", "MainPID", "NRestarts", "ExecMainStatus", "ExecMainStartTimestamp"} {
+		if !strings.Contains(","+strings.Join(props, ",")+",", ","+p+",") {
+			t.Errorf("ShowProperties lacks %s", p)
+		}
+	}
+}
+
+func TestHash(t *testing.T) {
+	// sha256sum of the empty file.
+	if got := Hash(nil); got != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
+		t.Errorf("Hash(nil) = %s", got)
+	}
+}
+
+func BenchmarkPlan(b *testing.B) {
+	// A busy board: 50 placed pods, all running and unchanged, plus 5 stale.
+	var desired []*api.Pod
+	var observed []UnitState
+	for i := range 55 {
+		p := planPod("web-" + strings.Repeat("x", i%5) + string(rune('a'+i%26)) + string(rune('a'+i/26)))
+		content, err := Render(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		observed = append(observed, UnitState{Unit: UnitName(p.Metadata.Name), LoadState: "loaded", ActiveState: "active",
+			UnitFileState: "enabled", ExecMainStartTimestamp: "x", FileHash: Hash(content)})
+		if i < 50 {
+			desired = append(desired, p)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Plan(desired, observed); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
