@@ -1,0 +1,251 @@
+package api
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+)
+
+// Default values SetDefaults fills in.
+const (
+	DefaultMaxSurge            = 1
+	DefaultMaxUnavailable      = 0
+	DefaultRestartPolicy       = RestartAlways
+	DefaultProtocol            = "tcp"
+	DefaultFileMode            = "0644"
+	DefaultProbePeriodSeconds  = 5
+	DefaultProbeTimeoutSeconds = 2
+	DefaultTemplateLabelKey    = "app"
+	// defaultPortNamePrefix + index names a port left unnamed.
+	defaultPortNamePrefix = "p"
+)
+
+// SetDefaults fills in the fields a user may leave out and normalizes the
+// spelling of the others, in place. The server calls it once, at admission,
+// so that the stored spec is complete and a reconcile never flaps on a field
+// the server filled in. It is idempotent: SetDefaults twice is SetDefaults
+// once. It never makes an invalid object valid by guessing: values it does
+// not understand are left for Validate to report.
+//
+// What it does, by kind:
+//   - every kind: Kind is set to the struct's kind.
+//   - Deployment: template labels default to {"app": name}; the selector
+//     defaults to a copy of the template labels; strategy maxSurge 1,
+//     maxUnavailable 0. Replicas is left alone: nil means the manifest does
+//     not own it, and the server decides at apply (1 on create).
+//   - Daemon: template labels default to {"app": name}.
+//   - Service: a port's name defaults to its target.
+//   - Pod: template defaults only.
+//   - Pod templates: restart "always"; port protocol "tcp"; port names
+//     "p0", "p1", ... by index; file mode "0644", and modes are written with
+//     four octal digits ("644" becomes "0644"); memory and CPU requests
+//     default to the limits when those are absolute; quantities lose leading
+//     zeros ("064M" becomes "64M", but "1024K" stays "1024K"); readiness
+//     period 5 s, timeout 2 s (or the period, if shorter), and an HTTP check's
+//     port defaults to the first port; node-selector shorthands "arch" and
+//     "model" become LabelArch and LabelModel.
+func SetDefaults(o Object) {
+	switch v := o.(type) {
+	case *Deployment:
+		v.Kind = KindDeployment
+		defaultTemplateLabels(&v.Spec.Template, v.Metadata.Name)
+		if len(v.Spec.Selector) == 0 && len(v.Spec.Template.Labels) > 0 {
+			v.Spec.Selector = maps.Clone(v.Spec.Template.Labels)
+		}
+		if v.Spec.Strategy.MaxSurge == nil {
+			v.Spec.Strategy.MaxSurge = intPtr(DefaultMaxSurge)
+		}
+		if v.Spec.Strategy.MaxUnavailable == nil {
+			v.Spec.Strategy.MaxUnavailable = intPtr(DefaultMaxUnavailable)
+		}
+		defaultTemplate(&v.Spec.Template)
+	case *Daemon:
+		v.Kind = KindDaemon
+		defaultTemplateLabels(&v.Spec.Template, v.Metadata.Name)
+		defaultTemplate(&v.Spec.Template)
+	case *Service:
+		v.Kind = KindService
+		for i := range v.Spec.Ports {
+			if v.Spec.Ports[i].Name == "" {
+				v.Spec.Ports[i].Name = v.Spec.Ports[i].Target
+			}
+		}
+	case *Pod:
+		v.Kind = KindPod
+		defaultTemplate(&v.Spec.Template)
+	case *Node:
+		v.Kind = KindNode
+	}
+}
+
+func intPtr(i int) *int { return &i }
+
+// defaultTemplateLabels gives a template without labels the label app=name,
+// when name is valid (an invalid name would make an invalid label).
+func defaultTemplateLabels(t *PodTemplate, name string) {
+	if len(t.Labels) == 0 && nameProblem(name) == "" {
+		t.Labels = map[string]string{DefaultTemplateLabelKey: name}
+	}
+}
+
+// defaultTemplate applies the pod template defaults.
+func defaultTemplate(t *PodTemplate) {
+	if t.RestartPolicy == "" {
+		t.RestartPolicy = DefaultRestartPolicy
+	}
+	for i := range t.Ports {
+		p := &t.Ports[i]
+		if p.Protocol == "" {
+			p.Protocol = DefaultProtocol
+		}
+		if p.Name == "" {
+			p.Name = defaultPortNamePrefix + strconv.Itoa(i)
+		}
+	}
+	for i := range t.Files {
+		f := &t.Files[i]
+		if f.Mode == "" {
+			f.Mode = DefaultFileMode
+		} else if m, ok := parseFileMode(f.Mode); ok {
+			f.Mode = formatFileMode(m)
+		}
+	}
+	r := &t.Resources
+	r.MemoryLimit = canonicalMemory(r.MemoryLimit)
+	r.MemoryRequest = canonicalMemory(r.MemoryRequest)
+	r.CPULimit = canonicalCPU(r.CPULimit)
+	r.CPURequest = canonicalCPU(r.CPURequest)
+	if r.MemoryRequest == "" && r.MemoryLimit != "" {
+		if b, _, err := ParseMemory(r.MemoryLimit); err == nil && b > 0 {
+			r.MemoryRequest = r.MemoryLimit
+		}
+	}
+	if r.CPURequest == "" && r.CPULimit != "" {
+		if _, err := ParseCPU(r.CPULimit); err == nil {
+			r.CPURequest = r.CPULimit
+		}
+	}
+	if p := t.Readiness; p != nil {
+		if p.PeriodSeconds == 0 {
+			p.PeriodSeconds = DefaultProbePeriodSeconds
+		}
+		if p.TimeoutSeconds == 0 {
+			p.TimeoutSeconds = min(DefaultProbeTimeoutSeconds, max(p.PeriodSeconds, 1))
+		}
+		if p.HTTP != "" && p.HTTPPort == "" && len(t.Ports) > 0 {
+			p.HTTPPort = t.Ports[0].Name
+		}
+	}
+	if len(t.NodeSelector) > 0 {
+		for _, short := range nodeSelectorShortKeys() {
+			long, _ := nodeSelectorLongForm(short)
+			v, ok := t.NodeSelector[short]
+			if !ok {
+				continue
+			}
+			if lv, both := t.NodeSelector[long]; both && lv != v {
+				continue // conflicting: leave both for Validate to report
+			}
+			t.NodeSelector[long] = v
+			delete(t.NodeSelector, short)
+		}
+	}
+}
+
+// parseFileMode parses an octal permission string ("0644", "644", "4755")
+// of at most 07777.
+func parseFileMode(s string) (uint32, bool) {
+	if s == "" || len(s) > 5 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '7' {
+			return 0, false
+		}
+	}
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, false
+	}
+	return uint32(m), true
+}
+
+// formatFileMode writes a mode with four octal digits.
+func formatFileMode(m uint32) string {
+	s := strconv.FormatUint(uint64(m), 8)
+	for len(s) < 4 {
+		s = "0" + s
+	}
+	return s
+}
+
+// ---------------------------------------------------------------------------
+// Deep copies, so that Validate can default a copy without touching its
+// argument.
+
+// cloneObject returns a deep copy of the spec-bearing parts of o (metadata
+// and spec; status is shared, as nothing here writes it).
+func cloneObject(o Object) Object {
+	switch v := o.(type) {
+	case *Deployment:
+		c := *v
+		c.Metadata = cloneMeta(v.Metadata)
+		c.Spec.Replicas = clonePtr(v.Spec.Replicas)
+		c.Spec.Selector = maps.Clone(v.Spec.Selector)
+		c.Spec.Strategy.MaxSurge = clonePtr(v.Spec.Strategy.MaxSurge)
+		c.Spec.Strategy.MaxUnavailable = clonePtr(v.Spec.Strategy.MaxUnavailable)
+		c.Spec.Template = cloneTemplate(v.Spec.Template)
+		return &c
+	case *Daemon:
+		c := *v
+		c.Metadata = cloneMeta(v.Metadata)
+		c.Spec.Template = cloneTemplate(v.Spec.Template)
+		return &c
+	case *Service:
+		c := *v
+		c.Metadata = cloneMeta(v.Metadata)
+		c.Spec.Selector = maps.Clone(v.Spec.Selector)
+		c.Spec.Ports = slices.Clone(v.Spec.Ports)
+		return &c
+	case *Pod:
+		c := *v
+		c.Metadata = cloneMeta(v.Metadata)
+		c.Spec.Template = cloneTemplate(v.Spec.Template)
+		c.Spec.HostPorts = maps.Clone(v.Spec.HostPorts)
+		return &c
+	case *Node:
+		c := *v
+		c.Metadata = cloneMeta(v.Metadata)
+		return &c
+	}
+	return o
+}
+
+func cloneMeta(m ObjectMeta) ObjectMeta {
+	m.Labels = maps.Clone(m.Labels)
+	return m
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
+}
+
+// cloneTemplate returns a deep copy of t.
+func cloneTemplate(t PodTemplate) PodTemplate {
+	t.Labels = maps.Clone(t.Labels)
+	t.Exec = slices.Clone(t.Exec)
+	t.Env = maps.Clone(t.Env)
+	t.Files = slices.Clone(t.Files)
+	t.Ports = slices.Clone(t.Ports)
+	t.NodeSelector = maps.Clone(t.NodeSelector)
+	if t.Readiness != nil {
+		p := *t.Readiness
+		p.Exec = slices.Clone(p.Exec)
+		t.Readiness = &p
+	}
+	return t
+}

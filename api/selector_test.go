@@ -1,0 +1,146 @@
+package api
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestMatchLabels(t *testing.T) {
+	labels := map[string]string{"app": "web", "tier": "front", "empty": ""}
+	tests := []struct {
+		name string
+		sel  map[string]string
+		want bool
+	}{
+		{"nil selector matches nothing", nil, false},
+		{"empty selector matches nothing", map[string]string{}, false},
+		{"one key", map[string]string{"app": "web"}, true},
+		{"all keys", map[string]string{"app": "web", "tier": "front"}, true},
+		{"wrong value", map[string]string{"app": "api"}, false},
+		{"missing key", map[string]string{"app": "web", "zone": "a"}, false},
+		{"empty value must be present", map[string]string{"empty": ""}, true},
+		{"empty value of absent key", map[string]string{"absent": ""}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := MatchLabels(tt.sel, labels); got != tt.want {
+				t.Errorf("MatchLabels(%v) = %v, want %v", tt.sel, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMatchNodeSelector(t *testing.T) {
+	node := map[string]string{LabelArch: "arm64", LabelModel: "rpi4", "zone": "a"}
+	tests := []struct {
+		sel  map[string]string
+		want bool
+	}{
+		{nil, true},
+		{map[string]string{}, true},
+		{map[string]string{"arch": "arm64"}, true},
+		{map[string]string{LabelArch: "arm64", "model": "rpi4"}, true},
+		{map[string]string{"arch": "amd64"}, false},
+		{map[string]string{"zone": "b"}, false},
+	}
+	for _, tt := range tests {
+		if got := MatchNodeSelector(tt.sel, node); got != tt.want {
+			t.Errorf("MatchNodeSelector(%v) = %v, want %v", tt.sel, got, tt.want)
+		}
+	}
+}
+
+func TestFormatAndParseSelector(t *testing.T) {
+	m := map[string]string{"tier": "front", "app": "web", "herd.dev/arch": "arm64", "e": ""}
+	s := FormatLabels(m)
+	if want := "app=web,e=,herd.dev/arch=arm64,tier=front"; s != want {
+		t.Errorf("FormatLabels = %q, want %q", s, want)
+	}
+	back, err := ParseSelector(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(m, back); diff != "" {
+		t.Errorf("ParseSelector(FormatLabels(m)) (-want +got):\n%s", diff)
+	}
+	if FormatLabels(nil) != "" {
+		t.Error("FormatLabels(nil) != \"\"")
+	}
+	got, err := ParseSelector(" app = web , tier==front")
+	if err != nil || !cmp.Equal(got, map[string]string{"app": "web", "tier": "front"}) {
+		t.Errorf("ParseSelector with blanks and == = %v, %v", got, err)
+	}
+}
+
+func TestParseSelectorErrors(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", "empty"},
+		{"  ", "empty"},
+		{"app", "want key=value"},
+		{"app=web,", "want key=value"},
+		{"=web", "key \"\""},
+		{"a b=c", "key \"a b\""},
+		{"app=a b", "value \"a b\""},
+		{"app=a,app=b", "given twice"},
+		{"app=a=b", "value \"a=b\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			_, err := ParseSelector(tt.in)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrInvalidSelector) {
+				t.Errorf("ParseSelector(%q) error = %v, want one containing %q", tt.in, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSanitizeLabelValue(t *testing.T) {
+	tests := map[string]string{
+		"Raspberry Pi 4 Model B Rev 1.4": "Raspberry-Pi-4-Model-B-Rev-1.4",
+		"  weird//chars!! ":              "weird-chars",
+		"":                               "",
+		strings.Repeat("x", 70):          strings.Repeat("x", 63),
+		"ok_value-1.2":                   "ok_value-1.2",
+		"-.-a-.-":                        "a",
+	}
+	for in, want := range tests {
+		got := SanitizeLabelValue(in)
+		if got != want {
+			t.Errorf("SanitizeLabelValue(%q) = %q, want %q", in, got, want)
+		}
+		if err := ValidateLabelValue(got); err != nil {
+			t.Errorf("SanitizeLabelValue(%q) = %q is not a valid value: %v", in, got, err)
+		}
+	}
+}
+
+func TestValidateNameAndLabels(t *testing.T) {
+	for _, ok := range []string{"a", "web-1", "0", strings.Repeat("a", 63)} {
+		if err := ValidateName(ok); err != nil {
+			t.Errorf("ValidateName(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "A", "-a", "a-", "a_b", "a.b", "a b", "web;rm", "$(x)", strings.Repeat("a", 64)} {
+		if err := ValidateName(bad); err == nil {
+			t.Errorf("ValidateName(%q) = nil", bad)
+		}
+	}
+	for _, ok := range []string{"app", "herd.dev/arch", "A.b_C-9", "x/y"} {
+		if err := ValidateLabelKey(ok); err != nil {
+			t.Errorf("ValidateLabelKey(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "/x", "x/", "a/b/c", ".x", "x.", "Herd.dev/x", "-a.b/x", "a b", strings.Repeat("k", 64)} {
+		if err := ValidateLabelKey(bad); err == nil {
+			t.Errorf("ValidateLabelKey(%q) = nil", bad)
+		}
+	}
+	for _, bad := range []string{"a b", "a/b", "a=b", "a,b", strings.Repeat("v", 64)} {
+		if err := ValidateLabelValue(bad); err == nil {
+			t.Errorf("ValidateLabelValue(%q) = nil", bad)
+		}
+	}
+}

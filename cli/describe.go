@@ -1,0 +1,416 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/herd-dev/herd/api"
+)
+
+func (a *app) describeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe KIND NAME",
+		Short: "Show one object in detail",
+		Long: `Show one object in detail: metadata, spec, status and conditions. A
+deployment or daemon also lists its pods; a node lists the pods placed on it.`,
+		Example: `  herdctl describe deploy web
+  herdctl describe node/pi1`,
+		Args:              argsBetween(1, 2),
+		ValidArgsFunction: a.kindThenNames(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, name, err := getArgs(args)
+			if err != nil {
+				return err
+			}
+			if name == "" {
+				return usagef("describe: missing NAME")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.cmdContext(cmd, defaultRequestTimeout)
+			defer cancel()
+			raw, err := c.Get(ctx, kind, name)
+			if err != nil {
+				return err
+			}
+			raw.Kind = kind
+			o, err := api.FromRaw(raw)
+			if err != nil {
+				return err
+			}
+			var pods []*api.Pod
+			if kind == api.KindDeployment || kind == api.KindDaemon || kind == api.KindNode {
+				raws, _, err := c.List(ctx, api.KindPod)
+				if err != nil {
+					return fmt.Errorf("listing pods: %w", err)
+				}
+				for _, r := range raws {
+					r.Kind = api.KindPod
+					po, err := api.FromRaw(r)
+					if err != nil {
+						return err
+					}
+					p := po.(*api.Pod)
+					if kind == api.KindNode && p.Spec.Node == name ||
+						kind != api.KindNode && p.Spec.Owner.Kind == kind && p.Spec.Owner.Name == name {
+						pods = append(pods, p)
+					}
+				}
+			}
+			p := printer{Now: a.now(), FormatLabels: a.api.formatLabels}
+			fmt.Fprint(a.stdout, p.describe(o, pods))
+			return nil
+		},
+	}
+}
+
+// descLine is one line of a describe block: "key: value" (value may span
+// lines), a section title (key only), or an indented table.
+type descLine struct {
+	indent int
+	key    string
+	value  string
+	table  *table
+}
+
+// descBuilder collects a describe block and aligns its values.
+type descBuilder struct{ lines []descLine }
+
+func (d *descBuilder) kv(indent int, key, value string) {
+	if value == "" {
+		value = none
+	}
+	d.lines = append(d.lines, descLine{indent: indent, key: key, value: value})
+}
+
+// opt adds key: value only when value is set.
+func (d *descBuilder) opt(indent int, key, value string) {
+	if value != "" {
+		d.kv(indent, key, value)
+	}
+}
+
+func (d *descBuilder) title(indent int, key string) {
+	d.lines = append(d.lines, descLine{indent: indent, key: key, value: ""})
+}
+
+func (d *descBuilder) table(indent int, t *table) {
+	d.lines = append(d.lines, descLine{indent: indent, table: t})
+}
+
+// String renders the block, every value starting in the same column.
+func (d *descBuilder) String() string {
+	col := 0
+	for _, l := range d.lines {
+		if l.table == nil && l.value != "" {
+			col = max(col, 2*l.indent+utf8.RuneCountInString(l.key)+1)
+		}
+	}
+	col += 2
+	var b strings.Builder
+	for _, l := range d.lines {
+		pad := strings.Repeat("  ", l.indent)
+		if l.table != nil {
+			var tb strings.Builder
+			l.table.write(&tb, l.table.widths(nil), false)
+			for _, tl := range strings.SplitAfter(tb.String(), "\n") {
+				if tl != "" {
+					b.WriteString(pad + tl)
+				}
+			}
+			continue
+		}
+		head := pad + l.key + ":"
+		if l.value == "" {
+			b.WriteString(head + "\n")
+			continue
+		}
+		for i, vl := range strings.Split(l.value, "\n") {
+			if i == 0 {
+				b.WriteString(head + strings.Repeat(" ", col-utf8.RuneCountInString(head)))
+			} else {
+				b.WriteString(strings.Repeat(" ", col))
+			}
+			b.WriteString(vl + "\n")
+		}
+	}
+	return b.String()
+}
+
+// describe renders o in detail; pods are those it owns (deployments,
+// daemons) or that run on it (nodes).
+func (p printer) describe(o api.Object, pods []*api.Pod) string {
+	d := &descBuilder{}
+	m := o.GetMeta()
+	d.kv(0, "Name", m.Name)
+	d.kv(0, "Kind", singular(o.GetKind()))
+	d.kv(0, "Labels", p.labels(m.Labels))
+	created := ""
+	if !m.Created.IsZero() {
+		created = fmt.Sprintf("%s (%s ago)", m.Created.UTC().Format(time.RFC3339), humanAge(m.Created, p.Now))
+	}
+	d.kv(0, "Created", created)
+	if m.Generation != 0 {
+		d.kv(0, "Generation", strconv.FormatInt(m.Generation, 10))
+	}
+	if m.ResourceVersion != 0 {
+		d.kv(0, "Resource Version", strconv.FormatUint(m.ResourceVersion, 10))
+	}
+	var conds []api.Condition
+	switch o := o.(type) {
+	case *api.Deployment:
+		st := o.Status
+		d.kv(0, "Replicas", fmt.Sprintf("%d desired | %d updated | %d total | %d ready | %d available",
+			replicasOf(o), st.UpdatedReplicas, st.Replicas, st.ReadyReplicas, st.AvailableReplicas))
+		d.kv(0, "Selector", p.labels(o.Spec.Selector))
+		d.kv(0, "Strategy", fmt.Sprintf("rolling update, max surge %s, max unavailable %s",
+			intOr(o.Spec.Strategy.MaxSurge, "1"), intOr(o.Spec.Strategy.MaxUnavailable, "0")))
+		d.kv(0, "Revision", st.Revision)
+		d.kv(0, "Observed Generation", strconv.FormatInt(st.ObservedGeneration, 10))
+		p.template(d, o.Spec.Template)
+		conds = st.Conditions
+	case *api.Daemon:
+		st := o.Status
+		d.kv(0, "Nodes", fmt.Sprintf("%d desired | %d current | %d ready", st.Desired, st.Current, st.Ready))
+		d.kv(0, "Revision", st.Revision)
+		d.kv(0, "Observed Generation", strconv.FormatInt(st.ObservedGeneration, 10))
+		p.template(d, o.Spec.Template)
+		conds = st.Conditions
+	case *api.Pod:
+		st := o.Status
+		owner := ""
+		if o.Spec.Owner.Name != "" {
+			owner = ref(o.Spec.Owner.Kind, o.Spec.Owner.Name)
+		}
+		d.kv(0, "Owner", owner)
+		d.kv(0, "Node", o.Spec.Node)
+		d.kv(0, "Phase", string(st.Phase))
+		d.kv(0, "Ready", strconv.FormatBool(st.Ready))
+		d.kv(0, "Unit", st.Unit)
+		d.kv(0, "IP", st.IP)
+		d.kv(0, "Host Ports", formatHostPorts(o.Spec.HostPorts))
+		started := ""
+		if !st.StartedAt.IsZero() {
+			started = fmt.Sprintf("%s (%s ago)", st.StartedAt.UTC().Format(time.RFC3339), humanAge(st.StartedAt, p.Now))
+		}
+		d.kv(0, "Started", started)
+		d.kv(0, "Restarts", strconv.Itoa(st.Restarts))
+		d.kv(0, "Revision", o.Spec.Revision)
+		d.opt(0, "Message", st.Message)
+		p.template(d, o.Spec.Template)
+		conds = st.Conditions
+	case *api.Service:
+		d.kv(0, "Selector", p.labels(o.Spec.Selector))
+		var ports []string
+		for _, sp := range o.Spec.Ports {
+			name := sp.Name
+			if name == "" {
+				name = sp.Target
+			}
+			ports = append(ports, fmt.Sprintf("%s -> pod port %s", name, sp.Target))
+		}
+		d.kv(0, "Ports", strings.Join(ports, "\n"))
+		if len(o.Status.Endpoints) == 0 {
+			d.kv(0, "Endpoints", "")
+		} else {
+			d.title(0, "Endpoints")
+			t := &table{Header: []string{"PORT", "ADDRESS", "POD", "NODE"}}
+			for _, e := range o.Status.Endpoints {
+				t.Rows = append(t.Rows, []string{e.Port, e.Address, e.Pod, e.Node})
+			}
+			d.table(1, t)
+		}
+		conds = o.Status.Conditions
+	case *api.Node:
+		st := o.Status
+		status := nodeStatus(o)
+		if !st.Since.IsZero() {
+			status += fmt.Sprintf(" (for %s)", humanAge(st.Since, p.Now))
+		}
+		d.kv(0, "Status", status)
+		d.kv(0, "Roles", nodeRole(o))
+		d.kv(0, "Fenced", strconv.FormatBool(st.Fenced))
+		d.kv(0, "Address", st.Address)
+		d.kv(0, "SSH Address", st.SSHAddress)
+		d.kv(0, "Host Key", hostKeyFingerprint(st.HostKey))
+		d.opt(0, "Raft Address", st.RaftAddress)
+		d.kv(0, "Arch", st.Arch)
+		d.kv(0, "Model", st.Model)
+		cpus := ""
+		if st.CPUs > 0 {
+			cpus = strconv.Itoa(st.CPUs)
+		}
+		d.kv(0, "CPUs", cpus)
+		mem := ""
+		if st.MemoryBytes > 0 {
+			mem = humanBytes(st.MemoryBytes)
+		}
+		d.kv(0, "Memory", mem)
+		d.kv(0, "Version", st.Version)
+		conds = st.Conditions
+	}
+	if len(conds) == 0 {
+		d.kv(0, "Conditions", "")
+	} else {
+		d.title(0, "Conditions")
+		t := &table{Header: []string{"TYPE", "STATUS", "REASON", "MESSAGE", "AGE"}}
+		for _, c := range conds {
+			age := humanAge(c.LastTransitionTime, p.Now)
+			t.Rows = append(t.Rows, []string{c.Type, string(c.Status), orNone(c.Reason), orNone(c.Message), age})
+		}
+		d.table(1, t)
+	}
+	switch o.(type) {
+	case *api.Deployment, *api.Daemon, *api.Node:
+		if len(pods) == 0 {
+			d.kv(0, "Pods", "")
+			break
+		}
+		sort.Slice(pods, func(i, j int) bool { return pods[i].Metadata.Name < pods[j].Metadata.Name })
+		d.title(0, "Pods")
+		objs := make([]api.Object, len(pods))
+		for i, po := range pods {
+			objs[i] = po
+		}
+		d.table(1, p.table(api.KindPod, objs))
+	}
+	return d.String()
+}
+
+// template adds a pod template's section.
+func (p printer) template(d *descBuilder, t api.PodTemplate) {
+	d.title(0, "Template")
+	d.kv(1, "Labels", p.labels(t.Labels))
+	d.kv(1, "Exec", formatArgv(t.Exec))
+	d.opt(1, "Working Dir", t.WorkingDir)
+	d.opt(1, "User", t.User)
+	if len(t.Env) > 0 {
+		keys := make([]string, 0, len(t.Env))
+		for k := range t.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var env []string
+		for _, k := range keys {
+			env = append(env, k+"="+strconv.Quote(t.Env[k]))
+		}
+		d.kv(1, "Env", strings.Join(env, "\n"))
+	}
+	var ports []string
+	for i, pt := range t.Ports {
+		name := pt.Name
+		if name == "" {
+			name = fmt.Sprintf("p%d", i)
+		}
+		proto := pt.Protocol
+		if proto == "" {
+			proto = "tcp"
+		}
+		port := strconv.Itoa(pt.Port)
+		if pt.Port == 0 {
+			port = "any"
+		}
+		ports = append(ports, fmt.Sprintf("%s %s/%s", name, port, proto))
+	}
+	d.kv(1, "Ports", strings.Join(ports, ", "))
+	var files []string
+	for _, f := range t.Files {
+		mode := f.Mode
+		if mode == "" {
+			mode = "0644"
+		}
+		files = append(files, fmt.Sprintf("%s (%s, %d bytes)", f.Path, mode, len(f.Content)))
+	}
+	d.opt(1, "Files", strings.Join(files, "\n"))
+	var res []string
+	r := t.Resources
+	for _, x := range [][2]string{{"memory limit", r.MemoryLimit}, {"memory request", r.MemoryRequest}, {"cpu limit", r.CPULimit}, {"cpu request", r.CPURequest}} {
+		if x[1] != "" {
+			res = append(res, x[0]+" "+x[1])
+		}
+	}
+	d.opt(1, "Resources", strings.Join(res, ", "))
+	restart := string(t.RestartPolicy)
+	if restart == "" {
+		restart = string(api.RestartAlways)
+	}
+	d.kv(1, "Restart", restart)
+	d.opt(1, "Readiness", formatProbe(t.Readiness))
+	d.opt(1, "Node Selector", p.labels(t.NodeSelector))
+}
+
+// formatProbe renders a readiness probe in one line.
+func formatProbe(pr *api.Probe) string {
+	if pr == nil {
+		return ""
+	}
+	var s string
+	switch {
+	case pr.HTTP != "":
+		port := pr.HTTPPort
+		if port == "" {
+			port = "first port"
+		} else {
+			port = "port " + port
+		}
+		s = fmt.Sprintf("http GET %s on %s", pr.HTTP, port)
+	case pr.TCP != "":
+		s = "tcp connect to port " + pr.TCP
+	case len(pr.Exec) > 0:
+		s = "exec " + formatArgv(pr.Exec)
+	default:
+		s = "(empty)"
+	}
+	period, timeout := pr.PeriodSeconds, pr.TimeoutSeconds
+	if period == 0 {
+		period = 5
+	}
+	if timeout == 0 {
+		timeout = 2
+	}
+	return fmt.Sprintf("%s every %ds, timeout %ds", s, period, timeout)
+}
+
+func formatHostPorts(hp map[string]int) string {
+	keys := make([]string, 0, len(hp))
+	for k := range hp {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, hp[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func intOr(p *int, def string) string {
+	if p == nil {
+		return def
+	}
+	return strconv.Itoa(*p)
+}
+
+// hostKeyFingerprint shows an authorized_keys line as "type SHA256:...".
+func hostKeyFingerprint(key string) string {
+	if key == "" {
+		return ""
+	}
+	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(key))
+	if err != nil {
+		if len(key) > 40 {
+			key = key[:40] + "..."
+		}
+		return key + " (unparsable)"
+	}
+	return pk.Type() + " " + ssh.FingerprintSHA256(pk)
+}

@@ -1,0 +1,11 @@
+// Package cli owns herdctl, the command-line client of a herd cluster: its
+// commands and flags (cobra), the herdctl configuration file and how an
+// agent address is chosen, loading manifests from files, folders and stdin,
+// local validation before anything is sent, and everything herdctl prints
+// (tables, describe blocks, apply results, diffs, rollout progress).
+//
+// Printing is pure: tables, describe blocks and diffs are functions of
+// objects and a "now" and are golden-tested. Talking to the agent goes
+// through the small apiClient interface, implemented by *client.Client.
+// cmd/herdctl is a one-line main around Run.
+package cli

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"net"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/client"
+)
+
+// These tests go through the real client (package client) to a fake agent
+// speaking the agent's HTTP API, so they check the wire format too.
+
+// startAgent serves h.store over HTTP and makes herdctl use the real client.
+func startAgent(t *testing.T, h *harness, token string) string {
+	t.Helper()
+	srv := httptest.NewServer((&fakeAgent{store: h.store, token: token}).handler())
+	t.Cleanup(srv.Close)
+	h.realClient = true
+	return srv.URL
+}
+
+// deadAddr returns an address nothing listens on.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+func TestHTTPEndToEnd(t *testing.T) {
+	h := newHarness(t)
+	url := startAgent(t, h, "s3cret")
+	h.loadFixtures()
+	h.env["HERD_TOKEN"] = "s3cret"
+	// The first address is down: herdctl moves on to the next.
+	h.env["HERD_ADDR"] = deadAddr(t) + "," + url
+
+	out, _ := h.mustRun(0, "get", "pods", "-o", "wide")
+	golden(t, "get_pods_wide.golden", out)
+
+	out, _ = h.mustRun(0, "describe", "deploy", "web")
+	for _, want := range []string{"Name:                 web\n", "  web-zz81p   <none>   Pending", "  Available     False    MinimumReplicasUnavailable"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe lacks %q:\n%s", want, out)
+		}
+	}
+
+	h.stdin = "deployments api app=api\nservices api\n"
+	out, _ = h.mustRun(0, "apply", "-f", "-")
+	if out != "deployment/api created\nservice/api created\n" {
+		t.Errorf("apply: %q", out)
+	}
+	out, _ = h.mustRun(0, "apply", "-f", "-", "--dry-run")
+	if out != "deployment/api unchanged (server dry run)\nservice/api unchanged (server dry run)\n" {
+		t.Errorf("apply --dry-run: %q", out)
+	}
+	h.stdin = "deployments api app=api v=2\n"
+	out, _ = h.mustRun(0, "diff", "-f", "-")
+	if out != "deployment/api configured\n  + metadata.labels.v: \"2\"\n" {
+		t.Errorf("diff: %q", out)
+	}
+
+	out, _ = h.mustRun(0, "scale", "deploy/api", "--replicas", "4")
+	if out != "deployment/api scaled to 4\n" {
+		t.Errorf("scale: %q", out)
+	}
+	if d := h.store.getTyped(api.KindDeployment, "api").(*api.Deployment); *d.Spec.Replicas != 4 {
+		t.Errorf("replicas %d", *d.Spec.Replicas)
+	}
+
+	out, errOut := h.mustRun(1, "delete", "svc", "api", "nope")
+	if out != "service/api deleted\n" || errOut != "error: service/nope not found\n" {
+		t.Errorf("delete: %q %q", out, errOut)
+	}
+
+	h.store.status = client.Status{Node: "pi1", Leader: "pi1", Version: "v9"}
+	out, _ = h.mustRun(0, "version")
+	if out != "Client Version: dev\nServer Version: v9\n" {
+		t.Errorf("version: %q", out)
+	}
+
+	// A wrong token is the server's error, exit 1.
+	_, errOut = h.mustRun(1, "get", "pods", "--token", "wrong")
+	if !strings.Contains(errOut, "error: missing or wrong token") {
+		t.Errorf("wrong token: %q", errOut)
+	}
+}
+
+func TestHTTPFieldErrors(t *testing.T) {
+	h := newHarness(t)
+	url := startAgent(t, h, "")
+	h.store.applyErr = &client.APIError{StatusCode: 422, Code: "invalid", Message: "2 problems", Fields: []api.FieldError{
+		{Object: "deployments/web", Field: "spec.template.ports[0].port", Message: "must be 1-65535"},
+		{Object: "deployments/web", Field: "spec.replicas", Message: "must be >= 0"},
+	}}
+	h.stdin = "deployments web\n"
+	_, errOut := h.mustRun(1, "--addr", url, "apply", "-f", "-")
+	want := "error: deployments/web: spec.template.ports[0].port: must be 1-65535\nerror: deployments/web: spec.replicas: must be >= 0\n"
+	if errOut != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", errOut, want)
+	}
+}
+
+func TestHTTPWatchAndWait(t *testing.T) {
+	h := newHarness(t)
+	url := startAgent(t, h, "")
+	h.store.onWatch = func(n int) {
+		// The first watch is apply --wait's: roll the deployment out.
+		if d, ok := h.store.getTyped(api.KindDeployment, "web").(*api.Deployment); ok && d.Status.AvailableReplicas == 0 {
+			h.store.put(rolledOut(d, 1))
+		}
+	}
+	h.stdin = "deployments web\n"
+	out, _ := h.mustRun(0, "--addr", url, "apply", "-f", "-", "--wait")
+	want := "deployment/web created\ndeployment/web: waiting for generation 1 to be observed (observed 0)\ndeployment/web: rolled out: 1 of 1 replicas available\n"
+	if out != want {
+		t.Errorf("apply --wait:\n%s\nwant:\n%s", out, want)
+	}
+
+	h.store.onWatch = func(int) {
+		h.store.put(&api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "pi9"}, Status: api.NodeStatus{Phase: api.NodeReady}})
+	}
+	var stdout, stderr syncBuffer
+	done := make(chan int)
+	go func() { done <- h.runTo(&stdout, &stderr, "--addr", url, "get", "nodes", "-w") }()
+	waitFor(t, "the watched node", func() bool { return strings.Contains(stdout.String(), "pi9") })
+	h.cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("get -w: exit %d: %s", code, stderr.String())
+	}
+	if !strings.HasPrefix(stderr.String(), "No resources found.\n") {
+		t.Errorf("stderr %q", stderr.String())
+	}
+	if want := "NAME   STATUS   ROLES    ADDRESS   ARCH     AGE\npi9    Ready    worker   <none>    <none>   1h\n"; stdout.String() != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", stdout.String(), want)
+	}
+}

@@ -1,0 +1,306 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/herd-dev/herd/api"
+)
+
+// none is printed for an empty cell.
+const none = "<none>"
+
+// table is a header and rows of cells, printed in aligned columns.
+type table struct {
+	Header []string
+	Rows   [][]string
+}
+
+// widths returns each column's width, at least min's.
+func (t *table) widths(min []int) []int {
+	w := make([]int, len(t.Header))
+	copy(w, min)
+	grow := func(row []string) {
+		for i, c := range row {
+			if i < len(w) {
+				w[i] = max(w[i], utf8.RuneCountInString(c))
+			}
+		}
+	}
+	grow(t.Header)
+	for _, r := range t.Rows {
+		grow(r)
+	}
+	return w
+}
+
+// write prints the header (unless noHeader) and rows, columns separated by
+// three spaces, with column widths w (see widths).
+func (t *table) write(out io.Writer, w []int, noHeader bool) {
+	line := func(row []string) {
+		var b strings.Builder
+		for i, c := range row {
+			if i == len(row)-1 {
+				b.WriteString(c)
+				break
+			}
+			b.WriteString(c)
+			b.WriteString(strings.Repeat(" ", w[i]-utf8.RuneCountInString(c)+3))
+		}
+		io.WriteString(out, strings.TrimRight(b.String(), " ")+"\n")
+	}
+	if !noHeader {
+		line(t.Header)
+	}
+	for _, r := range t.Rows {
+		line(r)
+	}
+}
+
+// String renders the whole table.
+func (t *table) String() string {
+	var b strings.Builder
+	t.write(&b, t.widths(nil), false)
+	return b.String()
+}
+
+// printer renders objects as herdctl shows them. It is pure: the same
+// objects and Now give the same text.
+type printer struct {
+	Now          time.Time
+	Wide         bool
+	FormatLabels func(map[string]string) string
+}
+
+// header returns the column names for kind.
+func (p printer) header(kind api.Kind) []string {
+	switch kind {
+	case api.KindDeployment:
+		h := []string{"NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"}
+		if p.Wide {
+			h = append(h, "REVISION", "SELECTOR", "EXEC")
+		}
+		return h
+	case api.KindDaemon:
+		h := []string{"NAME", "DESIRED", "CURRENT", "READY", "AGE"}
+		if p.Wide {
+			h = append(h, "REVISION", "NODE-SELECTOR", "EXEC")
+		}
+		return h
+	case api.KindPod:
+		h := []string{"NAME", "NODE", "PHASE", "RESTARTS", "AGE"}
+		if p.Wide {
+			h = append(h, "UNIT", "IP", "REVISION")
+		}
+		return h
+	case api.KindService:
+		h := []string{"NAME", "SELECTOR", "ENDPOINTS", "AGE"}
+		if p.Wide {
+			h = append(h, "PORTS")
+		}
+		return h
+	case api.KindNode:
+		h := []string{"NAME", "STATUS", "ROLES", "ADDRESS", "ARCH", "AGE"}
+		if p.Wide {
+			h = append(h, "MODEL", "CPUS", "MEMORY", "VERSION")
+		}
+		return h
+	}
+	return []string{"NAME", "AGE"}
+}
+
+// row returns o's cells, matching header(o.GetKind()).
+func (p printer) row(o api.Object) []string {
+	m := o.GetMeta()
+	age := humanAge(m.Created, p.Now)
+	switch o := o.(type) {
+	case *api.Deployment:
+		want := replicasOf(o)
+		r := []string{m.Name,
+			fmt.Sprintf("%d/%d", o.Status.ReadyReplicas, want),
+			strconv.Itoa(o.Status.UpdatedReplicas),
+			strconv.Itoa(o.Status.AvailableReplicas),
+			age}
+		if p.Wide {
+			r = append(r, orNone(o.Status.Revision), orNone(p.labels(o.Spec.Selector)), orNone(formatArgv(o.Spec.Template.Exec)))
+		}
+		return r
+	case *api.Daemon:
+		r := []string{m.Name,
+			strconv.Itoa(o.Status.Desired),
+			strconv.Itoa(o.Status.Current),
+			strconv.Itoa(o.Status.Ready),
+			age}
+		if p.Wide {
+			r = append(r, orNone(o.Status.Revision), orNone(p.labels(o.Spec.Template.NodeSelector)), orNone(formatArgv(o.Spec.Template.Exec)))
+		}
+		return r
+	case *api.Pod:
+		r := []string{m.Name, orNone(o.Spec.Node), orNone(string(o.Status.Phase)), strconv.Itoa(o.Status.Restarts), age}
+		if p.Wide {
+			r = append(r, orNone(o.Status.Unit), orNone(o.Status.IP), orNone(o.Spec.Revision))
+		}
+		return r
+	case *api.Service:
+		r := []string{m.Name, orNone(p.labels(o.Spec.Selector)), endpointsSummary(o.Status.Endpoints), age}
+		if p.Wide {
+			var ports []string
+			for _, sp := range o.Spec.Ports {
+				if sp.Name != "" && sp.Name != sp.Target {
+					ports = append(ports, sp.Name+"->"+sp.Target)
+				} else {
+					ports = append(ports, sp.Target)
+				}
+			}
+			r = append(r, orNone(strings.Join(ports, ",")))
+		}
+		return r
+	case *api.Node:
+		r := []string{m.Name, nodeStatus(o), nodeRole(o), orNone(o.Status.Address), orNone(o.Status.Arch), age}
+		if p.Wide {
+			cpus := none
+			if o.Status.CPUs > 0 {
+				cpus = strconv.Itoa(o.Status.CPUs)
+			}
+			r = append(r, orNone(o.Status.Model), cpus, humanBytes(o.Status.MemoryBytes), orNone(o.Status.Version))
+		}
+		return r
+	}
+	return []string{m.Name, age}
+}
+
+// table renders objs, all of kind, as a table.
+func (p printer) table(kind api.Kind, objs []api.Object) *table {
+	t := &table{Header: p.header(kind)}
+	for _, o := range objs {
+		t.Rows = append(t.Rows, p.row(o))
+	}
+	return t
+}
+
+func (p printer) labels(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	return p.FormatLabels(m)
+}
+
+// replicasOf is a deployment's desired replicas; an unset count means 1,
+// as the server defaults it on create.
+func replicasOf(d *api.Deployment) int {
+	if d.Spec.Replicas != nil {
+		return *d.Spec.Replicas
+	}
+	return 1
+}
+
+func nodeStatus(n *api.Node) string {
+	s := string(n.Status.Phase)
+	if s == "" {
+		s = "Unknown"
+	}
+	if n.Spec.Unschedulable {
+		s += ",SchedulingDisabled"
+	}
+	return s
+}
+
+func nodeRole(n *api.Node) string {
+	if n.Status.Server {
+		return "server"
+	}
+	return "worker"
+}
+
+// endpointsSummary shows up to three addresses, like kubectl.
+func endpointsSummary(eps []api.Endpoint) string {
+	if len(eps) == 0 {
+		return none
+	}
+	const show = 3
+	var addrs []string
+	for i, e := range eps {
+		if i == show {
+			break
+		}
+		addrs = append(addrs, e.Address)
+	}
+	s := strings.Join(addrs, ",")
+	if len(eps) > show {
+		s += fmt.Sprintf(" + %d more...", len(eps)-show)
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return none
+	}
+	return s
+}
+
+// formatArgv renders an argv for reading, quoting arguments that need it.
+func formatArgv(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\") {
+			a = strconv.Quote(a)
+		}
+		parts[i] = a
+	}
+	return strings.Join(parts, " ")
+}
+
+// humanAge renders how long ago t was, kubectl style: 45s, 12m, 5h, 3d, 2y.
+func humanAge(t, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return humanDuration(now.Sub(t))
+}
+
+// humanDuration renders d with one unit, rounded down.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < -time.Second:
+		return "<invalid>"
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	case d < 365*24*time.Hour:
+		return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+	}
+	return fmt.Sprintf("%dy", int(d/(365*24*time.Hour)))
+}
+
+// humanBytes renders a size with a binary unit: 512Mi, 3.8Gi.
+func humanBytes(n int64) string {
+	if n <= 0 {
+		return none
+	}
+	units := []string{"Ki", "Mi", "Gi", "Ti"}
+	if n < 1024 {
+		return strconv.FormatInt(n, 10)
+	}
+	v := float64(n)
+	u := ""
+	for _, s := range units {
+		if v < 1024 {
+			break
+		}
+		v /= 1024
+		u = s
+	}
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	s = strings.TrimSuffix(s, ".0")
+	return s + u
+}
