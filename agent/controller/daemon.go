@@ -1,0 +1,177 @@
+package controller
+
+import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/herd-dev/herd/api"
+)
+
+// DaemonPodName is the name of a daemon's pod on a node: <daemon>-<node>,
+// or, when that exceeds 63 characters, its first 54 characters, a dash and
+// 8 hex digits of a hash of the whole.
+func DaemonPodName(daemon, node string) string {
+	name := daemon + "-" + node
+	if len(name) <= maxNameLen {
+		return name
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return fmt.Sprintf("%s-%08x", truncateName(name, maxNameLen-9), h.Sum32())
+}
+
+// ReconcileDaemon keeps one pod of a Daemon on every Ready node its
+// template's node selector matches. pods are the pods the daemon owns
+// (others are ignored), nodes every node.
+//
+// Daemon pods are created Pending but pinned (spec.node set, named
+// DaemonPodName): the scheduling step then checks the node's resources and
+// ports and assigns dynamic ports, exactly as for other pods. In one pass:
+//   - Lost, Failed and Succeeded pods are deleted; the replacement, with the
+//     same name, is created when its node is Ready again;
+//   - pods on nodes that left, were deleted or no longer match are deleted;
+//   - a Ready matching node without a pod gets one, unless it is cordoned
+//     (a cordoned node keeps the pod it has);
+//   - on a template change pods are replaced (delete, then create with the
+//     same name) one at a time: every unavailable old pod at once, and one
+//     available old pod only while no pod of the daemon is unavailable.
+//
+// Status (desired, current, ready, revision, observedGeneration) is written
+// as it will be once the actions are applied, only when it changes.
+func ReconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, nodes []*api.Node) []Action {
+	return reconcileDaemon(now, ds, pods, sortNodes(nodes), nodeIndex(nodes))
+}
+
+// sortNodes returns the non-nil nodes sorted by name, in a new slice.
+func sortNodes(nodes []*api.Node) []*api.Node {
+	sorted := slices.DeleteFunc(slices.Clone(nodes), func(n *api.Node) bool { return n == nil })
+	slices.SortFunc(sorted, compareByName)
+	return sorted
+}
+
+func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes []*api.Node, nodeByName map[string]*api.Node) []Action {
+	if ds == nil {
+		return nil
+	}
+	rev := templateHash(ds.Spec.Template)
+	owner := api.OwnerRef{Kind: api.KindDaemon, Name: ds.Metadata.Name}
+
+	matches := func(n *api.Node) bool {
+		return n != nil && n.Status.Phase != api.NodeLeft && matchNode(ds.Spec.Template.NodeSelector, n)
+	}
+	eligible := func(n *api.Node) bool { // may receive a new pod
+		return matches(n) && n.Status.Phase == api.NodeReady && !n.Spec.Unschedulable
+	}
+
+	owned := slices.Clone(pods)
+	owned = slices.DeleteFunc(owned, func(p *api.Pod) bool { return p == nil || p.Spec.Owner != owner })
+	slices.SortFunc(owned, compareByName)
+
+	var deletes, creates []Action
+	current := make(map[string]*api.Pod) // node → live pod kept there
+	for _, p := range owned {
+		n := nodeByName[p.Spec.Node]
+		switch {
+		case terminal(p.Status.Phase):
+			deletes = append(deletes, newAction(ActionDelete, p, "pod is %s", p.Status.Phase))
+		case n == nil:
+			deletes = append(deletes, newAction(ActionDelete, p, "board %s is gone", orNone(p.Spec.Node)))
+		case !matches(n):
+			deletes = append(deletes, newAction(ActionDelete, p, "board %s no longer matches the node selector or left", n.Metadata.Name))
+		case p.Metadata.Name != DaemonPodName(ds.Metadata.Name, n.Metadata.Name) || current[n.Metadata.Name] != nil:
+			deletes = append(deletes, newAction(ActionDelete, p, "stray pod on board %s", n.Metadata.Name))
+		default:
+			current[n.Metadata.Name] = p
+		}
+	}
+	create := func(n *api.Node, why string) {
+		p := newPod(DaemonPodName(ds.Metadata.Name, n.Metadata.Name), owner, ds.Spec.Template, rev)
+		p.Spec.Node = n.Metadata.Name
+		creates = append(creates, newAction(ActionCreate, p, "%s", why))
+	}
+
+	// Missing pods, and unavailable old pods replaced at once.
+	unavailable := 0
+	var oldAvailable []*api.Pod
+	for _, n := range sortedNodes {
+		p := current[n.Metadata.Name]
+		switch {
+		case p == nil && eligible(n):
+			create(n, fmt.Sprintf("board %s matches and has no pod", n.Metadata.Name))
+			unavailable++
+		case p == nil:
+		case p.Spec.Revision == rev:
+			if !available(p, nodeByName) {
+				unavailable++
+			}
+		case !eligible(n):
+			// Old pod on a cordoned or not Ready node: left until the
+			// node can take its replacement.
+			if !available(p, nodeByName) {
+				unavailable++
+			}
+		case !available(p, nodeByName):
+			deletes = append(deletes, newAction(ActionDelete, p, "rolling update to revision %s (pod not available)", rev))
+			create(n, fmt.Sprintf("rolling update to revision %s", rev))
+			unavailable++
+		default:
+			oldAvailable = append(oldAvailable, p)
+		}
+	}
+	// One available old pod at a time.
+	if unavailable == 0 && len(oldAvailable) > 0 {
+		p := oldAvailable[0]
+		deletes = append(deletes, newAction(ActionDelete, p, "rolling update to revision %s", rev))
+		create(nodeByName[p.Spec.Node], fmt.Sprintf("rolling update to revision %s", rev))
+		unavailable++
+	}
+
+	acts := append(deletes, creates...)
+	slices.SortStableFunc(acts, func(a, b Action) int { // deletes before creates, each by name
+		if a.Type != b.Type {
+			if a.Type == ActionDelete {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+
+	// Status once applied.
+	deleted := make(map[string]bool)
+	for _, a := range deletes {
+		deleted[a.Name] = true
+	}
+	st := ds.Status
+	st.ObservedGeneration = ds.Metadata.Generation
+	st.Revision = rev
+	st.Desired, st.Current, st.Ready = 0, 0, 0
+	for _, n := range sortedNodes {
+		p := current[n.Metadata.Name]
+		if p != nil && deleted[p.Metadata.Name] {
+			p = nil
+		}
+		if eligible(n) || (p != nil && matches(n)) {
+			st.Desired++
+		}
+	}
+	for _, p := range current {
+		if !deleted[p.Metadata.Name] {
+			st.Current++
+			if available(p, nodeByName) {
+				st.Ready++
+			}
+		}
+	}
+	st.Current += len(creates)
+	if !reflect.DeepEqual(st, ds.Status) {
+		nd := *ds
+		nd.Status = st
+		acts = append(acts, newAction(ActionUpdateStatus, &nd, "%d desired, %d current, %d ready", st.Desired, st.Current, st.Ready))
+	}
+	return acts
+}

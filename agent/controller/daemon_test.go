@@ -1,0 +1,193 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/herd-dev/herd/api"
+)
+
+func exporter(sel ...string) *api.Daemon {
+	t := webTemplate()
+	t.Labels = map[string]string{"app": "exporter"}
+	t.Ports = []api.Port{{Name: "metrics", Port: 9100, Protocol: "tcp"}}
+	if len(sel) > 0 {
+		t.NodeSelector = map[string]string{sel[0]: sel[1]}
+	}
+	return &api.Daemon{Kind: api.KindDaemon, Metadata: api.ObjectMeta{Name: "exp"}, Spec: api.DaemonSpec{Template: t}}
+}
+
+func daemonPod(ds *api.Daemon, node string, ph api.PodPhase) *api.Pod {
+	return ownedPod(DaemonPodName(ds.Metadata.Name, node), api.OwnerRef{Kind: api.KindDaemon, Name: ds.Metadata.Name}, ds.Spec.Template, node, ph)
+}
+
+func TestReconcileDaemon(t *testing.T) {
+	ds := exporter("arch", "arm64")
+	tests := []struct {
+		name        string
+		ds          *api.Daemon
+		nodes       []*api.Node
+		pods        []*api.Pod
+		want        []string
+		wantDesired int
+	}{
+		{
+			name:        "one pod per ready matching node",
+			ds:          ds,
+			nodes:       []*api.Node{readyNode("a"), readyNode("b"), readyNode("x86", func(n *api.Node) { n.Status.Arch = "amd64" }), readyNode("down", withPhase(api.NodeNotReady)), readyNode("cordoned", func(n *api.Node) { n.Spec.Unschedulable = true })},
+			want:        []string{"create pods/exp-a", "create pods/exp-b", "updateStatus daemons/exp"},
+			wantDesired: 2,
+		},
+		{
+			name:  "node no longer matches",
+			ds:    ds,
+			nodes: []*api.Node{readyNode("a"), readyNode("b", func(n *api.Node) { n.Status.Arch = "amd64" })},
+			pods:  []*api.Pod{daemonPod(ds, "a", api.PodRunning), daemonPod(ds, "b", api.PodRunning)},
+			want:  []string{"delete pods/exp-b", "updateStatus daemons/exp"}, wantDesired: 1,
+		},
+		{
+			name:  "node gone or left",
+			ds:    ds,
+			nodes: []*api.Node{readyNode("a"), readyNode("left", withPhase(api.NodeLeft))},
+			pods:  []*api.Pod{daemonPod(ds, "a", api.PodRunning), daemonPod(ds, "left", api.PodRunning), daemonPod(ds, "deleted", api.PodRunning)},
+			want:  []string{"delete pods/exp-deleted", "delete pods/exp-left", "updateStatus daemons/exp"}, wantDesired: 1,
+		},
+		{
+			name:  "lost pod on a down node deleted, not replaced",
+			ds:    ds,
+			nodes: []*api.Node{readyNode("a"), readyNode("down", withPhase(api.NodeNotReady))},
+			pods:  []*api.Pod{daemonPod(ds, "a", api.PodRunning), daemonPod(ds, "down", api.PodLost)},
+			want:  []string{"delete pods/exp-down", "updateStatus daemons/exp"}, wantDesired: 1,
+		},
+		{
+			name:  "lost pod on a node ready again replaced under the same name",
+			ds:    ds,
+			nodes: []*api.Node{readyNode("a"), readyNode("back")},
+			pods:  []*api.Pod{daemonPod(ds, "a", api.PodRunning), daemonPod(ds, "back", api.PodLost)},
+			want:  []string{"delete pods/exp-back", "create pods/exp-back", "updateStatus daemons/exp"}, wantDesired: 2,
+		},
+		{
+			name:  "cordoned node keeps its pod",
+			ds:    ds,
+			nodes: []*api.Node{readyNode("a", func(n *api.Node) { n.Spec.Unschedulable = true })},
+			pods:  []*api.Pod{daemonPod(ds, "a", api.PodRunning)},
+			want:  []string{"updateStatus daemons/exp"}, wantDesired: 1,
+		},
+		{
+			name:  "stray pod deleted",
+			ds:    ds,
+			nodes: []*api.Node{readyNode("a")},
+			pods: []*api.Pod{daemonPod(ds, "a", api.PodRunning),
+				ownedPod("exp-zzz", api.OwnerRef{Kind: api.KindDaemon, Name: "exp"}, ds.Spec.Template, "a", api.PodRunning)},
+			want: []string{"delete pods/exp-zzz", "updateStatus daemons/exp"}, wantDesired: 1,
+		},
+		{
+			name:  "other owners ignored",
+			ds:    ds,
+			nodes: []*api.Node{readyNode("a")},
+			pods:  []*api.Pod{daemonPod(ds, "a", api.PodRunning), deployPod(deployment("web", 1), "web-1", "a", api.PodRunning)},
+			want:  []string{"updateStatus daemons/exp"}, wantDesired: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.add(tt.ds)
+			for _, n := range tt.nodes {
+				w.add(n)
+			}
+			for _, p := range tt.pods {
+				w.add(p)
+			}
+			acts := ReconcileDaemon(t0, w.daemons["exp"], w.podList(), w.nodeList())
+			if diff := cmp.Diff(tt.want, summary(acts)); diff != "" {
+				t.Fatalf("actions (-want +got):\n%s%s", diff, fmtActions(acts))
+			}
+			for _, a := range acts {
+				if p, ok := a.Object.(*api.Pod); ok && a.Type == ActionCreate {
+					if p.Spec.Node == "" || p.Status.Phase != api.PodPending || p.Metadata.Name != DaemonPodName("exp", p.Spec.Node) ||
+						p.Spec.Owner != (api.OwnerRef{Kind: api.KindDaemon, Name: "exp"}) {
+						t.Errorf("bad daemon pod %+v", p)
+					}
+				}
+			}
+			w.apply(acts)
+			if got := w.daemons["exp"].Status.Desired; got != tt.wantDesired {
+				t.Errorf("desired = %d, want %d", got, tt.wantDesired)
+			}
+			if again := ReconcileDaemon(t0.Add(time.Minute), w.daemons["exp"], w.podList(), w.nodeList()); len(again) != 0 {
+				t.Errorf("second pass not empty:%s", fmtActions(again))
+			}
+		})
+	}
+}
+
+func TestDaemonPodName(t *testing.T) {
+	if got := DaemonPodName("exp", "pi-1"); got != "exp-pi-1" {
+		t.Errorf("short name = %q", got)
+	}
+	long1 := DaemonPodName(strings.Repeat("d", 40), strings.Repeat("n", 30)+"1")
+	long2 := DaemonPodName(strings.Repeat("d", 40), strings.Repeat("n", 30)+"2")
+	if len(long1) > maxNameLen || !podNameRE.MatchString(long1) || long1 == long2 {
+		t.Errorf("long names %q, %q: want distinct DNS labels of at most 63", long1, long2)
+	}
+}
+
+// TestDaemonRollingUpdate replaces pods one at a time: never more than one
+// pod of the daemon unavailable, and every pod ends on the new revision.
+func TestDaemonRollingUpdate(t *testing.T) {
+	w := newWorld(t)
+	for _, n := range []string{"a", "b", "c", "d"} {
+		w.add(readyNode(n))
+	}
+	w.add(exporter())
+	converge := func() {
+		for range 10 {
+			w.apply(ReconcileDaemon(w.now, w.daemons["exp"], w.podList(), w.nodeList()))
+			w.apply(SchedulePending(w.now, w.snapshot(), w.podList()))
+			w.runPods(-1)
+		}
+	}
+	converge()
+	if st := w.daemons["exp"].Status; st.Ready != 4 || st.Desired != 4 {
+		t.Fatalf("initial rollout: %+v", st)
+	}
+	nd := *w.daemons["exp"]
+	nd.Spec.Template = copyTemplate(nd.Spec.Template)
+	nd.Spec.Template.Exec = append(nd.Spec.Template.Exec, "--v2")
+	w.apply([]Action{newAction(ActionUpdate, &nd, "user")})
+	rev := templateHash(nd.Spec.Template)
+
+	w.afterEach = func(a Action) {
+		unavailable := 4
+		for _, p := range w.podList() {
+			if available(p, nil) {
+				unavailable--
+			}
+		}
+		if unavailable > 1 {
+			t.Fatalf("after %v: %d pods unavailable", a, unavailable)
+		}
+	}
+	for step := 0; ; step++ {
+		if step > 30 {
+			t.Fatalf("rollout did not finish: %+v", w.daemons["exp"].Status)
+		}
+		acts := ReconcileDaemon(w.now, w.daemons["exp"], w.podList(), w.nodeList())
+		w.apply(acts)
+		if again := ReconcileDaemon(w.now, w.daemons["exp"], w.podList(), w.nodeList()); len(again) != 0 {
+			t.Fatalf("second pass not empty:%s", fmtActions(again))
+		}
+		w.apply(SchedulePending(w.now, w.snapshot(), w.podList()))
+		if len(acts) == 0 && w.runPods(-1) == 0 {
+			break
+		}
+	}
+	for _, p := range w.podList() {
+		if p.Spec.Revision != rev || p.Status.Phase != api.PodRunning {
+			t.Errorf("pod %s: revision %s phase %s", p.Metadata.Name, p.Spec.Revision, p.Status.Phase)
+		}
+	}
+}

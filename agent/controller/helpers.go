@@ -1,0 +1,178 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/herd-dev/herd/agent/scheduler"
+	"github.com/herd-dev/herd/api"
+)
+
+// This file holds private equivalents of helpers package api provides
+// (api.MatchLabels, api.TemplateHash) so the controllers build on their
+// own; the integrator may swap them for the api versions, whose semantics
+// they copy.
+
+// matchLabels reports whether every key=value of sel is in labels. An empty
+// selector matches nothing (as api.MatchLabels).
+func matchLabels(sel, labels map[string]string) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// matchNode reports whether node n satisfies a node selector: an empty
+// selector matches every node; the well-known labels and their shorthands
+// come from the node's name and facts, as in the scheduler.
+func matchNode(sel map[string]string, n *api.Node) bool {
+	for k, want := range sel {
+		var got string
+		var ok bool
+		switch k {
+		case scheduler.LabelNode:
+			got, ok = n.Metadata.Name, true
+		case scheduler.LabelArch, "arch":
+			got, ok = n.Status.Arch, n.Status.Arch != ""
+		case scheduler.LabelModel, "model":
+			got, ok = n.Status.Model, n.Status.Model != ""
+		default:
+			got, ok = n.Metadata.Labels[k]
+		}
+		if !ok || got != want {
+			return false
+		}
+	}
+	return true
+}
+
+// templateHash is the revision of a template: the first 10 hex digits of
+// the SHA-256 of its JSON encoding (map keys sorted), as api.TemplateHash.
+func templateHash(t api.PodTemplate) string {
+	b, err := json.Marshal(t)
+	if err != nil {
+		panic("controller: templateHash: " + err.Error()) // only strings, ints, slices and maps
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:10]
+}
+
+// UnitName is the systemd unit of a pod, herd-<pod>.service.
+func UnitName(pod string) string { return "herd-" + pod + ".service" }
+
+// podOfUnit returns the pod a herd unit belongs to, or false for a unit
+// that is not herd's.
+func podOfUnit(unit string) (string, bool) {
+	s, ok := strings.CutPrefix(unit, "herd-")
+	if !ok {
+		return "", false
+	}
+	s, ok = strings.CutSuffix(s, ".service")
+	return s, ok && s != ""
+}
+
+// terminal reports whether a pod in phase ph will never run again.
+func terminal(ph api.PodPhase) bool {
+	return ph == api.PodLost || ph == api.PodFailed || ph == api.PodSucceeded
+}
+
+// available reports whether a pod serves: Running and ready, on a node
+// that is Ready. A nil nodes map skips the node check; with a map, a pod on
+// a node missing from it (deleted) is not available.
+func available(p *api.Pod, nodes map[string]*api.Node) bool {
+	if p.Status.Phase != api.PodRunning || !p.Status.Ready {
+		return false
+	}
+	if nodes == nil {
+		return true
+	}
+	n := nodes[p.Spec.Node]
+	return n != nil && n.Status.Phase == api.NodeReady
+}
+
+// nodeIndex maps node names to nodes.
+func nodeIndex(nodes []*api.Node) map[string]*api.Node {
+	m := make(map[string]*api.Node, len(nodes))
+	for _, n := range nodes {
+		if n != nil {
+			m[n.Metadata.Name] = n
+		}
+	}
+	return m
+}
+
+// copyTemplate returns a deep copy of t, so a new pod shares nothing with
+// its owner.
+func copyTemplate(t api.PodTemplate) api.PodTemplate {
+	c := t
+	c.Labels = maps.Clone(t.Labels)
+	c.Exec = slices.Clone(t.Exec)
+	c.Env = maps.Clone(t.Env)
+	c.Files = slices.Clone(t.Files)
+	c.Ports = slices.Clone(t.Ports)
+	c.NodeSelector = maps.Clone(t.NodeSelector)
+	if t.Readiness != nil {
+		r := *t.Readiness
+		r.Exec = slices.Clone(r.Exec)
+		c.Readiness = &r
+	}
+	return c
+}
+
+// findCondition returns the condition of type typ, or nil.
+func findCondition(conds []api.Condition, typ string) *api.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// setCondition returns a copy of conds with c set: replacing the condition
+// of the same type in place (keeping its LastTransitionTime when the status
+// did not change) or appending it (LastTransitionTime now). conds is not
+// modified.
+func setCondition(conds []api.Condition, c api.Condition, now time.Time) []api.Condition {
+	out := slices.Clone(conds)
+	if old := findCondition(out, c.Type); old != nil {
+		c.LastTransitionTime = old.LastTransitionTime
+		if old.Status != c.Status {
+			c.LastTransitionTime = now
+		}
+		*old = c
+		return out
+	}
+	c.LastTransitionTime = now
+	return append(out, c)
+}
+
+// removeCondition returns conds without the condition of type typ (nil if
+// none remain). conds is not modified.
+func removeCondition(conds []api.Condition, typ string) []api.Condition {
+	if findCondition(conds, typ) == nil {
+		return conds
+	}
+	var out []api.Condition
+	for _, c := range conds {
+		if c.Type != typ {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// sameLabels compares label maps, nil and empty being equal.
+func sameLabels(a, b map[string]string) bool {
+	return len(a) == len(b) && maps.Equal(a, b)
+}

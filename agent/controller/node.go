@@ -1,0 +1,306 @@
+package controller
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/herd-dev/herd/api"
+)
+
+// MemberState is a gossip member's liveness as memberlist reports it.
+type MemberState string
+
+// Member states. The empty state means gossip has no record of the member
+// (never seen, or reaped after it died or left).
+const (
+	MemberAlive   MemberState = "alive"
+	MemberSuspect MemberState = "suspect"
+	MemberDead    MemberState = "dead"
+	MemberLeft    MemberState = "left"
+)
+
+// MemberInfo is what gossip knows about one board.
+type MemberInfo struct {
+	// Name is the member (node) name; empty when gossip has no record.
+	Name string
+	// Addr is the board's IP address (the gossip advertise address).
+	Addr string
+	// State is the member's liveness.
+	State MemberState
+	// Facts ride in the member metadata.
+	Facts NodeFacts
+}
+
+// NodeFacts are the node facts a board gossips about itself.
+type NodeFacts struct {
+	RaftAddress string
+	SSHAddress  string
+	HostKey     string
+	Arch        string
+	Model       string
+	MemoryBytes int64
+	CPUs        int
+	Version     string
+	Server      bool
+	// Labels are the board's user labels (agent configuration); the node
+	// controller owns the Node's labels and copies these.
+	Labels map[string]string
+}
+
+// UnitObservation is what the executor saw of one unit on a board
+// (systemctl show).
+type UnitObservation struct {
+	// Unit is the unit name, herd-<pod>.service.
+	Unit string
+	// Found is false when systemd does not know the unit (LoadState
+	// not-found).
+	Found bool
+	// ActiveState and SubState are systemd's (active/running,
+	// activating/auto-restart, failed/failed, inactive/dead...).
+	ActiveState string
+	SubState    string
+	// NRestarts is systemd's restart count for the unit.
+	NRestarts int
+	// ExecMainStatus is the exit status of the main process.
+	ExecMainStatus int
+	// Ready is the readiness check's last result; nil when the pod has no
+	// readiness check.
+	Ready *bool
+}
+
+// Node condition types, besides api.ConditionReady.
+const (
+	// ConditionFencing is True on an alive board that is not Ready yet
+	// because units it may still run were not confirmed stopped.
+	ConditionFencing = "Fencing"
+)
+
+// Reasons of the node Ready condition.
+const (
+	reasonMemberAlive   = "MemberAlive"
+	reasonMemberDead    = "MemberDead"
+	reasonMemberLeft    = "MemberLeft"
+	reasonMemberUnknown = "MemberUnknown"
+	reasonFencing       = "Fencing"
+)
+
+// ReconcileNode keeps the Node object of one board in line with gossip and
+// marks the pods of a board that is down as Lost. node is the stored Node
+// (nil if none), m what gossip knows (State empty if nothing), pods the pods
+// bound to the board (others are ignored).
+//
+// Phases:
+//   - alive: a Ready node stays Ready. Any other node (new, NotReady or
+//     Left) becomes NotReady with Fenced false and a Fencing condition: it
+//     turns Ready only through ObservedUnits, once the executor has shown
+//     that no unit placed elsewhere still runs there. A node is never
+//     created for a member that is not alive.
+//   - suspect: nothing changes (a suspect board keeps its phase).
+//   - dead, or unknown to gossip: NotReady (a Left node stays Left).
+//   - left: Left.
+//
+// Whenever the node is not Ready, every pod bound to it that is not yet
+// terminal becomes Lost, so its owner replaces it. Facts and labels are
+// copied from gossip whenever gossip knows the member. Status is written
+// only when it changes; Since moves only with the phase.
+func ReconcileNode(now time.Time, node *api.Node, m MemberInfo, pods []*api.Pod) []Action {
+	name := m.Name
+	if node != nil {
+		name = node.Metadata.Name
+	}
+	if name == "" || (node == nil && m.State != MemberAlive) {
+		return nil
+	}
+	known := m.Name != "" && m.State != ""
+
+	var old api.NodeStatus
+	var oldLabels map[string]string
+	if node != nil {
+		old, oldLabels = node.Status, node.Metadata.Labels
+	}
+	st := old
+	if known {
+		f := m.Facts
+		st.Address, st.RaftAddress, st.SSHAddress, st.HostKey = m.Addr, f.RaftAddress, f.SSHAddress, f.HostKey
+		st.Arch, st.Model, st.MemoryBytes, st.CPUs = f.Arch, f.Model, f.MemoryBytes, f.CPUs
+		st.Version, st.Server = f.Version, f.Server
+	}
+
+	switch {
+	case m.State == MemberAlive && node != nil && old.Phase == api.NodeReady:
+		// Stays Ready: conditions are ObservedUnits' business.
+	case m.State == MemberAlive:
+		st.Phase, st.Fenced = api.NodeNotReady, false
+		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
+			Reason: reasonFencing, Message: "waiting for the board's units to be checked"}, now)
+		if findCondition(st.Conditions, ConditionFencing) == nil {
+			st.Conditions = setCondition(st.Conditions, api.Condition{Type: ConditionFencing, Status: api.ConditionTrue,
+				Reason: "StaleUnits", Message: "waiting for the executor to list the board's units"}, now)
+		}
+	case m.State == MemberSuspect:
+		// Keep the phase; a suspect board is usually fine.
+	case m.State == MemberLeft || (!known && old.Phase == api.NodeLeft):
+		st.Phase, st.Fenced = api.NodeLeft, false
+		st.Conditions = removeCondition(st.Conditions, ConditionFencing)
+		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
+			Reason: reasonMemberLeft, Message: "the board left the cluster"}, now)
+	default: // dead or unknown
+		reason, msg := reasonMemberDead, "gossip declared the board dead"
+		if !known {
+			reason, msg = reasonMemberUnknown, "gossip has no record of the board"
+		}
+		st.Phase, st.Fenced = api.NodeNotReady, false
+		st.Conditions = removeCondition(st.Conditions, ConditionFencing)
+		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
+			Reason: reason, Message: msg}, now)
+	}
+	if st.Phase != old.Phase || node == nil {
+		st.Since = now
+	}
+
+	var acts []Action
+	labels := oldLabels
+	if known {
+		labels = m.Facts.Labels
+	}
+	if node == nil {
+		n := &api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: name, Labels: maps.Clone(labels)}, Status: st}
+		acts = append(acts, newAction(ActionCreate, n, "board %s joined (%s)", name, m.Addr))
+	} else {
+		if !sameLabels(labels, oldLabels) {
+			n := *node
+			n.Metadata.Labels = maps.Clone(labels)
+			acts = append(acts, newAction(ActionUpdate, &n, "board labels changed to %s", formatLabels(labels)))
+		}
+		if !reflect.DeepEqual(st, old) {
+			n := *node
+			n.Status = st
+			acts = append(acts, newAction(ActionUpdateStatus, &n, "%s", nodeChangeReason(old, st, m)))
+		}
+	}
+	if st.Phase != api.NodeReady {
+		acts = append(acts, losePods(name, st, pods)...)
+	}
+	return acts
+}
+
+func nodeChangeReason(old, st api.NodeStatus, m MemberInfo) string {
+	if old.Phase == st.Phase {
+		return "board facts changed"
+	}
+	state := string(m.State)
+	if state == "" {
+		state = "unknown to gossip"
+	}
+	return fmt.Sprintf("board is %s (member %s), was %s", st.Phase, state, orNone(string(old.Phase)))
+}
+
+// losePods marks every non-terminal pod bound to node as Lost.
+func losePods(node string, st api.NodeStatus, pods []*api.Pod) []Action {
+	var lost []*api.Pod
+	for _, p := range pods {
+		if p != nil && p.Spec.Node == node && !terminal(p.Status.Phase) {
+			lost = append(lost, p)
+		}
+	}
+	slices.SortFunc(lost, compareByName)
+	why := "NotReady"
+	if c := findCondition(st.Conditions, api.ConditionReady); c != nil && c.Message != "" {
+		why = c.Message
+	}
+	var acts []Action
+	for _, p := range lost {
+		np := *p
+		np.Status.Phase = api.PodLost
+		np.Status.Ready = false
+		np.Status.Message = fmt.Sprintf("board %s is %s: %s", node, st.Phase, why)
+		acts = append(acts, newAction(ActionUpdateStatus, &np, "board %s is %s", node, st.Phase))
+	}
+	return acts
+}
+
+// ObservedUnits folds the executor's listing of the herd units on a board
+// into the board's fencing. While the node is fencing (alive, NotReady,
+// Fencing condition set by ReconcileNode), a unit is stale when it exists on
+// the board but its pod is not bound to this board in a non-terminal phase;
+// the executor stops and removes stale units. With no stale unit left the
+// node becomes Ready and Fenced. Otherwise the Fencing condition lists the
+// stale units (written only when the list changes). For any other node it
+// returns nothing. pods may be every pod; units is the executor's complete
+// listing of herd-*.service units on the board.
+func ObservedUnits(now time.Time, node *api.Node, pods []*api.Pod, units []UnitObservation) []Action {
+	if node == nil || node.Status.Phase != api.NodeNotReady || findCondition(node.Status.Conditions, ConditionFencing) == nil {
+		return nil
+	}
+	live := make(map[string]bool)
+	for _, p := range pods {
+		if p != nil && p.Spec.Node == node.Metadata.Name && !terminal(p.Status.Phase) {
+			live[p.Metadata.Name] = true
+		}
+	}
+	var stale []string
+	for _, u := range units {
+		pod, ok := podOfUnit(u.Unit)
+		if !ok || !u.Found || live[pod] {
+			continue
+		}
+		stale = append(stale, u.Unit)
+	}
+	slices.Sort(stale)
+	stale = slices.Compact(stale)
+
+	st := node.Status
+	var reason string
+	if len(stale) == 0 {
+		st.Phase, st.Fenced, st.Since = api.NodeReady, true, now
+		st.Conditions = removeCondition(st.Conditions, ConditionFencing)
+		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionTrue,
+			Reason: reasonMemberAlive, Message: "fenced: no stale units"}, now)
+		reason = "board fenced: no stale units left"
+	} else {
+		shown := stale
+		if len(shown) > 5 {
+			shown = shown[:5]
+		}
+		msg := fmt.Sprintf("%d stale units to stop: %s", len(stale), strings.Join(shown, ", "))
+		if len(stale) > len(shown) {
+			msg += ", ..."
+		}
+		st.Conditions = setCondition(st.Conditions, api.Condition{Type: ConditionFencing, Status: api.ConditionTrue,
+			Reason: "StaleUnits", Message: msg}, now)
+		reason = msg
+	}
+	if reflect.DeepEqual(st, node.Status) {
+		return nil
+	}
+	n := *node
+	n.Status = st
+	return []Action{newAction(ActionUpdateStatus, &n, "%s", reason)}
+}
+
+// formatLabels renders labels as "a=b,c=d" sorted by key, "{}" when empty.
+func formatLabels(labels map[string]string) string {
+	if len(labels) == 0 {
+		return "{}"
+	}
+	keys := slices.Sorted(maps.Keys(labels))
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + labels[k])
+	}
+	return b.String()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

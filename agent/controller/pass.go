@@ -1,0 +1,209 @@
+package controller
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/herd-dev/herd/agent/scheduler"
+	"github.com/herd-dev/herd/api"
+)
+
+// Cluster is every object, and gossip's view of the members, at one point
+// in time. It is read-only: reconcilers never modify it or what it points
+// to.
+type Cluster struct {
+	// Version identifies the state (the store's resourceVersion); two
+	// Clusters with the same non-zero Version hold the same objects.
+	Version     uint64
+	Nodes       []*api.Node
+	Deployments []*api.Deployment
+	Daemons     []*api.Daemon
+	Pods        []*api.Pod
+	Services    []*api.Service
+	Members     []MemberInfo
+}
+
+// Key names one unit of reconcile work: "<kind>/<name>" for nodes,
+// deployments, daemons and services, or KeySchedule for the scheduling
+// step.
+type Key = string
+
+// KeySchedule is the key of the scheduling step (all Pending pods).
+const KeySchedule Key = "schedule"
+
+// KeyOf returns the key of an object kind and name.
+func KeyOf(kind api.Kind, name string) Key { return string(kind) + "/" + name }
+
+// Index is a Cluster with lookups built once, shared by the reconciles of
+// one pass or of many keys against the same Cluster. It is read-only once
+// built and safe for concurrent use.
+type Index struct {
+	c           *Cluster
+	nodes       map[string]*api.Node
+	sortedNodes []*api.Node
+	members     map[string]MemberInfo
+	deployments map[string]*api.Deployment
+	daemons     map[string]*api.Daemon
+	services    map[string]*api.Service
+	byOwner     map[api.OwnerRef][]*api.Pod
+	byNode      map[string][]*api.Pod
+	byLabel     map[string][]*api.Pod // "k=v" → pods with that label
+	snap        *scheduler.Snapshot
+}
+
+// NewIndex indexes c.
+func NewIndex(c *Cluster) *Index {
+	if c == nil {
+		c = &Cluster{}
+	}
+	ix := &Index{
+		c:           c,
+		nodes:       nodeIndex(c.Nodes),
+		sortedNodes: sortNodes(c.Nodes),
+		members:     make(map[string]MemberInfo, len(c.Members)),
+		deployments: make(map[string]*api.Deployment, len(c.Deployments)),
+		daemons:     make(map[string]*api.Daemon, len(c.Daemons)),
+		services:    make(map[string]*api.Service, len(c.Services)),
+		byOwner:     make(map[api.OwnerRef][]*api.Pod),
+		byNode:      make(map[string][]*api.Pod),
+		byLabel:     make(map[string][]*api.Pod),
+		snap:        &scheduler.Snapshot{Nodes: c.Nodes, Pods: c.Pods},
+	}
+	for _, m := range c.Members {
+		if m.Name != "" {
+			ix.members[m.Name] = m
+		}
+	}
+	for _, d := range c.Deployments {
+		if d != nil {
+			ix.deployments[d.Metadata.Name] = d
+		}
+	}
+	for _, d := range c.Daemons {
+		if d != nil {
+			ix.daemons[d.Metadata.Name] = d
+		}
+	}
+	for _, s := range c.Services {
+		if s != nil {
+			ix.services[s.Metadata.Name] = s
+		}
+	}
+	for _, p := range c.Pods {
+		if p == nil {
+			continue
+		}
+		ix.byOwner[p.Spec.Owner] = append(ix.byOwner[p.Spec.Owner], p)
+		if p.Spec.Node != "" {
+			ix.byNode[p.Spec.Node] = append(ix.byNode[p.Spec.Node], p)
+		}
+		for k, v := range p.Metadata.Labels {
+			ix.byLabel[k+"="+v] = append(ix.byLabel[k+"="+v], p)
+		}
+	}
+	return ix
+}
+
+// Cluster returns the indexed Cluster.
+func (ix *Index) Cluster() *Cluster { return ix.c }
+
+// Keys returns every key there is work for, sorted: every node, member and
+// node that pods are bound to, deployment, daemon and service, and
+// KeySchedule.
+func (ix *Index) Keys() []Key {
+	set := make(map[Key]struct{})
+	for n := range ix.nodes {
+		set[KeyOf(api.KindNode, n)] = struct{}{}
+	}
+	for n := range ix.members {
+		set[KeyOf(api.KindNode, n)] = struct{}{}
+	}
+	for n := range ix.byNode { // boards that are gone but still have pods
+		set[KeyOf(api.KindNode, n)] = struct{}{}
+	}
+	for n := range ix.deployments {
+		set[KeyOf(api.KindDeployment, n)] = struct{}{}
+	}
+	for n := range ix.daemons {
+		set[KeyOf(api.KindDaemon, n)] = struct{}{}
+	}
+	for n := range ix.services {
+		set[KeyOf(api.KindService, n)] = struct{}{}
+	}
+	set[KeySchedule] = struct{}{}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// servicePods returns the candidates for a selector: the pods carrying its
+// first key=value (sorted by key), to be filtered by the whole selector.
+func (ix *Index) servicePods(sel map[string]string) []*api.Pod {
+	if len(sel) == 0 {
+		return nil
+	}
+	k := slices.Min(slices.Collect(maps.Keys(sel)))
+	return ix.byLabel[k+"="+sel[k]]
+}
+
+// Reconcile runs the reconciler for one key against the index. An unknown
+// key, or one whose object is gone, yields no actions (pods of a deleted
+// deployment are not garbage-collected here).
+func (ix *Index) Reconcile(now time.Time, cfg scheduler.Config, key Key) []Action {
+	if key == KeySchedule {
+		return ScheduleWith(cfg, now, ix.snap, ix.c.Pods)
+	}
+	kind, name, ok := strings.Cut(key, "/")
+	if !ok {
+		return nil
+	}
+	switch api.Kind(kind) {
+	case api.KindNode:
+		n, m := ix.nodes[name], ix.members[name]
+		if n == nil && m.Name == "" {
+			// The Node object was deleted and gossip does not know the
+			// board: pods still bound there are lost.
+			return losePods(name, api.NodeStatus{Phase: api.NodeNotReady, Conditions: []api.Condition{{
+				Type: api.ConditionReady, Status: api.ConditionFalse, Reason: reasonMemberUnknown, Message: "the board was deleted"}}}, ix.byNode[name])
+		}
+		return ReconcileNode(now, n, m, ix.byNode[name])
+	case api.KindDeployment:
+		if d := ix.deployments[name]; d != nil {
+			return reconcileDeployment(now, d, ix.byOwner[api.OwnerRef{Kind: api.KindDeployment, Name: name}], ix.nodes)
+		}
+	case api.KindDaemon:
+		if d := ix.daemons[name]; d != nil {
+			return reconcileDaemon(now, d, ix.byOwner[api.OwnerRef{Kind: api.KindDaemon, Name: name}], ix.sortedNodes, ix.nodes)
+		}
+	case api.KindService:
+		if s := ix.services[name]; s != nil {
+			return reconcileService(now, s, ix.servicePods(s.Spec.Selector), ix.nodes)
+		}
+	}
+	return nil
+}
+
+// ReconcileAll is one full pass over c: every node, deployment, daemon and
+// service (in key order), then the scheduling step, each against the same
+// state. The actions of different keys are independent; apply them in the
+// order returned.
+func ReconcileAll(now time.Time, cfg scheduler.Config, c *Cluster) []Action {
+	ix := NewIndex(c)
+	var acts []Action
+	keys := ix.Keys()
+	slices.SortStableFunc(keys, func(a, b Key) int { // schedule last
+		return cmp.Compare(boolInt(a == KeySchedule), boolInt(b == KeySchedule))
+	})
+	for _, k := range keys {
+		acts = append(acts, ix.Reconcile(now, cfg, k)...)
+	}
+	return acts
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

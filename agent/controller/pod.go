@@ -1,0 +1,96 @@
+package controller
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/herd-dev/herd/api"
+)
+
+// ObservePod folds what the executor saw of a pod's unit into the pod's
+// status. Only pods bound to a board and not terminal (Scheduled, Starting,
+// Running) are updated: Pending pods have no unit yet, and Lost, Failed and
+// Succeeded pods are their owner's to replace.
+//
+//   - unit not found: Scheduled (the executor has yet to write it, or must
+//     write it again), not ready;
+//   - active (or reloading): Running, ready when the readiness check passes
+//     or there is none; StartedAt is set when it becomes Running;
+//   - activating or deactivating (starting, restarting after a crash,
+//     stopping): Starting, not ready;
+//   - failed: Failed. systemd only leaves a unit failed when it will not
+//     restart it: restart policy never, a clean-exit policy, or its start
+//     limit was hit;
+//   - inactive: Succeeded after exit 0 with restart policy never or
+//     on-failure, Failed after a non-zero exit, otherwise Scheduled (stopped;
+//     the executor starts it again).
+//
+// Restarts is systemd's NRestarts. Status is written only when it changes.
+func ObservePod(now time.Time, pod *api.Pod, obs UnitObservation) []Action {
+	if pod == nil {
+		return nil
+	}
+	switch pod.Status.Phase {
+	case api.PodScheduled, api.PodStarting, api.PodRunning:
+	default:
+		return nil
+	}
+	old := pod.Status
+	st := old
+	st.Ready = false
+	if obs.Found {
+		st.Restarts = obs.NRestarts
+	}
+	policy := pod.Spec.Template.RestartPolicy
+	if policy == "" {
+		policy = api.RestartAlways
+	}
+	switch {
+	case !obs.Found:
+		st.Phase = api.PodScheduled
+		if old.Phase != api.PodScheduled {
+			st.Message = fmt.Sprintf("unit %s is gone from the board", obs.Unit)
+		}
+	case obs.ActiveState == "active" || obs.ActiveState == "reloading":
+		st.Phase = api.PodRunning
+		st.Ready = obs.Ready == nil || *obs.Ready
+		st.Message = ""
+		if !st.Ready {
+			st.Message = "readiness check failing"
+		}
+		if old.Phase != api.PodRunning {
+			st.StartedAt = now
+		}
+	case obs.ActiveState == "activating" || obs.ActiveState == "deactivating":
+		st.Phase = api.PodStarting
+		st.Message = ""
+		if obs.SubState == "auto-restart" {
+			st.Message = fmt.Sprintf("restarting after exit status %d", obs.ExecMainStatus)
+		}
+	case obs.ActiveState == "failed":
+		st.Phase = api.PodFailed
+		st.Message = fmt.Sprintf("unit failed (%s) with exit status %d after %d restarts", obs.SubState, obs.ExecMainStatus, obs.NRestarts)
+	case obs.ActiveState == "inactive" && obs.ExecMainStatus == 0 && policy != api.RestartAlways:
+		st.Phase = api.PodSucceeded
+		st.Message = "exited with status 0"
+	case obs.ActiveState == "inactive" && obs.ExecMainStatus != 0:
+		st.Phase = api.PodFailed
+		st.Message = fmt.Sprintf("exited with status %d", obs.ExecMainStatus)
+	case obs.ActiveState == "inactive":
+		st.Phase = api.PodScheduled
+		st.Message = "unit is stopped"
+	default:
+		return nil // a state herd does not know: leave the pod alone
+	}
+	if reflect.DeepEqual(st, old) {
+		return nil
+	}
+	np := *pod
+	np.Status = st
+	reason := fmt.Sprintf("unit %s/%s", obs.ActiveState, obs.SubState)
+	if !obs.Found {
+		reason = "unit not found"
+	}
+	return []Action{newAction(ActionUpdateStatus, &np, "%s: %s", reason, st.Phase)}
+}

@@ -1,0 +1,208 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herd-dev/herd/agent/workqueue"
+	"github.com/herd-dev/herd/agent/workqueue/clocktest"
+	"github.com/herd-dev/herd/api"
+)
+
+// fakeState serves a world as the Runner's State and Writer: Apply writes
+// into the world (read your writes) and then emits a Change per action to
+// every watcher.
+type fakeState struct {
+	mu       sync.Mutex
+	w        *world
+	watchers []chan Change
+	failNext int // Apply calls to fail
+	applies  int
+}
+
+var (
+	_ State  = (*fakeState)(nil)
+	_ Writer = (*fakeState)(nil)
+)
+
+func (s *fakeState) Snapshot(ctx context.Context) (*Cluster, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.cluster(), nil
+}
+
+func (s *fakeState) Watch(ctx context.Context) (<-chan Change, error) {
+	ch := make(chan Change, 1000)
+	s.mu.Lock()
+	s.watchers = append(s.watchers, ch)
+	s.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, c := range s.watchers {
+			if c == ch {
+				s.watchers = append(s.watchers[:i], s.watchers[i+1:]...)
+				close(ch)
+				break
+			}
+		}
+	}()
+	return ch, nil
+}
+
+var errInjected = errors.New("injected failure")
+
+func (s *fakeState) Apply(ctx context.Context, acts []Action) error {
+	s.mu.Lock()
+	s.applies++
+	if s.failNext > 0 {
+		s.failNext--
+		s.mu.Unlock()
+		return errInjected
+	}
+	var changes []Change
+	for _, a := range acts {
+		if err := s.w.applyOne(a); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		changes = append(changes, Change{Kind: a.Kind, Name: a.Name, Object: s.w.get(a.Kind, a.Name)})
+		if a.Type == ActionDelete {
+			changes[len(changes)-1].Object = a.Object
+		}
+	}
+	s.mu.Unlock()
+	s.notify(changes...)
+	return nil
+}
+
+// notify sends changes to every watcher, dropping them for a watcher
+// that is 1000 behind (the resync covers it, as in a real store).
+func (s *fakeState) notify(changes ...Change) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range s.watchers {
+		for _, c := range changes {
+			select {
+			case ch <- c:
+			default:
+			}
+		}
+	}
+}
+
+// do runs f on the world under the lock.
+func (s *fakeState) do(f func(w *world)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s.w)
+}
+
+func (s *fakeState) count(f func(w *world) int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return f(s.w)
+}
+
+// testLogger writes slog records to t.Log.
+type testWriter struct{ t *testing.T }
+
+func (tw testWriter) Write(p []byte) (int, error) {
+	tw.t.Helper()
+	tw.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func scheduledPods(w *world) int {
+	n := 0
+	for _, p := range w.pods {
+		if p.Spec.Owner.Name == "web" && p.Status.Phase == api.PodScheduled {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRunner(t *testing.T) {
+	w := newWorld(t)
+	for _, n := range []string{"a", "b"} {
+		node := readyNode(n)
+		w.add(node)
+		w.members[n] = MemberInfo{Name: n, Addr: node.Status.Address, State: MemberAlive,
+			Facts: NodeFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4}}
+	}
+	w.add(deployment("web", 2))
+	st := &fakeState{w: w, failNext: 1}
+
+	clk := clocktest.New(t0)
+	cfg := DefaultRunnerConfig()
+	cfg.ResyncJitter = 0
+	cfg.Queue.QPS = 0
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r, err := NewRunner(cfg, st, st, clk, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Run = %v, want context.Canceled", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after cancel")
+		}
+	}()
+
+	// The initial resync reconciles the deployment first (keys are
+	// sorted); its write fails, so nothing happens until the backoff has
+	// passed on the clock.
+	clk.WaitTimer(t, t0.Add(5*time.Millisecond))
+	if got := st.count(func(w *world) int { return len(w.pods) }); got != 0 {
+		t.Fatalf("%d pods before the retry, want 0", got)
+	}
+	clk.Advance(5 * time.Millisecond)
+	clocktest.WaitFor(t, "2 scheduled web pods after the retry", func() bool { return st.count(scheduledPods) == 2 })
+
+	// An object nobody was told about is caught by the periodic resync.
+	st.do(func(w *world) { w.add(deployment("api", 1)) })
+	clk.WaitTimer(t, t0.Add(cfg.ResyncPeriod))
+	apiPods := func(w *world) int { return len(w.owned(api.KindDeployment, "api")) }
+	if got := st.count(apiPods); got != 0 {
+		t.Fatalf("%d api pods before the resync, want 0", got)
+	}
+	clk.Advance(cfg.ResyncPeriod - 5*time.Millisecond)
+	clocktest.WaitFor(t, "the resync to create the api pod", func() bool { return st.count(apiPods) == 1 })
+}
+
+func TestRunnerConfigValidate(t *testing.T) {
+	if err := DefaultRunnerConfig().Validate(); err != nil {
+		t.Fatalf("default: %v", err)
+	}
+	for name, mut := range map[string]func(*RunnerConfig){
+		"resync":  func(c *RunnerConfig) { c.ResyncPeriod = 0 },
+		"jitter":  func(c *RunnerConfig) { c.ResyncJitter = 2 },
+		"rewatch": func(c *RunnerConfig) { c.RewatchDelay = 0 },
+		"queue":   func(c *RunnerConfig) { c.Queue.BaseDelay = 0 },
+		"sched":   func(c *RunnerConfig) { c.Scheduler.PortMin = 0 },
+	} {
+		c := DefaultRunnerConfig()
+		mut(&c)
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: Validate = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+	if _, err := NewRunner(DefaultRunnerConfig(), nil, nil, workqueue.RealClock(), nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("NewRunner without State: %v", err)
+	}
+}

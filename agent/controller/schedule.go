@@ -1,0 +1,87 @@
+package controller
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/herd-dev/herd/agent/scheduler"
+	"github.com/herd-dev/herd/api"
+)
+
+// SchedulePending places the Pending pods among pods (oldest first: by
+// creation time, then name) with the default scheduler configuration; see
+// ScheduleWith.
+func SchedulePending(now time.Time, snap *scheduler.Snapshot, pods []*api.Pod) []Action {
+	return ScheduleWith(scheduler.DefaultConfig(), now, snap, pods)
+}
+
+// ScheduleWith is SchedulePending with a scheduler configuration (an
+// invalid one falls back to the default). snap is every node and pod;
+// pods are those to consider (usually snap.Pods; only Pending ones are
+// placed). Each placed pod gets a Bind action: spec.node and spec.hostPorts
+// set, phase Scheduled, status.ip the node's address, condition
+// Scheduled=True. Each pod that fits nowhere gets condition
+// Scheduled=False with the scheduler's explanation, written only when that
+// explanation changed. Pods are placed as if the earlier binds of the same
+// pass were applied.
+func ScheduleWith(cfg scheduler.Config, now time.Time, snap *scheduler.Snapshot, pods []*api.Pod) []Action {
+	var pending []*api.Pod
+	for _, p := range pods {
+		if p != nil && (p.Status.Phase == api.PodPending || p.Status.Phase == "") {
+			pending = append(pending, p)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	slices.SortFunc(pending, func(a, b *api.Pod) int {
+		if c := a.Metadata.Created.Compare(b.Metadata.Created); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Metadata.Name, b.Metadata.Name)
+	})
+	sc, err := scheduler.New(cfg)
+	if err != nil {
+		sc, _ = scheduler.New(scheduler.DefaultConfig())
+	}
+	if snap == nil {
+		snap = &scheduler.Snapshot{}
+	}
+	nodes := nodeIndex(snap.Nodes)
+
+	var acts []Action
+	for _, pl := range sc.PlaceAll(snap, pending) {
+		p := pl.Pod
+		if pl.Err != nil {
+			reason := reasonUnschedulable
+			if errors.Is(pl.Err, scheduler.ErrInvalidPod) {
+				reason = "InvalidPod"
+			}
+			if c := findCondition(p.Status.Conditions, api.ConditionScheduled); c != nil &&
+				c.Status == api.ConditionFalse && c.Reason == reason && c.Message == pl.Err.Error() {
+				continue
+			}
+			np := *p
+			np.Status.Conditions = setCondition(p.Status.Conditions, api.Condition{Type: api.ConditionScheduled,
+				Status: api.ConditionFalse, Reason: reason, Message: pl.Err.Error()}, now)
+			acts = append(acts, newAction(ActionUpdateStatus, &np, "cannot schedule: %s", pl.Err))
+			continue
+		}
+		d := pl.Decision
+		np := *p
+		np.Spec.Node = d.Node
+		np.Spec.HostPorts = d.HostPorts
+		np.Status.Phase = api.PodScheduled
+		np.Status.Message = ""
+		if n := nodes[d.Node]; n != nil {
+			np.Status.IP = n.Status.Address
+		}
+		np.Status.Conditions = setCondition(p.Status.Conditions, api.Condition{Type: api.ConditionScheduled,
+			Status: api.ConditionTrue, Reason: "Scheduled", Message: fmt.Sprintf("placed on %s", d.Node)}, now)
+		acts = append(acts, newAction(ActionBind, &np, "placed on %s: %s", d.Node, d.Reason))
+	}
+	return acts
+}

@@ -1,0 +1,37 @@
+package workqueue
+
+import "time"
+
+// Clock tells the time and makes timers. The queue and the controller
+// runner take one so tests can drive time by hand (see package clocktest).
+// Implementations must be safe for concurrent use.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// NewTimer returns a timer that sends the time on its channel once d
+	// has passed (at once for d <= 0).
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a one-shot timer made by a Clock.
+type Timer interface {
+	// C is the channel the time is sent on when the timer fires.
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it stopped
+	// it (false if it had already fired or been stopped).
+	Stop() bool
+}
+
+// RealClock returns the Clock of package time.
+func RealClock() Clock { return realClock{} }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (t realTimer) C() <-chan time.Time { return t.t.C }
+func (t realTimer) Stop() bool          { return t.t.Stop() }
