@@ -1,0 +1,423 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/herd-dev/herd/agent/httpapi"
+	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/gossip"
+	"github.com/herd-dev/herd/raftstore"
+)
+
+// Version is the agent version, stamped at build time with
+// -ldflags "-X github.com/herd-dev/herd/agent.Version=...".
+var Version = "dev"
+
+// Agent is one running herd agent.
+type Agent struct {
+	cfg    Config
+	log    *slog.Logger
+	key    []byte
+	token  string
+	facts  Facts
+	store  *raftstore.Store // nil for a gossip-only agent
+	gossip *gossip.Gossip
+	api    *httpapi.Server
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	bootDone  bool
+}
+
+// Options carry what a caller (tests, herd agent -dev) hands the agent
+// instead of reading it from files.
+type Options struct {
+	// ClusterKey, when set, is used instead of cfg.ClusterKeyFile.
+	ClusterKey []byte
+	// Logger, when set, receives the agent's logs.
+	Logger *slog.Logger
+	// GossipTiming overrides the memberlist timings (tests use the local
+	// preset).
+	GossipTiming *gossip.Timing
+	// Facts, when set, replace what ReadFacts finds.
+	Facts *Facts
+}
+
+// New builds an agent: it opens the raftstore (servers) and starts gossip
+// and the API listeners. Run drives it until its context ends.
+func New(cfg Config, opts Options) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: opts.Logger}
+	if a.log == nil {
+		a.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
+	}
+	a.log = a.log.With("node", cfg.Name)
+	a.key = opts.ClusterKey
+	if a.key == nil {
+		if cfg.ClusterKeyFile == "" {
+			return nil, errors.New("agent: cluster_key_file is not set")
+		}
+		k, err := ReadClusterKey(cfg.ClusterKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		a.key = k
+	}
+	if cfg.APITokenFile != "" {
+		b, err := os.ReadFile(cfg.APITokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("agent: api token: %w", err)
+		}
+		a.token = strings.TrimSpace(string(b))
+		if a.token == "" {
+			return nil, fmt.Errorf("agent: api token file %s is empty", cfg.APITokenFile)
+		}
+	}
+	if opts.Facts != nil {
+		a.facts = *opts.Facts
+	} else {
+		a.facts = ReadFacts()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: data dir: %w", err)
+	}
+
+	ok := false
+	defer func() {
+		if !ok {
+			a.close()
+		}
+	}()
+
+	gossipAdv, err := advertiseAddr(cfg.GossipBind, cfg.GossipAdvertise)
+	if err != nil {
+		return nil, fmt.Errorf("agent: gossip_advertise: %w", err)
+	}
+	hasState := false
+	if cfg.Server {
+		raftAdv, err := advertiseAddr(cfg.RaftBind, cfg.RaftAdvertise)
+		if err != nil {
+			return nil, fmt.Errorf("agent: raft_advertise: %w", err)
+		}
+		rc := raftstore.DefaultConfig()
+		rc.NodeID = cfg.Name
+		rc.DataDir = filepath.Join(cfg.DataDir)
+		rc.BindAddr = cfg.RaftBind
+		rc.AdvertiseAddr = raftAdv
+		rc.ClusterKey = a.key
+		rc.Logger = a.log.With("component", "raft")
+		st, err := raftstore.Open(rc)
+		if err != nil {
+			return nil, err
+		}
+		a.store = st
+		if hasState, err = st.HasExistingState(); err != nil {
+			return nil, err
+		}
+	}
+
+	meta, err := a.meta(hasState)
+	if err != nil {
+		return nil, err
+	}
+	gc := gossip.DefaultLANConfig()
+	if opts.GossipTiming != nil {
+		gc.Timing = *opts.GossipTiming
+	}
+	gc.Name = cfg.Name
+	host, port, _ := net.SplitHostPort(cfg.GossipBind)
+	gc.BindAddr = host
+	gc.BindPort, _ = strconv.Atoi(port)
+	ahost, aport, _ := net.SplitHostPort(gossipAdv)
+	gc.AdvertiseAddr = ahost
+	gc.AdvertisePort, _ = strconv.Atoi(aport)
+	if gc.AdvertisePort == 0 {
+		gc.AdvertisePort = gc.BindPort
+	}
+	gc.Key = a.key
+	gc.Join = cfg.Join
+	gc.Meta = meta
+	gc.Logger = a.log.With("component", "gossip")
+	g, err := gossip.New(gc)
+	if err != nil {
+		return nil, err
+	}
+	a.gossip = g
+
+	hc := httpapi.DefaultConfig()
+	if a.store != nil {
+		hc.Store = a.store
+	} else {
+		hc.Store = notServerStore{}
+	}
+	hc.Status = a.Status
+	hc.Token = a.token
+	hc.Logger = a.log.With("component", "api")
+	srv, err := httpapi.New(hc)
+	if err != nil {
+		return nil, err
+	}
+	a.api = srv
+	for _, l := range cfg.APIListen {
+		ln, err := listenAPI(l)
+		if err != nil {
+			return nil, err
+		}
+		a.listeners = append(a.listeners, ln)
+	}
+	ok = true
+	return a, nil
+}
+
+// meta is what this agent announces in gossip.
+func (a *Agent) meta(hasState bool) (gossip.Meta, error) {
+	m := gossip.Meta{
+		Arch:        a.facts.Arch,
+		Model:       a.facts.Model,
+		MemoryBytes: a.facts.MemoryBytes,
+		CPUs:        a.facts.CPUs,
+		Labels:      a.cfg.Labels,
+		Version:     Version,
+		Server:      a.cfg.Server,
+	}
+	if a.store != nil {
+		m.RaftAddr = a.store.Addr()
+		// A server that already belongs to a cluster never bootstraps
+		// again: it announces 0 so that no one counts it as a candidate.
+		if !hasState {
+			m.BootstrapExpect = a.cfg.BootstrapExpect
+		}
+	}
+	ssh := a.cfg.SSHAddress
+	if ssh == "" {
+		adv, err := advertiseAddr(a.cfg.GossipBind, a.cfg.GossipAdvertise)
+		if err == nil {
+			h, _, _ := net.SplitHostPort(adv)
+			ssh = net.JoinHostPort(h, "22")
+		}
+	}
+	m.SSHAddr = ssh
+	if a.cfg.SSHHostKeyFile != "" {
+		b, err := os.ReadFile(a.cfg.SSHHostKeyFile)
+		if err != nil {
+			a.log.Warn("cannot read ssh host key; the leader will not be able to reach this board", "file", a.cfg.SSHHostKeyFile, "err", err)
+		} else {
+			// Keep "type base64", drop the comment: it costs meta bytes.
+			f := strings.Fields(string(b))
+			if len(f) >= 2 {
+				m.HostKey = f[0] + " " + f[1]
+			}
+		}
+	}
+	return m, nil
+}
+
+// Run runs the agent until ctx ends, then stops it gracefully: it leaves
+// gossip, hands over Raft leadership when it holds it, and closes the store.
+func (a *Agent) Run(ctx context.Context) error {
+	a.log.Info("agent starting", "version", Version, "server", a.cfg.Server, "gossip", a.gossip.LocalMember().Address())
+	var wg sync.WaitGroup
+	apiCtx, stopAPI := context.WithCancel(context.Background())
+	defer stopAPI()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := a.api.Serve(apiCtx, a.listeners...); err != nil && !errors.Is(err, context.Canceled) {
+			a.log.Error("api stopped", "err", err)
+		}
+	}()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if len(a.cfg.Join) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := a.gossip.Join(runCtx, a.cfg.Join)
+			if err != nil && runCtx.Err() == nil {
+				a.log.Warn("gossip join failed", "err", err)
+				return
+			}
+			a.log.Info("joined gossip", "contacted", n)
+		}()
+	}
+	n := newNotifier()
+	wg.Add(1)
+	go func() { defer wg.Done(); a.pumpGossip(runCtx, n) }()
+	if a.store != nil {
+		changes, unsub := n.subscribe()
+		defer unsub()
+		wg.Add(2)
+		go func() { defer wg.Done(); a.bootstrapLoop(runCtx, changes) }()
+		go func() { defer wg.Done(); a.leaderLoop(runCtx, n) }()
+	}
+
+	<-ctx.Done()
+	a.log.Info("agent stopping")
+	cancel()
+	if err := a.gossip.Leave(2 * time.Second); err != nil {
+		a.log.Warn("gossip leave", "err", err)
+	}
+	if a.store != nil && a.store.IsLeader() && a.otherVoters() {
+		if err := a.store.LeadershipTransfer(); err != nil {
+			a.log.Warn("leadership transfer", "err", err)
+		}
+	}
+	stopAPI()
+	wg.Wait()
+	a.close()
+	a.log.Info("agent stopped")
+	return nil
+}
+
+// otherVoters reports whether a voter other than this agent exists, to
+// hand leadership to.
+func (a *Agent) otherVoters() bool {
+	servers, err := a.store.Configuration()
+	if err != nil {
+		return false
+	}
+	for _, s := range servers {
+		if s.Voter && s.ID != a.cfg.Name {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Agent) close() {
+	for _, ln := range a.listeners {
+		ln.Close()
+	}
+	if a.gossip != nil {
+		a.gossip.Shutdown()
+	}
+	if a.store != nil {
+		a.store.Close()
+	}
+}
+
+// Store returns the agent's raftstore (nil on a gossip-only agent).
+func (a *Agent) Store() *raftstore.Store { return a.store }
+
+// Gossip returns the agent's gossip member.
+func (a *Agent) Gossip() *gossip.Gossip { return a.gossip }
+
+// APIAddrs returns the addresses the API listens on, in client form.
+func (a *Agent) APIAddrs() []string {
+	var out []string
+	for _, ln := range a.listeners {
+		switch ln.Addr().Network() {
+		case "unix":
+			out = append(out, "unix://"+ln.Addr().String())
+		default:
+			out = append(out, "http://"+ln.Addr().String())
+		}
+	}
+	return out
+}
+
+// Status is the agent's view of the cluster (GET /v1/status).
+func (a *Agent) Status() client.Status {
+	st := client.Status{Node: a.cfg.Name, Version: Version}
+	for _, m := range a.gossip.Members() {
+		st.Members = append(st.Members, client.Member{Name: m.Name, Addr: m.Address(), State: string(m.State), Server: m.Meta.Server})
+	}
+	if a.store != nil {
+		leaderID, _ := a.store.Leader()
+		st.Leader = leaderID
+		if servers, err := a.store.Configuration(); err == nil {
+			for _, s := range servers {
+				suf := "nonvoter"
+				if s.Voter {
+					suf = "voter"
+				}
+				st.Servers = append(st.Servers, client.Server{ID: s.ID, Address: s.Address, Suffrage: suf, Leader: s.ID == leaderID})
+			}
+		}
+	}
+	return st
+}
+
+func parseLevel(s string) slog.Level {
+	switch s {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+// advertiseAddr derives the address peers should use: adv when set,
+// otherwise bind, with an unspecified host replaced by this machine's first
+// private IPv4 address.
+func advertiseAddr(bind, adv string) (string, error) {
+	if adv != "" {
+		return adv, nil
+	}
+	host, port, err := net.SplitHostPort(bind)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		return bind, nil
+	}
+	ip, err := privateIP()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(ip, port), nil
+}
+
+func privateIP() (string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", err
+	}
+	var fallback string
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.To4() == nil || ipn.IP.IsLoopback() {
+			continue
+		}
+		if ipn.IP.IsPrivate() {
+			return ipn.IP.String(), nil
+		}
+		if fallback == "" {
+			fallback = ipn.IP.String()
+		}
+	}
+	if fallback != "" {
+		return fallback, nil
+	}
+	return "", errors.New("no non-loopback IPv4 address found; set the advertise address")
+}
+
+func listenAPI(addr string) (net.Listener, error) {
+	if p, ok := strings.CutPrefix(addr, "unix://"); ok {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, fmt.Errorf("agent: api socket: %w", err)
+		}
+		return httpapi.ListenUnix(p)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("agent: api listen: %w", err)
+	}
+	return ln, nil
+}

@@ -1,0 +1,397 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/gossip"
+)
+
+// tlog writes agent logs to t.Log.
+type tlog struct{ t testing.TB }
+
+func (w tlog) Write(p []byte) (int, error) { w.t.Helper(); w.t.Log(string(p)); return len(p), nil }
+
+// running is one in-process agent.
+type running struct {
+	cfg  Config
+	a    *Agent
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// testFleet is n agents on 127.0.0.1 with free ports, raft on loopback TCP,
+// memberlist with the local timing preset.
+type testFleet struct {
+	t      *testing.T
+	key    []byte
+	agents []*running
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func newFleet(t *testing.T, n, expect int) *testFleet {
+	t.Helper()
+	sum := sha256.Sum256([]byte(t.Name()))
+	f := &testFleet{t: t, key: sum[:]}
+	var seed string
+	for i := 0; i < n; i++ {
+		cfg := DefaultConfig()
+		cfg.Name = fmt.Sprintf("a%d", i+1)
+		cfg.DataDir = t.TempDir()
+		cfg.BootstrapExpect = expect
+		cfg.GossipBind = "127.0.0.1:" + strconv.Itoa(freePort(t))
+		cfg.RaftBind = "127.0.0.1:" + strconv.Itoa(freePort(t))
+		cfg.APIListen = []string{"127.0.0.1:" + strconv.Itoa(freePort(t))}
+		cfg.SSHAddress = "127.0.0.1:22"
+		cfg.SSHHostKeyFile = ""
+		cfg.ClusterKeyFile = ""
+		if seed != "" {
+			cfg.Join = []string{seed}
+		}
+		if i == 0 {
+			seed = cfg.GossipBind
+		}
+		f.start(cfg)
+	}
+	t.Cleanup(func() {
+		for _, r := range f.agents {
+			if r.a != nil {
+				r.stop()
+				<-r.done
+			}
+		}
+	})
+	return f
+}
+
+func (f *testFleet) start(cfg Config) *running {
+	f.t.Helper()
+	timing := gossip.LocalTiming()
+	facts := Facts{Arch: "amd64", MemoryBytes: 1 << 30, CPUs: 4}
+	logger := slog.New(slog.NewTextHandler(tlog{f.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := New(cfg, Options{ClusterKey: f.key, Logger: logger, GossipTiming: &timing, Facts: &facts})
+	if err != nil {
+		f.t.Fatalf("start %s: %v", cfg.Name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cfg: cfg, a: a, stop: cancel, done: make(chan struct{})}
+	go func() { defer close(r.done); a.Run(ctx) }()
+	for i, old := range f.agents {
+		if old.cfg.Name == cfg.Name {
+			f.agents[i] = r
+			return r
+		}
+	}
+	f.agents = append(f.agents, r)
+	return r
+}
+
+// stop stops agent i gracefully and forgets it.
+func (f *testFleet) stopAgent(i int) Config {
+	r := f.agents[i]
+	r.stop()
+	<-r.done
+	f.agents[i] = &running{cfg: r.cfg} // down: no agent
+	return r.cfg
+}
+
+// crash closes agent i's raftstore, gossip and API without leaving gossip
+// or handing over leadership: what a power cut looks like to the others.
+func (f *testFleet) crash(i int) Config {
+	r := f.agents[i]
+	r.a.close()
+	r.stop()
+	<-r.done
+	f.agents[i] = &running{cfg: r.cfg} // down: no agent
+	return r.cfg
+}
+
+func (f *testFleet) client(i int) *client.Client {
+	f.t.Helper()
+	c, err := client.New(f.agents[i].a.APIAddrs(), client.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
+// waitFor polls cond until it returns nil or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+	}
+	t.Fatalf("timed out after %v waiting for %s: %v", d, what, err)
+}
+
+// leader waits until all running agents agree on one leader and returns its index.
+func (f *testFleet) leader() int {
+	f.t.Helper()
+	idx := -1
+	waitFor(f.t, "one agreed leader", 15*time.Second, func() error {
+		var id string
+		for _, r := range f.agents {
+			if r.a == nil {
+				continue
+			}
+			lid, _ := r.a.store.Leader()
+			if lid == "" {
+				return fmt.Errorf("%s sees no leader", r.cfg.Name)
+			}
+			if id != "" && lid != id {
+				return fmt.Errorf("leaders disagree: %s vs %s", id, lid)
+			}
+			id = lid
+		}
+		for i, r := range f.agents {
+			if r.a != nil && r.cfg.Name == id {
+				idx = i
+				return nil
+			}
+		}
+		return fmt.Errorf("leader %s is not running", id)
+	})
+	return idx
+}
+
+func webDeployment(replicas int) api.Object {
+	return &api.Deployment{
+		Kind:     api.KindDeployment,
+		Metadata: api.ObjectMeta{Name: "web"},
+		Spec: api.DeploymentSpec{
+			Replicas: &replicas,
+			Template: api.PodTemplate{
+				Labels: map[string]string{"app": "web"},
+				Exec:   []string{"/usr/bin/python3", "-m", "http.server", "${PORT}"},
+				Ports:  []api.Port{{Name: "http"}},
+			},
+		},
+	}
+}
+
+func (f *testFleet) waitObject(i int, kind api.Kind, name string, check func(api.RawObject) error) {
+	f.t.Helper()
+	waitFor(f.t, fmt.Sprintf("%s/%s on %s", kind, name, f.agents[i].cfg.Name), 10*time.Second, func() error {
+		o, err := f.agents[i].a.store.Get(kind, name)
+		if err != nil {
+			return err
+		}
+		if check != nil {
+			return check(o)
+		}
+		return nil
+	})
+}
+
+func TestFleetReplicatesAndSurvivesLeaderLoss(t *testing.T) {
+	f := newFleet(t, 3, 3)
+	lead := f.leader()
+
+	// Raft membership: the three bootstrap servers vote.
+	servers, err := f.agents[lead].a.store.Configuration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var voters []string
+	for _, s := range servers {
+		if s.Voter {
+			voters = append(voters, s.ID)
+		}
+	}
+	if diff := cmp.Diff([]string{"a1", "a2", "a3"}, voters); diff != "" {
+		t.Errorf("voters (-want +got):\n%s", diff)
+	}
+
+	// Apply through a follower: forwarded to the leader, seen everywhere.
+	follower := (lead + 1) % 3
+	ctx := context.Background()
+	res, err := f.client(follower).Apply(ctx, []api.Object{webDeployment(3)}, false)
+	if err != nil {
+		t.Fatalf("apply on follower: %v", err)
+	}
+	if len(res) != 1 || res[0].Action != "created" {
+		t.Fatalf("apply result = %+v, want one created", res)
+	}
+	for i := range f.agents {
+		f.waitObject(i, api.KindDeployment, "web", nil)
+	}
+
+	// CAS: a write carrying a stale resourceVersion is refused.
+	stale := res[0].Object
+	if _, err := f.client(lead).Scale(ctx, "web", 5); err != nil {
+		t.Fatal(err)
+	}
+	staleObj, err := api.FromRaw(stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staleObj.GetMeta().Labels = map[string]string{"x": "y"}
+	if _, err := f.client(follower).Update(ctx, staleObj); !client.IsCode(err, "conflict") {
+		t.Fatalf("stale update: got %v, want a conflict", err)
+	}
+
+	// Crash the leader: a new one is elected and the state is intact.
+	crashed := f.crash(lead)
+	newLead := f.leader()
+	if newLead == lead {
+		t.Fatal("the crashed agent is still leader")
+	}
+	obj, err := f.client(newLead).Get(ctx, api.KindDeployment, "web")
+	if err != nil {
+		t.Fatalf("get after leader loss: %v", err)
+	}
+	d, err := api.FromRaw(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *d.(*api.Deployment).Spec.Replicas; got != 5 {
+		t.Errorf("replicas after leader loss = %d, want 5", got)
+	}
+
+	// Write while the old leader is down, then restart it from its data
+	// dir: it catches up.
+	svc := &api.Service{Kind: api.KindService, Metadata: api.ObjectMeta{Name: "web"},
+		Spec: api.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []api.ServicePort{{Target: "http"}}}}
+	if _, err := f.client(newLead).Apply(ctx, []api.Object{svc}, false); err != nil {
+		t.Fatalf("apply while one agent is down: %v", err)
+	}
+	f.start(crashed)
+	f.waitObject(lead, api.KindService, "web", nil)
+	f.waitObject(lead, api.KindDeployment, "web", func(o api.RawObject) error {
+		d, err := api.FromRaw(o)
+		if err != nil {
+			return err
+		}
+		if r := *d.(*api.Deployment).Spec.Replicas; r != 5 {
+			return fmt.Errorf("replicas %d", r)
+		}
+		return nil
+	})
+	f.leader()
+}
+
+func TestWatchResumesFromResourceVersion(t *testing.T) {
+	f := newFleet(t, 1, 1)
+	f.leader()
+	c := f.client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.Apply(ctx, []api.Object{webDeployment(1)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := res[0].Object.Metadata.ResourceVersion
+	if _, err := c.Scale(ctx, "web", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Scale(ctx, "web", 3); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.Watch(ctx, api.KindDeployment, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for ev := range ch {
+		d, err := api.FromRaw(ev.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, *d.(*api.Deployment).Spec.Replicas)
+		if len(got) == 2 {
+			break
+		}
+	}
+	if diff := cmp.Diff([]int{2, 3}, got); diff != "" {
+		t.Errorf("replayed replicas (-want +got):\n%s", diff)
+	}
+}
+
+func TestGossipEventsReachAgent(t *testing.T) {
+	f := newFleet(t, 3, 3)
+	f.leader()
+	statusOf := func(i int, name string) string {
+		for _, m := range f.agents[i].a.Status().Members {
+			if m.Name == name {
+				return m.State
+			}
+		}
+		return "absent"
+	}
+	waitFor(t, "all members alive", 10*time.Second, func() error {
+		for _, n := range []string{"a1", "a2", "a3"} {
+			if s := statusOf(0, n); s != "alive" {
+				return fmt.Errorf("%s is %s", n, s)
+			}
+		}
+		return nil
+	})
+	f.stopAgent(2) // graceful: leaves gossip
+	waitFor(t, "a3 left", 10*time.Second, func() error {
+		if s := statusOf(0, "a3"); s != "left" {
+			return fmt.Errorf("a3 is %s", s)
+		}
+		return nil
+	})
+	f.crash(1) // silent: declared dead by the failure detector
+	waitFor(t, "a2 dead", 10*time.Second, func() error {
+		if s := statusOf(0, "a2"); s != "dead" {
+			return fmt.Errorf("a2 is %s", s)
+		}
+		return nil
+	})
+}
+
+func TestGossipOnlyAgentRefusesState(t *testing.T) {
+	f := newFleet(t, 1, 1)
+	f.leader()
+	cfg := DefaultConfig()
+	cfg.Name = "worker"
+	cfg.Server = false
+	cfg.DataDir = t.TempDir()
+	cfg.GossipBind = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cfg.APIListen = []string{"127.0.0.1:" + strconv.Itoa(freePort(t))}
+	cfg.SSHHostKeyFile = ""
+	cfg.ClusterKeyFile = ""
+	cfg.Join = []string{f.agents[0].cfg.GossipBind}
+	f.start(cfg)
+	c := f.client(1)
+	_, _, err := c.List(context.Background(), api.KindDeployment)
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != 503 {
+		t.Fatalf("list on a gossip-only agent: %v, want 503", err)
+	}
+	waitFor(t, "worker in gossip", 10*time.Second, func() error {
+		for _, m := range f.agents[0].a.Status().Members {
+			if m.Name == "worker" && m.State == "alive" && !m.Server {
+				return nil
+			}
+		}
+		return errors.New("not yet")
+	})
+}

@@ -1,0 +1,252 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/herd-dev/herd/gossip"
+	"github.com/herd-dev/herd/raftstore"
+)
+
+// notifier fans "gossip membership changed" out to several consumers as
+// coalesced wake-ups: a consumer only learns that something changed and
+// re-reads Members(), so a slow consumer never blocks gossip.
+type notifier struct {
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+}
+
+func newNotifier() *notifier { return &notifier{subs: make(map[chan struct{}]struct{})} }
+
+func (n *notifier) subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	n.mu.Lock()
+	n.subs[ch] = struct{}{}
+	n.mu.Unlock()
+	return ch, func() {
+		n.mu.Lock()
+		delete(n.subs, ch)
+		n.mu.Unlock()
+	}
+}
+
+func (n *notifier) notify() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch := range n.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pumpGossip turns gossip events into notifications until ctx ends.
+func (a *Agent) pumpGossip(ctx context.Context, n *notifier) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-a.gossip.Events():
+			if !ok {
+				return
+			}
+			a.log.Debug("gossip event", "event", ev.Type.String(), "member", ev.Member.Name, "state", string(ev.Member.State))
+			n.notify()
+		}
+	}
+}
+
+// bootstrapLoop forms the first Raft configuration once bootstrap_expect
+// servers are visible in gossip (the first bootstrap_expect of them by name
+// become the voters, so every server computes the same set). A server with
+// existing Raft state, or one not among the chosen, never bootstraps: the
+// leader adds it.
+func (a *Agent) bootstrapLoop(ctx context.Context, changes <-chan struct{}) {
+	expect := a.cfg.BootstrapExpect
+	if expect == 0 {
+		return
+	}
+	has, err := a.store.HasExistingState()
+	if err != nil || has {
+		return
+	}
+	lastErr := ""
+	retry := time.NewTimer(time.Second)
+	defer retry.Stop()
+	for {
+		if id, _ := a.store.Leader(); id != "" {
+			a.log.Info("a leader exists; not bootstrapping", "leader", id)
+			a.stopAnnouncingBootstrap()
+			return
+		}
+		peers, ok, err := gossip.BootstrapPeers(a.cfg.Name, expect, a.gossip.Members())
+		if err != nil {
+			if err.Error() != lastErr {
+				a.log.Warn("cannot bootstrap yet", "err", err)
+				lastErr = err.Error()
+			}
+		} else if ok {
+			servers := make([]raftstore.Server, 0, len(peers))
+			for _, p := range peers {
+				servers = append(servers, raftstore.Server{ID: p.Name, Address: p.Meta.RaftAddr, Voter: true})
+			}
+			if err := a.store.Bootstrap(servers); err != nil {
+				a.log.Error("raft bootstrap failed", "err", err)
+			} else {
+				a.log.Info("raft bootstrapped", "voters", len(servers))
+			}
+			a.stopAnnouncingBootstrap()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		case <-retry.C:
+			retry.Reset(time.Second)
+		}
+	}
+}
+
+// stopAnnouncingBootstrap tells gossip that this server belongs to a
+// cluster now, so it is no longer a bootstrap candidate.
+func (a *Agent) stopAnnouncingBootstrap() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.bootDone {
+		return
+	}
+	a.bootDone = true
+	m := a.gossip.LocalMember().Meta
+	m.BootstrapExpect = 0
+	if err := a.gossip.UpdateMeta(m); err != nil {
+		a.log.Warn("gossip meta update", "err", err)
+	}
+}
+
+// leaderLoop runs the leader's duties while this server leads and stops them
+// when it loses leadership.
+func (a *Agent) leaderLoop(ctx context.Context, n *notifier) {
+	ch, unsub := a.store.LeadershipChanges()
+	defer unsub()
+	var stop func()
+	end := func() {
+		if stop != nil {
+			stop()
+			stop = nil
+		}
+	}
+	defer end()
+	leading := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case isLeader, ok := <-ch:
+			if !ok {
+				return
+			}
+			if isLeader == leading {
+				continue
+			}
+			leading = isLeader
+			if !isLeader {
+				a.log.Info("lost leadership")
+				end()
+				continue
+			}
+			a.log.Info("gained leadership")
+			a.stopAnnouncingBootstrap()
+			stop = a.startLeading(ctx, n)
+		}
+	}
+}
+
+// startLeading runs lead in the background; the returned func stops it and
+// waits for it to finish.
+func (a *Agent) startLeading(ctx context.Context, n *notifier) func() {
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); a.lead(lctx, n) }()
+	return func() { cancel(); <-done }
+}
+
+// lead runs everything the leader does until ctx ends.
+func (a *Agent) lead(ctx context.Context, n *notifier) {
+	changes, unsub := n.subscribe()
+	defer unsub()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	a.startControllers(ctx, &wg, n)
+	resync := time.NewTimer(0)
+	defer resync.Stop()
+	for {
+		a.reconcileRaftMembers()
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		case <-resync.C:
+			resync.Reset(30 * time.Second)
+		}
+	}
+}
+
+// reconcileRaftMembers adds alive servers seen in gossip to the Raft
+// configuration (voters up to the configured number, non-voters after
+// that) and removes servers that left gracefully.
+func (a *Agent) reconcileRaftMembers() {
+	servers, err := a.store.Configuration()
+	if err != nil {
+		a.log.Warn("raft configuration", "err", err)
+		return
+	}
+	inConf := make(map[string]raftstore.Server, len(servers))
+	voters := 0
+	for _, s := range servers {
+		inConf[s.ID] = s
+		if s.Voter {
+			voters++
+		}
+	}
+	maxVoters := a.cfg.BootstrapExpect
+	if maxVoters == 0 {
+		maxVoters = max(voters, 1)
+	}
+	for _, m := range a.gossip.Members() {
+		if !m.Meta.Server || m.MetaErr != "" || m.Meta.RaftAddr == "" {
+			continue
+		}
+		s, known := inConf[m.Name]
+		switch {
+		case m.State == gossip.StateAlive && !known:
+			if voters < maxVoters {
+				if err := a.store.AddVoter(m.Name, m.Meta.RaftAddr); err != nil {
+					a.log.Warn("add voter", "member", m.Name, "err", err)
+					continue
+				}
+				voters++
+				a.log.Info("added raft voter", "member", m.Name, "addr", m.Meta.RaftAddr)
+			} else {
+				if err := a.store.AddNonvoter(m.Name, m.Meta.RaftAddr); err != nil {
+					a.log.Warn("add nonvoter", "member", m.Name, "err", err)
+					continue
+				}
+				a.log.Info("added raft non-voter", "member", m.Name, "addr", m.Meta.RaftAddr)
+			}
+		case m.State == gossip.StateAlive && known && s.Address != m.Meta.RaftAddr:
+			// Same server, new address: re-add it where it is now.
+			if err := a.store.RemoveServer(m.Name); err == nil {
+				a.log.Info("raft server moved", "member", m.Name, "addr", m.Meta.RaftAddr)
+			}
+		case m.State == gossip.StateLeft && known && m.Name != a.cfg.Name:
+			if err := a.store.RemoveServer(m.Name); err != nil {
+				a.log.Warn("remove server", "member", m.Name, "err", err)
+				continue
+			}
+			a.log.Info("removed raft server that left", "member", m.Name)
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Main runs the herd binary's command line (herd agent, herd keygen, herd
+// version) and returns the process exit status: 0 ok, 1 error, 2 usage.
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := &cobra.Command{
+		Use:           "herd",
+		Short:         "herd agent: runs on every board of a herd fleet",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(agentCmd(stderr), keygenCmd(stdout), versionCmd(stdout))
+	root.SetArgs(goStyleFlags(args))
+	cmd, err := root.ExecuteC()
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		var ue usageError
+		if errors.As(err, &ue) || cmd == root || isFlagError(err) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ error }
+
+// goStyleFlags accepts Go/Nomad-style single-dash long flags (herd agent
+// -dev, -config FILE) by turning -name into --name.
+func goStyleFlags(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' && strings.IndexByte(a, '=') != 2 {
+			a = "-" + a
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func isFlagError(err error) bool {
+	s := err.Error()
+	for _, p := range []string{"unknown flag", "unknown shorthand", "flag needs an argument", "invalid argument", "unknown command", "accepts "} {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func agentCmd(stderr io.Writer) *cobra.Command {
+	var configFile string
+	var dev bool
+	fc := DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the agent (gossip, Raft, API; the leader also runs the controllers)",
+		Long: `Run the herd agent. Settings come from --config (TOML) and from flags of
+the same names (data_dir = "..." or --data-dir ...); flags win.
+
+  herd agent --config /etc/herd/agent.toml
+  herd agent -dev          one throw-away agent on loopback, for trying herd`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var cfg Config
+			var key []byte
+			if dev {
+				dir, err := os.MkdirTemp("", "herd-dev-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				cfg = DevConfig(dir)
+				key = make([]byte, 32)
+				if _, err := rand.Read(key); err != nil {
+					return err
+				}
+			} else {
+				cfg = DefaultConfig()
+				if configFile != "" {
+					if err := LoadConfigFile(&cfg, configFile); err != nil {
+						return err
+					}
+				}
+			}
+			applyFlags(cmd, &cfg, &fc)
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
+			a, err := New(cfg, Options{ClusterKey: key, Logger: logger})
+			if err != nil {
+				return err
+			}
+			if dev {
+				logger.Info("dev agent ready", "api", a.APIAddrs(), "dataDir", cfg.DataDir, "hint", "herdctl apply -f examples/web.toml")
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return a.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "agent configuration file (TOML), e.g. "+DefaultConfigFile)
+	f.BoolVar(&dev, "dev", false, "run one throw-away agent on loopback (temporary data dir, bootstraps alone, API on "+DefaultAPIAddr+")")
+	f.StringVar(&fc.Name, "name", fc.Name, "node name (a DNS label)")
+	f.StringVar(&fc.DataDir, "data-dir", fc.DataDir, "data directory (Raft log and snapshots)")
+	f.BoolVar(&fc.Server, "server", fc.Server, "take part in Raft (false: gossip member only)")
+	f.IntVar(&fc.BootstrapExpect, "bootstrap-expect", fc.BootstrapExpect, "servers to wait for before forming the first Raft configuration")
+	f.StringSliceVar(&fc.Join, "join", fc.Join, "gossip addresses of other agents (repeatable)")
+	f.StringVar(&fc.ClusterKeyFile, "cluster-key-file", fc.ClusterKeyFile, "file with the base64 cluster key (herd keygen)")
+	f.StringToStringVar(&fc.Labels, "labels", fc.Labels, "node labels, k=v,k2=v2")
+	f.StringVar(&fc.GossipBind, "gossip-bind", fc.GossipBind, "gossip bind address")
+	f.StringVar(&fc.GossipAdvertise, "gossip-advertise", fc.GossipAdvertise, "gossip address other boards use")
+	f.StringVar(&fc.RaftBind, "raft-bind", fc.RaftBind, "Raft bind address")
+	f.StringVar(&fc.RaftAdvertise, "raft-advertise", fc.RaftAdvertise, "Raft address other servers use")
+	f.StringSliceVar(&fc.APIListen, "api-listen", fc.APIListen, "API listeners: host:port or unix:///path (repeatable)")
+	f.StringVar(&fc.APITokenFile, "api-token-file", fc.APITokenFile, "API bearer token file (required for a non-loopback API)")
+	f.StringVar(&fc.SSHAddress, "ssh-address", fc.SSHAddress, "where the leader reaches this board's sshd")
+	f.StringVar(&fc.SSHHostKeyFile, "ssh-host-key-file", fc.SSHHostKeyFile, "this board's sshd public host key (pinned in gossip)")
+	f.StringVar(&fc.SSHUser, "ssh-user", fc.SSHUser, "user the leader logs in as on boards")
+	f.StringVar(&fc.SSHKeyFile, "ssh-key-file", fc.SSHKeyFile, "cluster SSH private key the leader uses")
+	f.StringVar(&fc.LogLevel, "log-level", fc.LogLevel, "debug, info, warn or error")
+	return cmd
+}
+
+// applyFlags copies the flags the user set over cfg.
+func applyFlags(cmd *cobra.Command, cfg, fc *Config) {
+	set := func(name string, apply func()) {
+		if cmd.Flags().Changed(name) {
+			apply()
+		}
+	}
+	set("name", func() { cfg.Name = fc.Name })
+	set("data-dir", func() { cfg.DataDir = fc.DataDir })
+	set("server", func() { cfg.Server = fc.Server })
+	set("bootstrap-expect", func() { cfg.BootstrapExpect = fc.BootstrapExpect })
+	set("join", func() { cfg.Join = fc.Join })
+	set("cluster-key-file", func() { cfg.ClusterKeyFile = fc.ClusterKeyFile })
+	set("labels", func() { cfg.Labels = fc.Labels })
+	set("gossip-bind", func() { cfg.GossipBind = fc.GossipBind })
+	set("gossip-advertise", func() { cfg.GossipAdvertise = fc.GossipAdvertise })
+	set("raft-bind", func() { cfg.RaftBind = fc.RaftBind })
+	set("raft-advertise", func() { cfg.RaftAdvertise = fc.RaftAdvertise })
+	set("api-listen", func() { cfg.APIListen = fc.APIListen })
+	set("api-token-file", func() { cfg.APITokenFile = fc.APITokenFile })
+	set("ssh-address", func() { cfg.SSHAddress = fc.SSHAddress })
+	set("ssh-host-key-file", func() { cfg.SSHHostKeyFile = fc.SSHHostKeyFile })
+	set("ssh-user", func() { cfg.SSHUser = fc.SSHUser })
+	set("ssh-key-file", func() { cfg.SSHKeyFile = fc.SSHKeyFile })
+	set("log-level", func() { cfg.LogLevel = fc.LogLevel })
+}
+
+func keygenCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "keygen",
+		Short: "Print a new random cluster key (base64, 32 bytes)",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			key := make([]byte, 32)
+			if _, err := rand.Read(key); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintln(stdout, base64.StdEncoding.EncodeToString(key))
+			return err
+		},
+	}
+}
+
+func versionCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the agent version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintln(stdout, "herd", Version)
+			return err
+		},
+	}
+}

@@ -1,0 +1,295 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Default addresses. The API default is what herdctl uses when nothing else
+// is set (client.DefaultAddr).
+const (
+	DefaultGossipPort = 7946
+	DefaultRaftPort   = 7947
+	DefaultAPIAddr    = "127.0.0.1:7948"
+	DefaultAPISocket  = "/run/herd/api.sock"
+	DefaultDataDir    = "/var/lib/herd"
+	DefaultConfigFile = "/etc/herd/agent.toml"
+)
+
+// Config is the agent configuration. Every key can be given in the TOML
+// file named by --config and as a flag of the same name with dashes
+// (data_dir → --data-dir); flags win over the file.
+type Config struct {
+	// Name of this board: a DNS label, unique in the cluster. Default: the
+	// host name.
+	Name string `toml:"name"`
+	// DataDir holds the Raft log, snapshots and the node's state.
+	DataDir string `toml:"data_dir"`
+	// Server makes this agent a Raft server (voter or non-voter). Agents
+	// with server = false are gossip members only.
+	Server bool `toml:"server"`
+	// BootstrapExpect is how many servers must be seen before the first
+	// Raft configuration is formed; they become the voters.
+	BootstrapExpect int `toml:"bootstrap_expect"`
+	// Join lists gossip addresses (host or host:port) of other agents.
+	Join []string `toml:"join"`
+	// ClusterKeyFile holds the base64 32-byte cluster key (herd keygen).
+	ClusterKeyFile string `toml:"cluster_key_file"`
+	// Labels are user labels of this node, for node selectors.
+	Labels map[string]string `toml:"labels"`
+
+	// GossipBind is the memberlist bind address, host:port.
+	GossipBind string `toml:"gossip_bind"`
+	// GossipAdvertise is the address other boards reach this one on;
+	// default: the bind address, or the first private IP if that is 0.0.0.0.
+	GossipAdvertise string `toml:"gossip_advertise"`
+	// RaftBind is the Raft transport bind address, host:port.
+	RaftBind string `toml:"raft_bind"`
+	// RaftAdvertise is the Raft address other servers use.
+	RaftAdvertise string `toml:"raft_advertise"`
+
+	// APIListen lists API listeners: host:port or unix:///path.
+	APIListen []string `toml:"api_listen"`
+	// APITokenFile holds the bearer token; required for a non-loopback API.
+	APITokenFile string `toml:"api_token_file"`
+
+	// SSHAddress is where the leader reaches this board's sshd (host:port);
+	// default: the advertise IP, port 22.
+	SSHAddress string `toml:"ssh_address"`
+	// SSHHostKeyFile is this board's sshd public host key, pinned in gossip.
+	SSHHostKeyFile string `toml:"ssh_host_key_file"`
+	// SSHUser is the user the leader logs in as on boards.
+	SSHUser string `toml:"ssh_user"`
+	// SSHKeyFile is the cluster SSH private key the leader uses.
+	SSHKeyFile string `toml:"ssh_key_file"`
+
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `toml:"log_level"`
+
+	// Dev runs a single throw-away agent (herd agent -dev).
+	Dev bool `toml:"-"`
+}
+
+// DefaultConfig returns the configuration of a board agent before its
+// file and flags are applied.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Name:           sanitizeName(host),
+		DataDir:        DefaultDataDir,
+		Server:         true,
+		ClusterKeyFile: "/etc/herd/cluster.key",
+		GossipBind:     fmt.Sprintf("0.0.0.0:%d", DefaultGossipPort),
+		RaftBind:       fmt.Sprintf("0.0.0.0:%d", DefaultRaftPort),
+		APIListen:      []string{DefaultAPIAddr, "unix://" + DefaultAPISocket},
+		SSHHostKeyFile: "/etc/ssh/ssh_host_ed25519_key.pub",
+		SSHUser:        "root",
+		SSHKeyFile:     "/etc/herd/cluster_ssh_key",
+		LogLevel:       "info",
+	}
+}
+
+// DevConfig returns the configuration of `herd agent -dev`: one server on
+// loopback that bootstraps alone, its API on the default address.
+func DevConfig(dataDir string) Config {
+	c := DefaultConfig()
+	c.Name = "dev"
+	c.DataDir = dataDir
+	c.BootstrapExpect = 1
+	c.ClusterKeyFile = ""
+	c.GossipBind = fmt.Sprintf("127.0.0.1:%d", DefaultGossipPort)
+	c.RaftBind = fmt.Sprintf("127.0.0.1:%d", DefaultRaftPort)
+	c.APIListen = []string{DefaultAPIAddr}
+	c.SSHAddress = "127.0.0.1:22"
+	c.SSHHostKeyFile = ""
+	c.Dev = true
+	return c
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+func sanitizeName(h string) string {
+	h = strings.ToLower(strings.SplitN(h, ".", 2)[0])
+	var b strings.Builder
+	for _, r := range h {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			b.WriteRune(r)
+		}
+	}
+	s := strings.Trim(b.String(), "-")
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return s
+}
+
+// LoadConfigFile decodes a TOML agent configuration over c. Unknown keys
+// are errors naming file:line:col.
+func LoadConfigFile(c *Config, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("agent: config: %w", err)
+	}
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(c)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("agent: config: %s:%d:%d: %s", path, pe.Position.Line, pe.Position.Col, pe.Message)
+		}
+		return fmt.Errorf("agent: config: %s: %w", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		var msgs []string
+		for _, k := range und {
+			msgs = append(msgs, fmt.Sprintf("%s: unknown key %q", keyPos(path, data, k), k.String()))
+		}
+		return fmt.Errorf("agent: config: %s", strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// keyPos finds the line of a key's last element in the file (BurntSushi
+// keeps key positions private), falling back to the file name alone.
+func keyPos(path string, data []byte, k toml.Key) string {
+	if len(k) == 0 {
+		return path
+	}
+	last := k[len(k)-1]
+	for i, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimLeft(line, " \t")
+		if strings.HasPrefix(t, last) && strings.HasPrefix(strings.TrimLeft(t[len(last):], " \t"), "=") {
+			return fmt.Sprintf("%s:%d:%d", path, i+1, len(line)-len(t)+1)
+		}
+	}
+	return path
+}
+
+// Validate checks the configuration and names every problem.
+func (c *Config) Validate() error {
+	var errs []string
+	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if !nameRE.MatchString(c.Name) {
+		add("name %q: must be 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit", c.Name)
+	}
+	if c.DataDir == "" {
+		add("data_dir: must be set")
+	} else if !filepath.IsAbs(c.DataDir) {
+		add("data_dir %q: must be an absolute path", c.DataDir)
+	}
+	if c.BootstrapExpect < 0 || c.BootstrapExpect > 7 {
+		add("bootstrap_expect %d: must be 0-7 (3 or 5 voters are usual)", c.BootstrapExpect)
+	}
+	if c.BootstrapExpect > 0 && !c.Server {
+		add("bootstrap_expect: only servers bootstrap; set server = true or drop bootstrap_expect")
+	}
+	for _, kv := range []struct{ key, val string }{
+		{"gossip_bind", c.GossipBind}, {"raft_bind", c.RaftBind},
+	} {
+		if err := checkHostPort(kv.val, false); err != nil {
+			add("%s %q: %v", kv.key, kv.val, err)
+		}
+	}
+	for _, kv := range []struct{ key, val string }{
+		{"gossip_advertise", c.GossipAdvertise}, {"raft_advertise", c.RaftAdvertise}, {"ssh_address", c.SSHAddress},
+	} {
+		if kv.val == "" {
+			continue
+		}
+		if err := checkHostPort(kv.val, true); err != nil {
+			add("%s %q: %v", kv.key, kv.val, err)
+		}
+	}
+	for i, l := range c.APIListen {
+		if strings.HasPrefix(l, "unix://") {
+			if p := strings.TrimPrefix(l, "unix://"); !filepath.IsAbs(p) {
+				add("api_listen[%d] %q: unix socket path must be absolute", i, l)
+			}
+			continue
+		}
+		if err := checkHostPort(l, false); err != nil {
+			add("api_listen[%d] %q: %v", i, l, err)
+			continue
+		}
+		host, _, _ := net.SplitHostPort(l)
+		if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && c.APITokenFile == "" {
+			add("api_listen[%d] %q: a non-loopback API needs api_token_file", i, l)
+		}
+	}
+	for _, j := range c.Join {
+		if j == "" {
+			add("join: empty address")
+		}
+	}
+	if c.Labels != nil {
+		keys := make([]string, 0, len(c.Labels))
+		for k := range c.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if !labelKeyRE.MatchString(k) || !labelValRE.MatchString(c.Labels[k]) {
+				add("labels.%s = %q: keys and values are at most 63 characters of [A-Za-z0-9._-] (keys may have a prefix/)", k, c.Labels[k])
+			}
+		}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		add("log_level %q: must be debug, info, warn or error", c.LogLevel)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("agent: invalid config:\n  %s", strings.Join(errs, "\n  "))
+	}
+	return nil
+}
+
+var (
+	labelKeyRE = regexp.MustCompile(`^([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+	labelValRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
+)
+
+func checkHostPort(s string, needHost bool) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("want host:port")
+	}
+	if needHost && (host == "" || host == "0.0.0.0" || host == "::") {
+		return fmt.Errorf("must name a reachable host, not %q", host)
+	}
+	var p int
+	if _, err := fmt.Sscanf(port, "%d", &p); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("port must be 0-65535")
+	}
+	return nil
+}
+
+// ReadClusterKey reads a base64 cluster key file (32 bytes once decoded).
+func ReadClusterKey(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: cluster key: %w (create one with `herd keygen > %s`)", err, path)
+	}
+	return ParseClusterKey(string(data))
+}
+
+// ParseClusterKey decodes a base64 cluster key.
+func ParseClusterKey(s string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		return nil, fmt.Errorf("agent: cluster key: not base64: %w", err)
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("agent: cluster key: %d bytes, want 32 (herd keygen makes one)", len(key))
+	}
+	return key, nil
+}

@@ -1,0 +1,27 @@
+package agent
+
+import (
+	"context"
+	"sync"
+
+	"github.com/herd-dev/herd/agent/controller"
+	"github.com/herd-dev/herd/agent/workqueue"
+)
+
+// startControllers starts the leader-only controllers under ctx; they stop
+// when ctx ends (leadership lost or agent stopping).
+func (a *Agent) startControllers(ctx context.Context, wg *sync.WaitGroup, n *notifier) {
+	state := newClusterState(a.store, a.gossip, n)
+	runner, err := controller.NewRunner(controller.DefaultRunnerConfig(), state, state, workqueue.RealClock(), a.log.With("component", "controller"))
+	if err != nil {
+		a.log.Error("controllers not started", "err", err)
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := runner.Run(ctx); err != nil && ctx.Err() == nil {
+			a.log.Error("controllers stopped", "err", err)
+		}
+	}()
+}
