@@ -1,0 +1,17 @@
+// Package gossip owns membership and liveness for herd: which boards are in
+// the cluster, which are alive, dead or gone, and the facts each board
+// announces about itself (Meta: raft and SSH addresses, SSH host key, arch,
+// model, memory, CPUs, labels, agent version, server role).
+//
+// It is a thin shell over hashicorp/memberlist (SWIM with Lifeguard): gossip
+// is encrypted and authenticated with the 32-byte cluster key, node facts
+// ride in memberlist's node metadata (at most 512 bytes), and membership
+// changes are delivered as coalescing events that never block memberlist.
+// Heartbeats never touch Raft or the disk.
+//
+// The package also holds the pure helper BootstrapPeers, which lets every
+// server compute the same initial Raft voter set from what gossip shows.
+//
+// What it does not own: turning members into api.Node objects, marking nodes
+// NotReady, or anything stored in Raft; that is the agent's node controller.
+package gossip

@@ -1,0 +1,173 @@
+package gossip
+
+import (
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var debugLog = flag.Bool("gossip.debug", false, "log memberlist debug output in tests")
+
+// tLogWriter writes log lines to t.Log until the test ends; memberlist
+// goroutines that log after that are silenced instead of panicking.
+type tLogWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *tLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Helper()
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func newTestLogger(t testing.TB) *slog.Logger {
+	w := &tLogWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	level := slog.LevelInfo
+	if *debugLog {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func newKey(t testing.TB) []byte {
+	t.Helper()
+	k := make([]byte, KeySize)
+	if _, err := rand.Read(k); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// testMeta returns a small valid Meta for node name.
+func testMeta(name string) Meta {
+	return Meta{
+		SSHAddr:     "127.0.0.1:22",
+		Arch:        "arm64",
+		Model:       "test board " + name,
+		MemoryBytes: 1 << 30,
+		CPUs:        4,
+		Labels:      map[string]string{"name": name},
+		Version:     "test",
+	}
+}
+
+// testConfig returns a local config for name with key.
+func testConfig(t testing.TB, name string, key []byte) Config {
+	cfg := DefaultLocalConfig()
+	cfg.Name = name
+	cfg.Key = key
+	cfg.Meta = testMeta(name)
+	cfg.Logger = newTestLogger(t)
+	return cfg
+}
+
+// startNode starts a Gossip from cfg and shuts it down at the end of the
+// test.
+func startNode(t testing.TB, cfg Config) *Gossip {
+	t.Helper()
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New(%s): %v", cfg.Name, err)
+	}
+	t.Cleanup(func() { _ = g.Shutdown() })
+	return g
+}
+
+// waitFor polls cond until it returns "" or the deadline passes; it fails
+// the test with the last reason otherwise.
+func waitFor(t testing.TB, within time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		why := cond()
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v: %s", within, why)
+		}
+		<-tick.C
+	}
+}
+
+// waitEvent reads g's events until one matches or the deadline passes.
+func waitEvent(t testing.TB, g *Gossip, within time.Duration, match func(Event) bool) Event {
+	t.Helper()
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	var seen []string
+	for {
+		select {
+		case ev, ok := <-g.Events():
+			if !ok {
+				t.Fatalf("events closed; saw %v", seen)
+			}
+			if match(ev) {
+				return ev
+			}
+			seen = append(seen, fmt.Sprintf("%s %s(%s)", ev.Type, ev.Member.Name, ev.Member.State))
+		case <-timer.C:
+			t.Fatalf("no matching event within %v; saw %v", within, seen)
+		}
+	}
+}
+
+// states summarises g's member table as "name=state ...".
+func states(g *Gossip) string {
+	var b strings.Builder
+	for _, m := range g.Members() {
+		fmt.Fprintf(&b, "%s=%s ", m.Name, m.State)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// memberState returns name's state in g's table, "" if absent.
+func memberState(g *Gossip, name string) State {
+	for _, m := range g.Members() {
+		if m.Name == name {
+			return m.State
+		}
+	}
+	return ""
+}
+
+// freePort returns a port that is free for both TCP and UDP on 127.0.0.1
+// right now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		return port
+	}
+	t.Fatal("no free port")
+	return 0
+}
