@@ -1,0 +1,89 @@
+// Package sshexec is the SSH executor the leader uses to act on boards: it
+// runs commands (argv, never shell strings), places files atomically over
+// SFTP, streams output (journalctl -f), and wraps the systemctl and
+// journalctl calls herd needs (daemon-reload, enable/start/stop/...,
+// one-round-trip `systemctl show` of herd-* units, journal).
+//
+// # Connections
+//
+// An Executor keeps one persistent SSH connection per node, dialled on first
+// use and shared by every operation: each command is a session multiplexed
+// on it, and file operations share one SFTP client per connection. At most
+// Config.MaxSessionsPerNode exec sessions run at once per node (sshd's
+// MaxSessions defaults to 10; the SFTP subsystem holds one more channel).
+// Keepalives ("keepalive@openssh.com", every KeepaliveInterval) detect a
+// dead peer after KeepaliveMax unanswered intervals (≈3–4 s by default);
+// the connection is then closed and the next operation dials again. A
+// connection found broken when opening a session is replaced once,
+// transparently; repeated dial failures back off exponentially with jitter
+// (capped at BackoffMax). A command cut off by a lost connection is
+// reported as ErrConnectionLost and never retried: it may have run.
+//
+// # Host keys
+//
+// Host keys are always verified: against the key pinned for the node
+// (HostKeyLookup, fed from gossip metadata), or, when none is pinned,
+// against known_hosts files. A mismatch is refused with a
+// *HostKeyMismatchError matching ErrHostKeyMismatch; a node with neither a
+// pin nor a known_hosts entry is refused too. The host key algorithm is
+// negotiated to match the known key, so a board with several host keys
+// presents the one we can check. The lookup needs the full public key, not
+// only its fingerprint (an ed25519 key in authorized_keys format is ~80
+// bytes).
+//
+// # Running argv without a shell
+//
+// sshd runs every exec request through the user's login shell, so a command
+// line built from user data would be parsed by a shell. Here the exec
+// request is always the same fixed constant (wrapperCommand); the argv
+// travels as stdin data:
+//
+//	stdin:  "LEN\n"  LEN bytes of NUL-terminated arguments  [kept open]
+//
+// The wrapper reads LEN with `read`, takes exactly LEN bytes with
+// `dd bs=1`, and hands them to `xargs -0 -x`, which turns them into the
+// arguments of a fixed inner `sh -c` script; that script runs
+// `(exec "$@")`, so argv[0] is always a program from PATH, never a shell
+// builtin, function or keyword, and no argument is ever parsed. Arguments
+// arrive byte for byte (spaces, quotes, `;`, `$()`, backticks, globs,
+// newlines, empty strings, leading dashes, non-UTF-8); only NUL cannot be
+// carried (argv cannot hold it anyway) and argv[0] may not start with '-'.
+//
+// The exit status is exact: xargs would map a child's 1–125 to 123 and 255
+// to 124, so the inner script always exits 0 and writes the real status to
+// a pipe (fd 4) that the outer shell reads with $(...) and exits with. A
+// command killed by signal N reports 128+N. If no status arrives (xargs
+// refused an argv over its 128 KiB buffer, for instance) the wrapper ends
+// stderr with a marker and exits 255, which Run reports as ErrWrapper.
+// The command's stdin is /dev/null.
+//
+// After the argv the stdin stays open as a lifeline. A watcher in the
+// wrapper blocks reading it; when it sees EOF (the operation's ctx was
+// cancelled, or the leader's connection died) it sends SIGTERM, and 2 s
+// later SIGKILL, to the session's process group, so `journalctl -f` or a
+// hung command does not outlive its caller. (SSH "signal" requests would be
+// simpler, but OpenSSH refuses them for root logins.)
+//
+// What the board needs: a POSIX-like login shell for the SSH user (bash,
+// dash, ash, zsh, ksh; not fish or csh), sh, xargs with -0 and -x (GNU
+// findutils or BusyBox), dd, and shell startup files that print nothing
+// for non-interactive shells (as with scp). Systemd helpers also need
+// systemctl, journalctl, sort.
+//
+// # Files
+//
+// PutFile writes path.herd-tmp-<random> over SFTP (created exclusively,
+// chmod'ed before any byte is written, fsync'ed when the server offers
+// fsync@openssh.com) and renames it over path with posix-rename@openssh.com,
+// so a reader sees the old file or the new one, never a torn one. The board's
+// sshd must have the sftp subsystem (Debian's default).
+//
+// # Cancellation
+//
+// Every operation takes ctx first. Cancelling it closes the lifeline and
+// the session and returns ctx.Err() promptly; no output is written to the
+// caller's writers afterwards. As with any remote call, whether a cancelled
+// operation took effect on the board is unknown.
+//
+// The sshdtest subpackage starts a real OpenSSH sshd for tests.
+package sshexec

@@ -1,0 +1,532 @@
+package sshexec
+
+import (
+	"context"
+	"crypto/ed25519"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// Executor runs commands and moves files on boards over SSH. It keeps one
+// persistent connection per node, dialled on first use and shared by every
+// operation (each command is a session multiplexed on it; file operations
+// share one SFTP client per connection). A broken connection is replaced by
+// the next operation; repeated dial failures back off exponentially.
+//
+// All methods are safe for concurrent use. Operations take ctx first;
+// cancelling it abandons the operation (closing its session) and returns
+// ctx.Err(). Whether a cancelled operation took effect on the board is
+// unknown, as with any remote call.
+type Executor struct {
+	cfg      Config
+	log      *slog.Logger
+	jitter   func() float64
+	dialer   func(ctx context.Context, network, addr string) (net.Conn, error)
+	known    ssh.HostKeyCallback // nil without KnownHostsFiles
+	probeKey ssh.PublicKey       // never matches anything; see policyFor
+
+	mu     sync.Mutex
+	nodes  map[string]*node
+	closed bool
+
+	dials, dialFailures, keepaliveTimeouts atomic.Uint64
+	sessions, peakSessions                 atomic.Int64
+}
+
+// Stats are counters of an Executor since New.
+type Stats struct {
+	// Dials counts successful connections (handshake done).
+	Dials uint64
+	// DialFailures counts failed dials, host key refusals included.
+	DialFailures uint64
+	// KeepaliveTimeouts counts connections closed because the peer stopped
+	// answering keepalives.
+	KeepaliveTimeouts uint64
+	// OpenSessions is the number of exec session slots (see
+	// MaxSessionsPerNode) held now, over all nodes; PeakSessions the most
+	// ever held at once.
+	OpenSessions, PeakSessions int64
+}
+
+// node is the per-board state. dialLock (a one-slot channel, so waiting on
+// it can honour ctx) serialises dialling; mu guards the fields below it.
+type node struct {
+	name     string
+	dialLock chan struct{}
+	sem      chan struct{}
+
+	mu        sync.Mutex
+	conn      *conn
+	forgotten bool
+	failures  int
+	retryAt   time.Time
+	lastErr   error
+}
+
+// conn is one SSH connection with its SFTP client.
+type conn struct {
+	node   string
+	addr   string
+	client *ssh.Client
+	dead   chan struct{}
+	once   sync.Once
+
+	sftpMu sync.Mutex
+	sftp   *sftp.Client
+}
+
+// New validates cfg and returns an Executor. It dials nothing.
+func New(cfg Config) (*Executor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Executor{cfg: cfg, log: cfg.Logger, jitter: cfg.Jitter, dialer: cfg.DialContext, nodes: map[string]*node{}}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.jitter == nil {
+		e.jitter = rand.Float64
+	}
+	if e.dialer == nil {
+		e.dialer = (&net.Dialer{}).DialContext
+	}
+	if len(cfg.KnownHostsFiles) > 0 {
+		cb, err := knownhosts.New(cfg.KnownHostsFiles...)
+		if err != nil {
+			return nil, fmt.Errorf("%w: KnownHostsFiles: %v", ErrInvalidConfig, err)
+		}
+		e.known = cb
+		pub, _, err := ed25519.GenerateKey(crand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("sshexec: probe key: %w", err)
+		}
+		if e.probeKey, err = ssh.NewPublicKey(pub); err != nil {
+			return nil, fmt.Errorf("sshexec: probe key: %w", err)
+		}
+	}
+	return e, nil
+}
+
+// Close closes every connection. Operations in flight fail; later ones
+// return ErrClosed.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	nodes := e.nodes
+	e.nodes = nil
+	e.mu.Unlock()
+	for _, n := range nodes {
+		n.forget()
+	}
+	return nil
+}
+
+// Forget closes the connection to node, if any, and drops its state
+// (including its reconnect backoff). Call it when a board is declared dead
+// or leaves, or when its pinned host key changes; the next operation on it
+// dials afresh. Operations in flight on the old connection fail
+// (ErrConnectionLost or a transport error).
+func (e *Executor) Forget(node string) {
+	e.mu.Lock()
+	n := e.nodes[node]
+	delete(e.nodes, node)
+	e.mu.Unlock()
+	if n != nil {
+		n.forget()
+	}
+}
+
+// Stats returns the executor's counters.
+func (e *Executor) Stats() Stats {
+	return Stats{
+		Dials:             e.dials.Load(),
+		DialFailures:      e.dialFailures.Load(),
+		KeepaliveTimeouts: e.keepaliveTimeouts.Load(),
+		OpenSessions:      e.sessions.Load(),
+		PeakSessions:      e.peakSessions.Load(),
+	}
+}
+
+func (n *node) forget() {
+	n.mu.Lock()
+	n.forgotten = true
+	c := n.conn
+	n.conn = nil
+	n.mu.Unlock()
+	if c != nil {
+		c.close()
+	}
+}
+
+func (e *Executor) node(name string) (*node, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty node name", ErrInvalidArgument)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	n := e.nodes[name]
+	if n == nil {
+		n = &node{name: name, dialLock: make(chan struct{}, 1), sem: make(chan struct{}, e.cfg.MaxSessionsPerNode)}
+		e.nodes[name] = n
+	}
+	return n, nil
+}
+
+// connect returns n's live connection, dialling one if needed.
+func (e *Executor) connect(ctx context.Context, n *node) (*conn, error) {
+	if c := n.live(); c != nil {
+		return c, nil
+	}
+	select {
+	case n.dialLock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-n.dialLock }()
+
+	n.mu.Lock()
+	if c := n.conn; c != nil && c.alive() {
+		n.mu.Unlock()
+		return c, nil
+	}
+	forgotten, failures, retryAt, lastErr := n.forgotten, n.failures, n.retryAt, n.lastErr
+	n.mu.Unlock()
+	if forgotten {
+		return nil, fmt.Errorf("%w: %s", ErrForgotten, n.name)
+	}
+	if failures > 0 {
+		if wait := time.Until(retryAt); wait > 0 {
+			if dl, ok := ctx.Deadline(); ok && dl.Before(retryAt) {
+				return nil, fmt.Errorf("%w: node %s: next attempt in %v: %w", ErrBackoff, n.name, wait.Round(time.Millisecond), lastErr)
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			}
+		}
+	}
+
+	c, err := e.dial(ctx, n.name)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil { // the caller giving up is not the node's fault
+			e.dialFailures.Add(1)
+			n.failures++
+			n.retryAt = time.Now().Add(backoffDelay(n.failures, e.cfg.BackoffBase, e.cfg.BackoffMax, e.jitter()))
+			n.lastErr = err
+			e.log.Warn("ssh dial failed", "node", n.name, "failures", n.failures, "err", err)
+		}
+		return nil, err
+	}
+	if n.forgotten {
+		c.close()
+		e.mu.Lock()
+		closed := e.closed
+		e.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		return nil, fmt.Errorf("%w: %s", ErrForgotten, n.name)
+	}
+	e.dials.Add(1)
+	if n.failures > 0 {
+		e.log.Info("ssh reconnected", "node", n.name, "addr", c.addr, "failures", n.failures)
+	} else {
+		e.log.Debug("ssh connected", "node", n.name, "addr", c.addr)
+	}
+	n.failures, n.lastErr, n.conn = 0, nil, c
+	go e.monitor(c)
+	return c, nil
+}
+
+// live returns n's connection if it is up.
+func (n *node) live() *conn {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c := n.conn; c != nil && c.alive() {
+		return c
+	}
+	return nil
+}
+
+// backoffDelay is the wait after the n-th consecutive failed dial:
+// base·2^(n-1) capped at max, jittered into [d/2, d) by r in [0, 1).
+func backoffDelay(n int, base, max time.Duration, r float64) time.Duration {
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	half := d / 2
+	return half + time.Duration(r*float64(d-half))
+}
+
+// dial connects to node and verifies its host key.
+func (e *Executor) dial(ctx context.Context, name string) (*conn, error) {
+	addr, pinned, err := e.cfg.HostKeys.LookupHost(name)
+	if err != nil {
+		return nil, fmt.Errorf("sshexec: node %s: look up address: %w", name, err)
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("sshexec: node %s: no SSH address known", name)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(addr, "22")
+	}
+	policy, err := e.policyFor(name, addr, pinned)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		keyMu  sync.Mutex
+		keyErr error
+	)
+	cc := &ssh.ClientConfig{
+		User:              e.cfg.User,
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(e.cfg.Signers...)},
+		HostKeyAlgorithms: policy.algorithms,
+		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
+			err := policy.check(key)
+			keyMu.Lock()
+			keyErr = err
+			keyMu.Unlock()
+			return err
+		},
+		Timeout: e.cfg.DialTimeout,
+	}
+
+	dctx, cancel := context.WithTimeout(ctx, e.cfg.DialTimeout)
+	defer cancel()
+	nc, err := e.dialer(dctx, "tcp", addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("sshexec: node %s: dial %s: %w", name, addr, err)
+	}
+	// The handshake is not context-aware: a deadline in the past aborts it.
+	stop := context.AfterFunc(dctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	if dl, ok := dctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(nc, addr, cc)
+	if !stop() && err == nil {
+		sc.Close()
+		err = errors.New("handshake timed out")
+	}
+	if err != nil {
+		nc.Close()
+		keyMu.Lock()
+		kerr := keyErr
+		keyMu.Unlock()
+		switch {
+		case kerr != nil:
+			return nil, kerr
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("sshexec: node %s: ssh handshake with %s: %w", name, addr, err)
+	}
+	nc.SetDeadline(time.Time{})
+	return &conn{node: name, addr: addr, client: ssh.NewClient(sc, chans, reqs), dead: make(chan struct{})}, nil
+}
+
+// monitor watches c until it dies: it sends keepalives and closes c when
+// KeepaliveMax intervals pass without a reply.
+func (e *Executor) monitor(c *conn) {
+	go func() {
+		err := c.client.Wait()
+		c.close()
+		e.log.Debug("ssh connection closed", "node", c.node, "err", err)
+	}()
+	t := time.NewTicker(e.cfg.KeepaliveInterval)
+	defer t.Stop()
+	replied := make(chan struct{}, 1)
+	inflight, missed := false, 0
+	for {
+		select {
+		case <-c.dead:
+			return
+		case <-replied:
+			inflight, missed = false, 0
+		case <-t.C:
+			if inflight {
+				missed++
+				if missed >= e.cfg.KeepaliveMax {
+					e.keepaliveTimeouts.Add(1)
+					e.log.Warn("ssh peer stopped answering keepalives; closing connection", "node", c.node, "addr", c.addr,
+						"missed", missed)
+					c.close()
+					return
+				}
+				continue
+			}
+			inflight = true
+			go func() {
+				// Any reply, even "request not understood", proves liveness.
+				if _, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil); err != nil {
+					c.close()
+					return
+				}
+				replied <- struct{}{}
+			}()
+		}
+	}
+}
+
+func (c *conn) alive() bool {
+	select {
+	case <-c.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+// close tears c down; safe to call many times.
+func (c *conn) close() {
+	c.once.Do(func() {
+		close(c.dead)
+		c.sftpMu.Lock()
+		if c.sftp != nil {
+			c.sftp.Close()
+			c.sftp = nil
+		}
+		c.sftpMu.Unlock()
+		c.client.Close()
+	})
+}
+
+// brokenConn reports whether err from opening a channel means the
+// connection itself is gone (as opposed to the server refusing the channel).
+func brokenConn(c *conn, err error) bool {
+	var oce *ssh.OpenChannelError
+	if errors.As(err, &oce) {
+		return false
+	}
+	return !c.alive() || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed)
+}
+
+// session opens an exec session on node, holding one of the node's
+// MaxSessionsPerNode slots until release is called. A connection found
+// broken when opening the session is replaced once.
+func (e *Executor) session(ctx context.Context, name string) (s *ssh.Session, release func(), err error) {
+	n, err := e.node(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	select {
+	case n.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	release = func() {
+		e.sessions.Add(-1)
+		<-n.sem
+	}
+	open := e.sessions.Add(1)
+	for {
+		p := e.peakSessions.Load()
+		if open <= p || e.peakSessions.CompareAndSwap(p, open) {
+			break
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		c, err := e.connect(ctx, n)
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		s, err := e.openSessionRetry(ctx, c)
+		if err == nil {
+			return s, release, nil
+		}
+		if ctx.Err() != nil {
+			release()
+			return nil, nil, ctx.Err()
+		}
+		if attempt == 0 && brokenConn(c, err) {
+			e.log.Info("ssh connection broken; reconnecting", "node", name, "err", err)
+			c.close()
+			continue
+		}
+		release()
+		return nil, nil, fmt.Errorf("sshexec: node %s: open session: %w", name, err)
+	}
+}
+
+// openSessionRetry opens a session, retrying while sshd refuses the
+// channel. sshd frees a closed session's slot only after it has processed
+// the close, so right after a session ends its MaxSessions may briefly
+// count it; a refused open has no effect on the board, so retrying is safe.
+func (e *Executor) openSessionRetry(ctx context.Context, c *conn) (*ssh.Session, error) {
+	delay := 5 * time.Millisecond
+	for try := 1; ; try++ {
+		s, err := openSession(ctx, c)
+		var oce *ssh.OpenChannelError
+		if err == nil || !errors.As(err, &oce) || try == openRetries {
+			return s, err
+		}
+		e.log.Debug("ssh session refused; retrying", "node", c.node, "try", try, "err", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+// openRetries bounds openSessionRetry (about 3 s of waiting in all).
+const openRetries = 20
+
+// openSession is c.client.NewSession bounded by ctx.
+func openSession(ctx context.Context, c *conn) (*ssh.Session, error) {
+	type result struct {
+		s   *ssh.Session
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		s, err := c.client.NewSession()
+		ch <- result{s, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.s, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.s != nil {
+				r.s.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}

@@ -1,0 +1,96 @@
+package sshexec
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/herd-dev/herd/units/sshexec/sshdtest"
+)
+
+// testLogger writes to t.Log until the test's cleanup runs; later writes
+// (from goroutines that outlive it) are dropped.
+func testLogger(t testing.TB) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(string(p))
+	}
+	return len(p), nil
+}
+
+// pinned is a HostKeyLookup over a fixed table.
+func pinned(nodes map[string]*sshdtest.Server) HostKeyLookup {
+	return HostKeyLookupFunc(func(node string) (string, ssh.PublicKey, error) {
+		s, ok := nodes[node]
+		if !ok {
+			return "", nil, errUnknownNode(node)
+		}
+		return s.Addr, s.HostKey, nil
+	})
+}
+
+type errUnknownNode string
+
+func (e errUnknownNode) Error() string { return "no such node " + string(e) }
+
+// newTestExecutor returns an executor for srv under the node name "b1",
+// closed at cleanup. mutate may adjust the config.
+func newTestExecutor(t testing.TB, srv *sshdtest.Server, mutate func(*Config)) *Executor {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.User = srv.User
+	cfg.Signers = []ssh.Signer{srv.ClientSigner}
+	cfg.HostKeys = pinned(map[string]*sshdtest.Server{"b1": srv})
+	cfg.Logger = testLogger(t)
+	cfg.Jitter = func() float64 { return 0.5 }
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// testCtx is a context that ends with the test, bounded so that a hang
+// fails the test instead of the whole run.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, deadline time.Duration, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out after %v waiting for %s", deadline, what)
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+}
