@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/httpapi"
+	"github.com/herd-dev/herd/agent/placer"
 	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/gossip"
 	"github.com/herd-dev/herd/raftstore"
@@ -31,6 +33,7 @@ type Agent struct {
 	token  string
 	facts  Facts
 	store  *raftstore.Store // nil for a gossip-only agent
+	exec   placerExecutor   // nil when the cluster SSH key is missing
 	gossip *gossip.Gossip
 	api    *httpapi.Server
 
@@ -51,6 +54,9 @@ type Options struct {
 	GossipTiming *gossip.Timing
 	// Facts, when set, replace what ReadFacts finds.
 	Facts *Facts
+	// Executor, when set, is how the leader acts on boards instead of SSH
+	// (in-process tests use a fake fleet).
+	Executor placerExecutor
 }
 
 // New builds an agent: it opens the raftstore (servers) and starts gossip
@@ -155,6 +161,16 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.gossip = g
+
+	if opts.Executor != nil {
+		a.exec = opts.Executor
+	} else if cfg.Server {
+		if ex, err := newBoardExecutor(cfg, g); err != nil {
+			a.log.Warn("this server cannot reach boards over SSH; as leader it will not place pods", "err", err)
+		} else {
+			a.exec = ex
+		}
+	}
 
 	hc := httpapi.DefaultConfig()
 	if a.store != nil {
@@ -304,10 +320,16 @@ func (a *Agent) close() {
 	if a.gossip != nil {
 		a.gossip.Shutdown()
 	}
+	if c, ok := a.exec.(io.Closer); ok {
+		c.Close()
+	}
 	if a.store != nil {
 		a.store.Close()
 	}
 }
+
+// placerExecutor is how the leader acts on boards.
+type placerExecutor = placer.Executor
 
 // Store returns the agent's raftstore (nil on a gossip-only agent).
 func (a *Agent) Store() *raftstore.Store { return a.store }

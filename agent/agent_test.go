@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/herd-dev/herd/agent/placer/fakeboard"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/gossip"
@@ -37,6 +38,7 @@ type testFleet struct {
 	t      *testing.T
 	key    []byte
 	agents []*running
+	boards *fakeboard.Fleet // what the leader does to boards
 }
 
 func freePort(t *testing.T) int {
@@ -52,7 +54,7 @@ func freePort(t *testing.T) int {
 func newFleet(t *testing.T, n, expect int) *testFleet {
 	t.Helper()
 	sum := sha256.Sum256([]byte(t.Name()))
-	f := &testFleet{t: t, key: sum[:]}
+	f := &testFleet{t: t, key: sum[:], boards: fakeboard.New()}
 	var seed string
 	for i := 0; i < n; i++ {
 		cfg := DefaultConfig()
@@ -89,7 +91,7 @@ func (f *testFleet) start(cfg Config) *running {
 	timing := gossip.LocalTiming()
 	facts := Facts{Arch: "amd64", MemoryBytes: 1 << 30, CPUs: 4}
 	logger := slog.New(slog.NewTextHandler(tlog{f.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := New(cfg, Options{ClusterKey: f.key, Logger: logger, GossipTiming: &timing, Facts: &facts})
+	a, err := New(cfg, Options{ClusterKey: f.key, Logger: logger, GossipTiming: &timing, Facts: &facts, Executor: f.boards})
 	if err != nil {
 		f.t.Fatalf("start %s: %v", cfg.Name, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/herd-dev/herd/agent/controller"
+	"github.com/herd-dev/herd/agent/placer"
 	"github.com/herd-dev/herd/agent/workqueue"
 )
 
@@ -22,6 +23,22 @@ func (a *Agent) startControllers(ctx context.Context, wg *sync.WaitGroup, n *not
 		defer wg.Done()
 		if err := runner.Run(ctx); err != nil && ctx.Err() == nil {
 			a.log.Error("controllers stopped", "err", err)
+		}
+	}()
+	if a.exec == nil {
+		a.log.Warn("not placing pods on boards: no cluster SSH key", "sshKeyFile", a.cfg.SSHKeyFile)
+		return
+	}
+	pl, err := placer.New(placer.DefaultConfig(), a.exec, state, state, workqueue.RealClock(), a.log.With("component", "placer"))
+	if err != nil {
+		a.log.Error("placer not started", "err", err)
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := pl.Run(ctx); err != nil && ctx.Err() == nil {
+			a.log.Error("placer stopped", "err", err)
 		}
 	}()
 }

@@ -26,6 +26,13 @@ const (
 	CodeTooLarge     = "too_large"
 	CodeBadRequest   = "bad_request"
 	CodeInternal     = "internal"
+	// CodeNotImplemented: the agent was built or configured without the
+	// feature (pod logs without Config.Logs).
+	CodeNotImplemented = client.CodeNotImplemented
+	// CodeNotPlaced: the pod is on no board yet.
+	CodeNotPlaced = client.CodeNotPlaced
+	// CodeLogsFailed: the board's journal could not be read.
+	CodeLogsFailed = client.CodeLogsFailed
 )
 
 // httpError is an error with the HTTP response it becomes.

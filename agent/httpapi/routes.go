@@ -33,6 +33,7 @@ const maxCASRetries = 3
 //	DELETE /v1/{kind}/{name}[?resourceVersion=N]
 //	PUT    /v1/{kind}/{name}/status      write status
 //	PUT    /v1/deployments/{name}/scale  set replicas
+//	GET    /v1/pods/{name}/logs[?follow=1&since=..&tail=N]  journal, text/plain
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/")
 	if !ok {
@@ -99,6 +100,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	case len(segs) == 3 && segs[1] != "" && segs[2] == "scale" && kind == api.KindDeployment:
 		if s.allow(w, r, http.MethodPut) {
 			s.scale(w, r, segs[1])
+		}
+	case len(segs) == 3 && segs[1] != "" && segs[2] == "logs" && kind == api.KindPod:
+		if s.allow(w, r, http.MethodGet) {
+			s.logs(w, r, segs[1])
 		}
 	default:
 		s.writeError(w, newError(http.StatusNotFound, CodeNotFound, "no route %s %s", r.Method, r.URL.Path))

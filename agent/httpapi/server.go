@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 )
 
@@ -36,6 +38,15 @@ type Config struct {
 	// Status returns this agent's view of the cluster for GET /v1/status.
 	// Optional: without it the route answers with an empty status.
 	Status func() client.Status
+	// Logs writes the journal of pod's unit, read on the board the pod is
+	// placed on (pod.Spec.Node, never empty), to w as it arrives, for GET
+	// /v1/pods/{name}/logs. opts are validated and normalized (see
+	// LogOptions). With opts.Follow it keeps writing until ctx ends (the
+	// client went away or the server shuts down) and should then return
+	// ctx's error. w flushes every write to the client; it must not be used
+	// after Logs returns. Called concurrently, once per request. Optional:
+	// without it the route answers 501.
+	Logs func(ctx context.Context, pod *api.Pod, opts LogOptions, w io.Writer) error
 	// Token, when set, must be presented by every request as
 	// "Authorization: Bearer <token>". Required to serve on a non-loopback
 	// TCP address.

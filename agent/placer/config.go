@@ -1,0 +1,115 @@
+package placer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path"
+	"time"
+)
+
+// ErrInvalidConfig: a Config failed Validate, or New was given a nil
+// dependency.
+var ErrInvalidConfig = errors.New("placer: invalid config")
+
+// DefaultUnitDir is where unit files live on a board.
+const DefaultUnitDir = "/etc/systemd/system"
+
+// Config tunes a Placer.
+type Config struct {
+	// ObserveInterval is the steady pause between two passes over a board
+	// that has nothing in flight. systemd on a board has no watch the
+	// leader could subscribe to, so this is the one deliberate poll: it
+	// bounds how late a crash, a failed unit or a readiness change is
+	// noticed. Each pause is stretched by a random fraction up to
+	// ObserveJitter (0.2 means 1.0–1.2×) so boards are not polled in step.
+	ObserveInterval time.Duration
+	ObserveJitter   float64
+	// QuickObserve are the pauses before the passes that follow a pass
+	// that changed something on the board (or saw pods not yet running
+	// and ready), one after the other; then ObserveInterval takes over.
+	// Only a pass that acts on the board starts the sequence again, so a
+	// pod that never becomes ready costs len(QuickObserve) quick passes.
+	QuickObserve []time.Duration
+	// RetryBase is the pause after a failed pass (board unreachable, a
+	// command failed, a write conflicted); it doubles with every further
+	// failure up to RetryMax. A state change does not cut a retry pause
+	// short: an unreachable board is never hammered.
+	RetryBase time.Duration
+	RetryMax  time.Duration
+	// ResyncInterval is how often the set of boards (one worker each) and
+	// their wake-ups are recomputed from a fresh snapshot even without a
+	// watch event, in case one was missed.
+	ResyncInterval time.Duration
+	// RewatchDelay is the pause before watching again after the state
+	// watch broke or failed to start.
+	RewatchDelay time.Duration
+	// PassTimeout bounds one pass over one board, executor calls and
+	// probes included (real time).
+	PassTimeout time.Duration
+	// ProbeTimeout is the readiness check timeout used when a probe has no
+	// TimeoutSeconds (admission normally sets it).
+	ProbeTimeout time.Duration
+	// MaxParallelProbes bounds the tcp and http readiness checks one pass
+	// runs at once. Exec checks go through the Executor, one at a time.
+	MaxParallelProbes int
+	// UnitDir is the directory of unit files on the boards.
+	UnitDir string
+	// Dial opens the connections of tcp and http readiness checks, from
+	// the leader to the board's address; nil means a net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// DefaultConfig returns a 5 s observation interval with 20 % jitter, quick
+// re-observations after 200 ms, 500 ms, 1 s and 2 s, retries from 200 ms
+// doubling up to 5 s, a 30 s resync, a 1 s rewatch delay, a 2-minute pass
+// timeout, a 2 s default probe timeout, 8 parallel probes and
+// /etc/systemd/system.
+func DefaultConfig() Config {
+	return Config{
+		ObserveInterval:   5 * time.Second,
+		ObserveJitter:     0.2,
+		QuickObserve:      []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second},
+		RetryBase:         200 * time.Millisecond,
+		RetryMax:          5 * time.Second,
+		ResyncInterval:    30 * time.Second,
+		RewatchDelay:      time.Second,
+		PassTimeout:       2 * time.Minute,
+		ProbeTimeout:      2 * time.Second,
+		MaxParallelProbes: 8,
+		UnitDir:           DefaultUnitDir,
+	}
+}
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	switch {
+	case c.ObserveInterval <= 0:
+		return fmt.Errorf("%w: ObserveInterval %v must be positive", ErrInvalidConfig, c.ObserveInterval)
+	case c.ObserveJitter < 0 || c.ObserveJitter > 1:
+		return fmt.Errorf("%w: ObserveJitter %v must be between 0 and 1", ErrInvalidConfig, c.ObserveJitter)
+	case c.RetryBase <= 0:
+		return fmt.Errorf("%w: RetryBase %v must be positive", ErrInvalidConfig, c.RetryBase)
+	case c.RetryMax < c.RetryBase:
+		return fmt.Errorf("%w: RetryMax %v is below RetryBase %v", ErrInvalidConfig, c.RetryMax, c.RetryBase)
+	case c.ResyncInterval <= 0:
+		return fmt.Errorf("%w: ResyncInterval %v must be positive", ErrInvalidConfig, c.ResyncInterval)
+	case c.RewatchDelay <= 0:
+		return fmt.Errorf("%w: RewatchDelay %v must be positive", ErrInvalidConfig, c.RewatchDelay)
+	case c.PassTimeout <= 0:
+		return fmt.Errorf("%w: PassTimeout %v must be positive", ErrInvalidConfig, c.PassTimeout)
+	case c.ProbeTimeout <= 0:
+		return fmt.Errorf("%w: ProbeTimeout %v must be positive", ErrInvalidConfig, c.ProbeTimeout)
+	case c.MaxParallelProbes < 1:
+		return fmt.Errorf("%w: MaxParallelProbes %d must be at least 1", ErrInvalidConfig, c.MaxParallelProbes)
+	case c.UnitDir == "" || !path.IsAbs(c.UnitDir) || path.Clean(c.UnitDir) != c.UnitDir:
+		return fmt.Errorf("%w: UnitDir %q must be an absolute, clean path", ErrInvalidConfig, c.UnitDir)
+	}
+	for i, d := range c.QuickObserve {
+		if d <= 0 {
+			return fmt.Errorf("%w: QuickObserve[%d] %v must be positive", ErrInvalidConfig, i, d)
+		}
+	}
+	return nil
+}

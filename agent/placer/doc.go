@@ -1,0 +1,83 @@
+// Package placer owns the leader-side loop between desired state and the
+// boards: it makes each board's systemd run exactly the pods bound to it,
+// observes what runs there, and reports it back as pod and node status.
+// The controllers (package agent/controller) decide; units renders and
+// plans; the placer carries the plans out through an Executor (SSH in
+// production, package fakeboard in tests) and folds what it sees into
+// status with controller.ObservePod and controller.ObservedUnits.
+//
+// # Workers and passes
+//
+// Placer.Run keeps one worker goroutine per Node in the state, started when
+// the node appears and stopped when it is deleted; every call for a node is
+// made by its worker, so calls for one board are never concurrent. A pass
+// over a board:
+//
+//  1. reads the current snapshot; only Ready boards and alive boards being
+//     fenced (NotReady with the Fencing condition) get passes;
+//  2. lists the board's herd units (Executor.ShowUnits);
+//  3. plans with units.Plan against the pods bound to the board that are
+//     not terminal (Lost, Failed and Succeeded pods have no unit), and
+//     executes the actions in order, stopping at the first error. A pod's
+//     files are written before its unit file; a removed unit's files (its
+//     X-Herd-Files) are removed before the unit file, except paths another
+//     pod bound to the board still uses;
+//     Two cases units.Plan does not cover are added: a unit stopped by
+//     hand whose pod has restart policy always is started again (as
+//     ObservePod expects), and a changed unit whose restart an earlier pass
+//     did not get to (the file on the board is already current) is
+//     restarted. The latter is remembered in memory only, so a leader
+//     change at that exact moment leaves the old process running;
+//  4. lists the units again if anything was done;
+//  5. reports: ObservePod for every bound pod (with its readiness check:
+//     tcp and http dialled from the leader to the board's address and host
+//     port, exec run on the board; each with the probe's timeout), and
+//     ObservedUnits for a board being fenced, which turns it Ready once no
+//     stale unit is left. The writes go through the Writer, compare-and-swap
+//     on the snapshot they were computed from.
+//
+// # When passes run
+//
+// Watch events are only hints: on every burst of changes the placer reads a
+// fresh snapshot and wakes the workers of the boards whose relevant state
+// changed (the board's phase, address and liveness; the set of pods bound
+// to it, their generation and whether they are terminal). Status the
+// placer writes itself wakes a worker only when it makes a pod terminal or
+// a board Ready. After a pass that acted, or
+// while pods are still coming up or not ready, the worker re-observes after
+// Config.QuickObserve pauses (200 ms, 500 ms, 1 s, 2 s). Otherwise it passes
+// every Config.ObserveInterval (5 s, jittered): systemd on a board has no
+// watch the leader could subscribe to, so this is the one deliberate poll,
+// and it bounds how late a crash, a failure or a readiness change is seen.
+// A failed pass (board unreachable, command failed, write conflict) is
+// retried after an exponential backoff capped at Config.RetryMax (5 s), and
+// state changes do not cut the backoff short. Boards that are down
+// (NotReady and not fencing, Left, or dead in gossip) get no calls at all
+// until the node controller says they are back.
+//
+// # Exactly N, and how long overlap can last
+//
+// The placer never brings a unit up (write, enable, start, restart) for a
+// pod that is not bound to that board in the current snapshot: it re-reads
+// the state right before each such step and abandons the pass if the pod
+// was unbound, changed or became terminal, or the board stopped getting
+// passes. Every herd-* unit on a board that is not bound there is stopped,
+// disabled and removed by the first pass that sees it.
+//
+// A board declared dead is not reachable, so nothing is done to it: systemd
+// there keeps running its units (and, as they are enabled, starts them again
+// if the board reboots), while the node controller marks its pods Lost and
+// their owners replace them on other boards. During that time a replica may
+// run twice. When the board comes back, the node controller keeps it
+// NotReady and fencing; the placer's first pass stops and removes every unit
+// not bound there (all of them, since its pods were Lost) and only then
+// turns it Ready. So overlap lasts at most for the partition plus one pass
+// (a listing and a few systemctl calls, well under a second on a LAN). A
+// board that stays partitioned from the leader but keeps power runs its
+// stale units for as long as the partition lasts: the leader cannot reach it
+// to stop them (a board stopping its own units when cut off would be the
+// agent's business, not this package's).
+// The placer also cannot take back a command already sent: a unit started
+// just before its pod was unbound runs until the next pass (bounded by one
+// pass after the unbinding, which wakes the worker).
+package placer

@@ -1,0 +1,278 @@
+package placer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/herd-dev/herd/agent/controller"
+	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/units"
+)
+
+// observation turns a listed unit into what the controllers read.
+func observation(u units.UnitState) controller.UnitObservation {
+	return controller.UnitObservation{
+		Unit:           u.Unit,
+		Found:          u.LoadState != "" && u.LoadState != "not-found",
+		ActiveState:    u.ActiveState,
+		SubState:       u.SubState,
+		NRestarts:      u.NRestarts,
+		ExecMainStatus: u.ExecMainStatus,
+	}
+}
+
+// observable reports whether ObservePod folds observations into a pod in
+// phase ph.
+func observable(ph api.PodPhase) bool {
+	return ph == api.PodScheduled || ph == api.PodStarting || ph == api.PodRunning
+}
+
+// settled reports whether a unit is where it will stay for a while:
+// running and ready, failed, or stopped. Anything else (missing, starting,
+// restarting, stopping, not ready yet) asks for a quick re-observation.
+func settled(o controller.UnitObservation) bool {
+	if !o.Found {
+		return false
+	}
+	switch o.ActiveState {
+	case "active":
+		return o.Ready == nil || *o.Ready
+	case "failed", "inactive":
+		return true
+	}
+	return false
+}
+
+// observe folds a listing of the board's units into status: ObservePod for
+// every bound pod (with its readiness check when its unit is active) and,
+// when fence is set, ObservedUnits for the node (a no-op unless the node
+// is being fenced). It returns the writes and whether a bound pod is not
+// settled yet.
+//
+// For ObservedUnits a unit counts as present when systemd has it loaded or
+// its file is on the board: an enabled unit file systemd has not loaded
+// yet would still start at the next boot.
+func (w *worker) observe(ctx context.Context, v *view, node *api.Node, observed []units.UnitState, fence bool) ([]controller.Action, bool) {
+	now := w.p.clock.Now()
+	byUnit := make(map[string]units.UnitState, len(observed))
+	listing := make([]controller.UnitObservation, 0, len(observed))
+	for _, u := range observed {
+		if !units.IsHerdUnit(u.Unit) {
+			continue
+		}
+		byUnit[u.Unit] = u
+		o := observation(u)
+		o.Found = o.Found || u.FileHash != ""
+		listing = append(listing, o)
+	}
+	pods := v.byNode[node.Metadata.Name]
+	ready := w.readiness(ctx, node, pods, byUnit, now)
+
+	var acts []controller.Action
+	unsettled := false
+	for _, pod := range pods {
+		if !observable(pod.Status.Phase) {
+			continue
+		}
+		name := units.UnitName(pod.Metadata.Name)
+		o := controller.UnitObservation{Unit: name}
+		if u, ok := byUnit[name]; ok {
+			o = observation(u)
+		}
+		o.Ready = ready[pod.Metadata.Name]
+		acts = append(acts, controller.ObservePod(now, pod, o)...)
+		if !settled(o) {
+			unsettled = true
+		}
+	}
+	if fence {
+		acts = append(acts, controller.ObservedUnits(now, node, pods, listing)...)
+	}
+	return acts, unsettled
+}
+
+// probeMemo is the last passing readiness check of a pod, reused until
+// its period is over as long as the same process runs.
+type probeMemo struct {
+	at      time.Time
+	pid     int
+	started string
+}
+
+// readiness runs the readiness checks of the bound pods whose unit is
+// active, and returns each result by pod name (pods without a check, or
+// whose unit is not active, have none). A check that passed within its
+// period for the same main process is not run again. tcp and http checks
+// dial the board from here, up to MaxParallelProbes at once; exec checks
+// run on the board through the Executor, one at a time.
+func (w *worker) readiness(ctx context.Context, node *api.Node, pods []*api.Pod, byUnit map[string]units.UnitState, now time.Time) map[string]*bool {
+	type check struct {
+		pod   *api.Pod
+		probe *api.Probe
+		unit  units.UnitState
+		ok    bool
+		err   error
+	}
+	var remote, local []*check
+	out := make(map[string]*bool)
+	bound := make(map[string]bool, len(pods))
+	for _, pod := range pods {
+		bound[pod.Metadata.Name] = true
+		pr := pod.Spec.Template.Readiness
+		u, ok := byUnit[units.UnitName(pod.Metadata.Name)]
+		if pr == nil || !observable(pod.Status.Phase) || !ok || !(u.ActiveState == "active" || u.ActiveState == "reloading") {
+			delete(w.probes, pod.Metadata.Name)
+			continue
+		}
+		period := time.Duration(pr.PeriodSeconds) * time.Second
+		if m, ok := w.probes[pod.Metadata.Name]; ok && m.pid == u.MainPID && m.started == u.ExecMainStartTimestamp && now.Sub(m.at) < period {
+			out[pod.Metadata.Name] = ptr(true)
+			continue
+		}
+		c := &check{pod: pod, probe: pr, unit: u}
+		if len(pr.Exec) > 0 {
+			remote = append(remote, c)
+		} else {
+			local = append(local, c)
+		}
+	}
+	for name := range w.probes {
+		if !bound[name] {
+			delete(w.probes, name)
+		}
+	}
+
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, w.p.cfg.MaxParallelProbes)
+	for _, c := range local {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c.ok, c.err = w.check(ctx, node, c.pod, c.probe)
+		})
+	}
+	for _, c := range remote {
+		c.ok, c.err = w.check(ctx, node, c.pod, c.probe)
+	}
+	wg.Wait()
+
+	for _, c := range append(local, remote...) {
+		name := c.pod.Metadata.Name
+		out[name] = ptr(c.ok)
+		if c.ok {
+			w.probes[name] = probeMemo{at: now, pid: c.unit.MainPID, started: c.unit.ExecMainStartTimestamp}
+		} else {
+			delete(w.probes, name)
+			w.log.Debug("readiness check failed", "pod", name, "err", c.err)
+		}
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// errProbe: a readiness check could not be run as specified.
+var errProbe = errors.New("placer: readiness check")
+
+// check runs one readiness check: tcp connects to the board's address and
+// the pod's host port, http GETs the path there (2xx and 3xx pass), exec
+// runs argv on the board (exit 0 passes). Each has the probe's timeout.
+func (w *worker) check(ctx context.Context, node *api.Node, pod *api.Pod, pr *api.Probe) (bool, error) {
+	timeout := time.Duration(pr.TimeoutSeconds) * time.Second
+	if timeout <= 0 {
+		timeout = w.p.cfg.ProbeTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	switch {
+	case len(pr.Exec) > 0:
+		status, err := w.p.exec.Run(ctx, w.node, pr.Exec)
+		if err != nil {
+			return false, err
+		}
+		if status != 0 {
+			return false, fmt.Errorf("%w: exec exited with status %d", errProbe, status)
+		}
+		return true, nil
+	case pr.TCP != "":
+		addr, err := boardAddr(node, pod, pr.TCP)
+		if err != nil {
+			return false, err
+		}
+		conn, err := w.p.cfg.Dial(ctx, "tcp", addr)
+		if err != nil {
+			return false, err
+		}
+		conn.Close()
+		return true, nil
+	case pr.HTTP != "":
+		ref := pr.HTTPPort
+		if ref == "" && len(pod.Spec.Template.Ports) > 0 {
+			ref = pod.Spec.Template.Ports[0].Name
+		}
+		addr, err := boardAddr(node, pod, ref)
+		if err != nil {
+			return false, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+pr.HTTP, nil)
+		if err != nil {
+			return false, fmt.Errorf("%w: http path %q: %w", errProbe, pr.HTTP, err)
+		}
+		req.Header.Set("User-Agent", "herd-readiness")
+		resp, err := w.p.http.Do(req)
+		if err != nil {
+			return false, err
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+			return false, fmt.Errorf("%w: http status %d", errProbe, resp.StatusCode)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: none of tcp, http or exec is set", errProbe)
+}
+
+// boardAddr returns host:port for a probe's port reference (a port name,
+// or a number) on the node's address.
+func boardAddr(node *api.Node, pod *api.Pod, ref string) (string, error) {
+	if node.Status.Address == "" {
+		return "", fmt.Errorf("%w: node %s has no address", errProbe, node.Metadata.Name)
+	}
+	port, err := hostPort(pod, ref)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(node.Status.Address, strconv.Itoa(port)), nil
+}
+
+// hostPort resolves a port reference: a number is the host port itself; a
+// name is looked up in spec.hostPorts, then in the template's fixed ports.
+func hostPort(pod *api.Pod, ref string) (int, error) {
+	if ref == "" {
+		return 0, fmt.Errorf("%w: no port to check", errProbe)
+	}
+	if ref[0] >= '0' && ref[0] <= '9' {
+		n, err := strconv.Atoi(ref)
+		if err != nil || n < 1 || n > 65535 {
+			return 0, fmt.Errorf("%w: port %q is not a port number", errProbe, ref)
+		}
+		return n, nil
+	}
+	if n, ok := pod.Spec.HostPorts[ref]; ok && n > 0 {
+		return n, nil
+	}
+	for _, p := range pod.Spec.Template.Ports {
+		if p.Name == ref && p.Port > 0 {
+			return p.Port, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: pod %s has no host port named %q", errProbe, pod.Metadata.Name, ref)
+}

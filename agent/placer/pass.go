@@ -1,0 +1,502 @@
+package placer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+
+	"github.com/herd-dev/herd/agent/controller"
+	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/units"
+)
+
+// passResult is what one pass did.
+type passResult struct {
+	// skip: the node gets no passes (down, or gone from the state).
+	skip bool
+	// acted counts the board operations executed.
+	acted int
+	// unsettled: a bound pod's unit is not yet running and ready.
+	unsettled bool
+	// err is the first failure; the pass is retried after a backoff.
+	err error
+}
+
+// pass makes the board match the pods bound to it and reports what runs:
+// list the units, plan, execute the plan in order (stopping at the first
+// error), list again if anything was done, then fold the listing (and
+// readiness checks) into pod status and, for a board being fenced, into
+// the node's status.
+func (w *worker) pass(ctx context.Context) passResult {
+	p := w.p
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.PassTimeout)
+	defer cancel()
+
+	v, err := p.view(ctx)
+	if err != nil {
+		return passResult{err: fmt.Errorf("reading state: %w", err)}
+	}
+	if v.eligible(w.node) != nodeActive {
+		return passResult{skip: true}
+	}
+	desired := v.desired(w.node)
+	observed, err := p.exec.ShowUnits(ctx, w.node)
+	if err != nil {
+		return passResult{err: fmt.Errorf("listing units: %w", err)}
+	}
+	acts := w.plan(desired, observed)
+
+	var res passResult
+	if len(acts) > 0 {
+		res.acted, res.err = w.execute(ctx, acts, desired, observed)
+		if res.acted > 0 {
+			observed, err = p.exec.ShowUnits(ctx, w.node)
+			if err != nil {
+				res.err = errors.Join(res.err, fmt.Errorf("listing units after acting: %w", err))
+				return res
+			}
+		}
+	}
+
+	// Status is computed against fresh state: the pass took time and
+	// the writes compare-and-swap on resourceVersions.
+	v, err = p.view(ctx)
+	if err != nil {
+		res.err = errors.Join(res.err, fmt.Errorf("reading state: %w", err))
+		return res
+	}
+	node := v.nodes[w.node]
+	if node == nil {
+		res.skip = res.err == nil
+		return res
+	}
+	writes, unsettled := w.observe(ctx, v, node, observed, res.err == nil)
+	res.unsettled = unsettled
+	if len(writes) > 0 {
+		if err := p.apply(ctx, writes); err != nil {
+			res.err = errors.Join(res.err, fmt.Errorf("writing status: %w", err))
+		}
+	}
+	return res
+}
+
+// plan returns the actions that make the board match desired: units.Plan
+// plus restartStopped. A plan that came out empty is remembered by a digest
+// of its inputs (every bound pod's name and resourceVersion, and the
+// listing), so a steady board is not re-rendered every pass.
+func (w *worker) plan(desired []*api.Pod, observed []units.UnitState) []units.Action {
+	key := planKey(desired, observed)
+	if w.noopPlan == key && len(w.pendingRestart) == 0 {
+		return nil
+	}
+	acts, err := units.Plan(desired, observed)
+	w.noteRenderErrors(desired, err)
+	acts = append(acts, restartStopped(desired, observed, acts)...)
+	acts = append(acts, w.finishRestarts(desired, observed, acts)...)
+	w.noopPlan = [16]byte{}
+	if len(acts) == 0 && err == nil {
+		w.noopPlan = key
+	}
+	return acts
+}
+
+// finishRestarts completes the restarts of changed units that an earlier
+// pass wrote but did not get to restart (it stopped at an error between
+// the write and the restart). Plan cannot see them: the file on the board
+// is already current, and once systemd reloaded it nothing marks the
+// running process as stale. It returns a daemon-reload (unless planned)
+// and a restart for every such unit that is still bound here, still has
+// the content written and still runs; others are forgotten.
+func (w *worker) finishRestarts(desired []*api.Pod, observed []units.UnitState, planned []units.Action) []units.Action {
+	if len(w.pendingRestart) == 0 {
+		return nil
+	}
+	bound := make(map[string]bool, len(desired))
+	for _, p := range desired {
+		bound[units.UnitName(p.Metadata.Name)] = true
+	}
+	seen := make(map[string]units.UnitState, len(observed))
+	for _, u := range observed {
+		seen[u.Unit] = u
+	}
+	touched := make(map[string]bool)
+	reload := false
+	for _, a := range planned {
+		touched[a.Unit] = a.Type == units.ActionWrite || a.Type == units.ActionRestart || touched[a.Unit]
+		reload = reload || a.Type == units.ActionDaemonReload
+	}
+	var restart []units.Action
+	for _, unit := range slices.Sorted(maps.Keys(w.pendingRestart)) {
+		u, ok := seen[unit]
+		switch {
+		case touched[unit]:
+			continue // this plan rewrites or restarts it anyway
+		case !bound[unit] || !ok || u.FileHash != w.pendingRestart[unit] ||
+			!(u.ActiveState == "active" || u.ActiveState == "activating" || u.ActiveState == "reloading"):
+			delete(w.pendingRestart, unit)
+			continue
+		}
+		restart = append(restart, units.Action{Type: units.ActionRestart, Unit: unit, Reason: "pod spec changed; the restart did not happen"})
+	}
+	if len(restart) > 0 && !reload {
+		restart = append([]units.Action{{Type: units.ActionDaemonReload, Reason: "unit files changed: finishing a restart"}}, restart...)
+	}
+	return restart
+}
+
+// planKey digests what Plan and restartStopped read.
+func planKey(desired []*api.Pod, observed []units.UnitState) [16]byte {
+	h := fnv.New128a()
+	w := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+	for _, p := range desired {
+		w(p.Metadata.Name)
+		w(strconv.FormatUint(p.Metadata.ResourceVersion, 10))
+	}
+	w("--")
+	for _, u := range observed {
+		w(u.Unit)
+		w(u.LoadState)
+		w(u.ActiveState)
+		w(u.UnitFileState)
+		w(strconv.FormatBool(u.NeedDaemonReload))
+		w(strconv.Itoa(u.ExecMainStatus))
+		w(u.ExecMainStartTimestamp)
+		w(u.FileHash)
+	}
+	var k [16]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// restartStopped returns a start for every bound pod whose unit is loaded,
+// current and inactive after a clean exit, with restart policy always: a
+// unit someone stopped by hand. controller.ObservePod keeps such a pod
+// Scheduled and expects it to be started again, which units.Plan does not
+// do (it only starts units that never ran). Units Plan already acts on are
+// left to Plan.
+func restartStopped(desired []*api.Pod, observed []units.UnitState, planned []units.Action) []units.Action {
+	touched := make(map[string]bool, len(planned))
+	for _, a := range planned {
+		touched[a.Unit] = true
+	}
+	seen := make(map[string]units.UnitState, len(observed))
+	for _, u := range observed {
+		seen[u.Unit] = u
+	}
+	var out []units.Action
+	for _, pod := range desired {
+		name := units.UnitName(pod.Metadata.Name)
+		u, ok := seen[name]
+		policy := pod.Spec.Template.RestartPolicy
+		if !ok || touched[name] || u.LoadState != "loaded" || u.ActiveState != "inactive" || u.ExecMainStatus != 0 ||
+			(policy != "" && policy != api.RestartAlways) {
+			continue
+		}
+		out = append(out, units.Action{Type: units.ActionStart, Unit: name, Reason: "unit was stopped; restart policy always"})
+	}
+	return out
+}
+
+// noteRenderErrors logs, once per pod and error, the pods Plan could not
+// render (they get no actions).
+func (w *worker) noteRenderErrors(desired []*api.Pod, err error) {
+	bound := make(map[string]bool, len(desired))
+	for _, p := range desired {
+		bound[p.Metadata.Name] = true
+	}
+	for pod := range w.renderNoted {
+		if !bound[pod] {
+			delete(w.renderNoted, pod)
+		}
+	}
+	if err == nil {
+		return
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		var re *units.RenderError
+		pod := ""
+		if errors.As(e, &re) {
+			pod = re.Pod
+		}
+		if w.renderNoted[pod] == e.Error() {
+			continue
+		}
+		w.renderNoted[pod] = e.Error()
+		w.log.Warn("pod cannot be rendered as a unit; leaving it alone", "pod", pod, "err", e)
+	}
+}
+
+// execute carries out acts in order, stopping at the first error, and
+// returns how many it completed. Consecutive systemctl actions of one verb
+// go in one call. Before any action that brings a unit up (write, enable,
+// start, restart) the current state is read again and the pass stops with
+// errStale if the unit's pod is no longer bound to this node (or changed,
+// for a write), or the node stopped getting passes.
+func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*api.Pod, observed []units.UnitState) (int, error) {
+	p := w.p
+	pods := make(map[string]*api.Pod, len(desired))
+	protected := make(map[string]bool)
+	for _, pod := range desired {
+		pods[units.UnitName(pod.Metadata.Name)] = pod
+		for _, f := range pod.Spec.Template.Files {
+			protected[f.Path] = true
+		}
+	}
+	seen := make(map[string]units.UnitState, len(observed))
+	for _, u := range observed {
+		seen[u.Unit] = u
+	}
+	restarts := make(map[string]bool)
+	for _, a := range acts {
+		if a.Type == units.ActionRestart {
+			restarts[a.Unit] = true
+		}
+	}
+
+	done := 0
+	for i := 0; i < len(acts); {
+		a := acts[i]
+		j := i + 1
+		var err error
+		switch a.Type {
+		case units.ActionWrite:
+			if err = w.stillWanted(ctx, acts[i:j]); err == nil {
+				err = w.writeUnit(ctx, a, pods[a.Unit], seen[a.Unit], protected)
+			}
+			if err == nil && restarts[a.Unit] {
+				w.pendingRestart[a.Unit] = units.Hash(a.Content)
+			}
+		case units.ActionRemove:
+			err = w.removeUnit(ctx, a.Unit, protected)
+		case units.ActionDaemonReload:
+			err = p.exec.Systemctl(ctx, w.node, VerbDaemonReload)
+		default:
+			verb, up, ok := verbOf(a.Type)
+			if !ok {
+				return done, fmt.Errorf("placer: unknown unit action %q", a.Type)
+			}
+			for j < len(acts) && acts[j].Type == a.Type {
+				j++
+			}
+			names := make([]string, 0, j-i)
+			for _, b := range acts[i:j] {
+				names = append(names, b.Unit)
+			}
+			if up {
+				err = w.stillWanted(ctx, acts[i:j])
+			}
+			if err == nil {
+				err = p.exec.Systemctl(ctx, w.node, verb, names...)
+			}
+			if err == nil && a.Type == units.ActionRestart {
+				for _, n := range names {
+					delete(w.pendingRestart, n)
+				}
+			}
+		}
+		if err != nil {
+			if errors.Is(err, errStale) {
+				w.log.Info("state changed during the pass; starting over", "err", err)
+			}
+			return done, fmt.Errorf("%s: %w", a, err)
+		}
+		for _, b := range acts[i:j] {
+			w.log.Info("unit action", "action", string(b.Type), "unit", b.Unit, "reason", b.Reason)
+		}
+		done += j - i
+		i = j
+	}
+	return done, nil
+}
+
+// verbOf maps a unit action to its systemctl verb and says whether it
+// brings the unit up.
+func verbOf(t units.ActionType) (verb string, up, ok bool) {
+	switch t {
+	case units.ActionStop:
+		return VerbStop, false, true
+	case units.ActionDisable:
+		return VerbDisable, false, true
+	case units.ActionResetFailed:
+		return VerbResetFailed, false, true
+	case units.ActionEnable:
+		return VerbEnable, true, true
+	case units.ActionStart:
+		return VerbStart, true, true
+	case units.ActionRestart:
+		return VerbRestart, true, true
+	}
+	return "", false, false
+}
+
+// stillWanted checks, against the current state, that every unit of batch
+// belongs to a pod still bound to this node and not terminal, that the
+// node still gets passes, and for a write that the pod still renders to
+// the content about to be written. This is what keeps "exactly N": a unit
+// is only brought up for a pod bound here in the current snapshot.
+func (w *worker) stillWanted(ctx context.Context, batch []units.Action) error {
+	v, err := w.p.view(ctx)
+	if err != nil {
+		return fmt.Errorf("reading state: %w", err)
+	}
+	if v.eligible(w.node) != nodeActive {
+		return fmt.Errorf("%w: node %s no longer gets passes", errStale, w.node)
+	}
+	want := make(map[string]*api.Pod)
+	for _, pod := range v.desired(w.node) {
+		want[units.UnitName(pod.Metadata.Name)] = pod
+	}
+	for _, a := range batch {
+		pod := want[a.Unit]
+		if pod == nil {
+			return fmt.Errorf("%w: %s is no longer bound to %s", errStale, a.Unit, w.node)
+		}
+		if a.Type == units.ActionWrite {
+			content, err := units.Render(pod)
+			if err != nil || !bytes.Equal(content, a.Content) {
+				return fmt.Errorf("%w: pod %s changed", errStale, pod.Metadata.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// unitPath is where a unit's file lives on a board.
+func (w *worker) unitPath(unit string) string { return path.Join(w.p.cfg.UnitDir, unit) }
+
+// writeUnit writes a pod's files, then its unit file. For a unit that
+// already had a file, the files the old unit listed (X-Herd-Files) that
+// neither this pod nor another pod bound here uses any more are removed
+// afterwards.
+func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, old units.UnitState, protected map[string]bool) error {
+	ex := w.p.exec
+	if pod == nil {
+		return fmt.Errorf("placer: no bound pod for %s", a.Unit)
+	}
+	keep := make(map[string]bool, len(pod.Spec.Template.Files))
+	for i, f := range pod.Spec.Template.Files {
+		mode, err := fileMode(f.Mode)
+		if err != nil {
+			return fmt.Errorf("pod %s: spec.template.files[%d]: %w", pod.Metadata.Name, i, err)
+		}
+		if err := ex.PutFile(ctx, w.node, f.Path, []byte(f.Content), mode); err != nil {
+			return fmt.Errorf("pod %s: writing %s: %w", pod.Metadata.Name, f.Path, err)
+		}
+		keep[f.Path] = true
+	}
+	var obsolete []string
+	if old.FileHash != "" {
+		files, err := w.unitFiles(ctx, a.Unit)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if !keep[f] && !protected[f] {
+				obsolete = append(obsolete, f)
+			}
+		}
+	}
+	if err := ex.PutFile(ctx, w.node, w.unitPath(a.Unit), a.Content, 0o644); err != nil {
+		return fmt.Errorf("writing unit file: %w", err)
+	}
+	for _, f := range obsolete {
+		if err := ex.Remove(ctx, w.node, f); err != nil {
+			return fmt.Errorf("removing %s, no longer listed by %s: %w", f, a.Unit, err)
+		}
+	}
+	return nil
+}
+
+// removeUnit removes the files a unit lists in X-Herd-Files (except those
+// a pod bound here still uses), then the unit file. Files go first: if the
+// pass stops between the two, the unit file still names what is left.
+func (w *worker) removeUnit(ctx context.Context, unit string, protected map[string]bool) error {
+	ex := w.p.exec
+	files, err := w.unitFiles(ctx, unit)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if protected[f] {
+			continue
+		}
+		if err := ex.Remove(ctx, w.node, f); err != nil {
+			return fmt.Errorf("removing %s, listed by %s: %w", f, unit, err)
+		}
+	}
+	if err := ex.Remove(ctx, w.node, w.unitPath(unit)); err != nil {
+		return fmt.Errorf("removing unit file: %w", err)
+	}
+	return nil
+}
+
+// unitFiles returns the pod files a unit file on the board lists: none if
+// the file is missing or was not written by herd (logged), and only
+// absolute, clean paths.
+func (w *worker) unitFiles(ctx context.Context, unit string) ([]string, error) {
+	b, err := w.p.exec.ReadFile(ctx, w.node, w.unitPath(unit))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading unit file: %w", err)
+	}
+	meta, err := units.ReadMeta(bytes.NewReader(b))
+	if err != nil {
+		w.log.Warn("unit file has no readable herd metadata; its pod files stay", "unit", unit, "err", err)
+		return nil, nil
+	}
+	var out []string
+	for _, f := range meta.Files {
+		if f == "/" || !path.IsAbs(f) || path.Clean(f) != f {
+			w.log.Warn("unit file lists a bad pod file path; leaving it", "unit", unit, "path", f)
+			continue
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// fileMode parses a pod file's octal mode ("0644", default when empty).
+func fileMode(s string) (os.FileMode, error) {
+	if s == "" {
+		s = api.DefaultFileMode
+	}
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, fmt.Errorf("mode %q is not an octal permission string such as 0644", s)
+	}
+	mode := os.FileMode(m & 0o777)
+	if m&0o4000 != 0 {
+		mode |= os.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		mode |= os.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		mode |= os.ModeSticky
+	}
+	return mode, nil
+}
+
+// apply writes status actions; one caller at a time.
+func (p *Placer) apply(ctx context.Context, acts []controller.Action) error {
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
+	for _, a := range acts {
+		p.log.Info("status", "kind", string(a.Kind), "name", a.Name, "reason", a.Reason)
+	}
+	return p.writer.Apply(ctx, acts)
+}

@@ -1,0 +1,262 @@
+package placer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/herd-dev/herd/agent/controller"
+	"github.com/herd-dev/herd/agent/workqueue"
+)
+
+// ErrRunning: Run was called while an earlier Run had not returned.
+var ErrRunning = errors.New("placer: already running")
+
+// Placer makes every board's systemd match the pods bound to it, observes
+// what runs there and reports it back as pod and node status. It runs on
+// the leader only: Run it while leading, cancel it on losing leadership,
+// Run it again after regaining it.
+type Placer struct {
+	cfg    Config
+	exec   Executor
+	state  controller.State
+	writer controller.Writer
+	clock  workqueue.Clock
+	log    *slog.Logger
+	http   *http.Client
+
+	viewMu   sync.Mutex
+	lastView *view
+
+	// applyMu serialises writer.Apply: workers of different nodes write
+	// concurrently, the Writer contract wants one caller at a time.
+	applyMu sync.Mutex
+
+	running atomic.Bool
+
+	// onPark, set by tests only, is called each time a worker is about to
+	// wait, after arming its timer.
+	onPark func(park)
+}
+
+// park describes a worker about to wait: for delay (or, idle, for a
+// wake-up only).
+type park struct {
+	node  string
+	delay time.Duration // 0 when idle
+	idle  bool
+	retry bool // waiting out a failure backoff
+	exit  bool // the worker is returning
+}
+
+// New returns a Placer. exec reaches the boards; state and writer are the
+// same read and write sides the controller Runner uses. A nil clock means
+// the real clock, a nil logger discards.
+func New(cfg Config, exec Executor, state controller.State, writer controller.Writer, clock workqueue.Clock, log *slog.Logger) (*Placer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if exec == nil || state == nil || writer == nil {
+		return nil, fmt.Errorf("%w: Executor, State and Writer are required", ErrInvalidConfig)
+	}
+	if clock == nil {
+		clock = workqueue.RealClock()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dial := cfg.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	cfg.QuickObserve = slices.Clone(cfg.QuickObserve)
+	p := &Placer{cfg: cfg, exec: exec, state: state, writer: writer, clock: clock, log: log}
+	p.http = &http.Client{
+		Transport: &http.Transport{
+			Proxy:             nil, // probes go straight to the board
+			DialContext:       dial,
+			DisableKeepAlives: true,
+		},
+		// A 3xx passes the check: do not follow it.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	p.cfg.Dial = dial
+	return p, nil
+}
+
+// Run places and observes until ctx is done, then stops every worker and
+// returns ctx's error. It keeps one worker goroutine per Node in the state,
+// started when the node appears and stopped when it is deleted; a worker
+// passes over its board when state that concerns the board changes, soon
+// after it acted, and otherwise every ObserveInterval. A second Run while
+// one is running returns ErrRunning at once.
+func (p *Placer) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer p.running.Store(false)
+	ctx, cancel := context.WithCancel(ctx)
+	d := &dispatcher{p: p, ctx: ctx, workers: make(map[string]*worker)}
+	defer func() {
+		cancel()
+		d.wg.Wait()
+	}()
+	for first := true; ; first = false {
+		if !first && !p.sleep(ctx, p.cfg.RewatchDelay) {
+			return ctx.Err()
+		}
+		ch, err := p.state.Watch(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			p.log.Warn("watching state", "err", err)
+			d.sync() // keep the workers in line with what can be read
+			continue
+		}
+		d.sync()
+		if !d.follow(ch) {
+			return ctx.Err()
+		}
+		p.log.Info("state watch ended; watching again", "delay", p.cfg.RewatchDelay)
+	}
+}
+
+// dispatcher owns the workers of one Run.
+type dispatcher struct {
+	p       *Placer
+	ctx     context.Context
+	wg      sync.WaitGroup
+	workers map[string]*worker
+	// retired holds the done channels of stopped workers, so a node that
+	// comes back waits for its old worker to end: calls for one node are
+	// never concurrent.
+	retired map[string]chan struct{}
+	// synced is the view of the last sync.
+	synced *view
+}
+
+// follow handles changes until the watch ends (true) or ctx is done
+// (false). Changes are only hints: a burst is drained and answered by one
+// sync against a fresh snapshot.
+func (d *dispatcher) follow(ch <-chan controller.Change) bool {
+	p := d.p
+	for {
+		t := p.clock.NewTimer(p.cfg.ResyncInterval)
+		select {
+		case <-d.ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C():
+			d.sync()
+			continue
+		case _, ok := <-ch:
+			t.Stop()
+			if !ok {
+				return d.ctx.Err() == nil
+			}
+		}
+	drain:
+		for {
+			select {
+			case _, ok := <-ch:
+				if !ok {
+					d.sync()
+					return d.ctx.Err() == nil
+				}
+			default:
+				break drain
+			}
+		}
+		d.sync()
+	}
+}
+
+// sync starts a worker for every node without one, stops the workers of
+// nodes that are gone, and wakes the workers whose fingerprint changed.
+func (d *dispatcher) sync() {
+	v, err := d.p.view(d.ctx)
+	if err != nil {
+		if d.ctx.Err() == nil {
+			d.p.log.Warn("reading state", "err", err)
+		}
+		return
+	}
+	if v == d.synced {
+		return // same state as last time: nothing to wake
+	}
+	d.synced = v
+	for name := range v.nodes {
+		fp := v.fingerprint(name)
+		w := d.workers[name]
+		if w == nil {
+			d.start(name, fp)
+			continue
+		}
+		if w.fp != fp {
+			w.fp = fp
+			w.poke()
+		}
+	}
+	for name, done := range d.retired {
+		select {
+		case <-done:
+			delete(d.retired, name)
+		default:
+		}
+	}
+	for name, w := range d.workers {
+		if v.nodes[name] != nil {
+			continue
+		}
+		d.p.log.Info("node gone; stopping its worker", "node", name)
+		w.cancel()
+		if d.retired == nil {
+			d.retired = make(map[string]chan struct{})
+		}
+		d.retired[name] = w.done
+		delete(d.workers, name)
+	}
+}
+
+func (d *dispatcher) start(name string, fp uint64) {
+	ctx, cancel := context.WithCancel(d.ctx)
+	w := d.p.newWorker(name)
+	w.fp, w.cancel = fp, cancel
+	prev := d.retired[name]
+	delete(d.retired, name)
+	d.workers[name] = w
+	d.wg.Go(func() {
+		defer close(w.done)
+		if d.p.onPark != nil {
+			defer d.p.onPark(park{node: name, exit: true})
+		}
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-ctx.Done():
+				return
+			}
+		}
+		w.run(ctx)
+	})
+}
+
+// sleep waits d on the placer's clock; false if ctx ended first.
+func (p *Placer) sleep(ctx context.Context, d time.Duration) bool {
+	t := p.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}

@@ -1,0 +1,151 @@
+package placer
+
+import (
+	"cmp"
+	"context"
+	"hash/fnv"
+	"slices"
+	"strconv"
+
+	"github.com/herd-dev/herd/agent/controller"
+	"github.com/herd-dev/herd/api"
+)
+
+// view is one Snapshot with the lookups a pass needs. It is read-only once
+// built and shared by every worker while the state's Version is unchanged.
+type view struct {
+	c       *controller.Cluster
+	nodes   map[string]*api.Node
+	members map[string]controller.MemberInfo
+	// byNode holds every pod bound to a node, sorted by name.
+	byNode map[string][]*api.Pod
+}
+
+func newView(c *controller.Cluster) *view {
+	if c == nil {
+		c = &controller.Cluster{}
+	}
+	v := &view{
+		c:       c,
+		nodes:   make(map[string]*api.Node, len(c.Nodes)),
+		members: make(map[string]controller.MemberInfo, len(c.Members)),
+		byNode:  make(map[string][]*api.Pod),
+	}
+	for _, n := range c.Nodes {
+		if n != nil {
+			v.nodes[n.Metadata.Name] = n
+		}
+	}
+	for _, m := range c.Members {
+		if m.Name != "" {
+			v.members[m.Name] = m
+		}
+	}
+	for _, p := range c.Pods {
+		if p != nil && p.Spec.Node != "" {
+			v.byNode[p.Spec.Node] = append(v.byNode[p.Spec.Node], p)
+		}
+	}
+	for _, pods := range v.byNode {
+		slices.SortFunc(pods, func(a, b *api.Pod) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
+	}
+	return v
+}
+
+// view returns a view of the current state, reusing the last one while the
+// state's non-zero Version is unchanged.
+func (p *Placer) view(ctx context.Context) (*view, error) {
+	c, err := p.state.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.viewMu.Lock()
+	defer p.viewMu.Unlock()
+	if p.lastView != nil && c.Version != 0 && p.lastView.c.Version == c.Version {
+		return p.lastView, nil
+	}
+	p.lastView = newView(c)
+	return p.lastView, nil
+}
+
+// terminal reports whether a pod in phase ph will never run again (as the
+// controllers see it): its unit must not run either.
+func terminal(ph api.PodPhase) bool {
+	return ph == api.PodLost || ph == api.PodFailed || ph == api.PodSucceeded
+}
+
+// desired returns the pods whose units must run on node: bound there and
+// not terminal, sorted by name.
+func (v *view) desired(node string) []*api.Pod {
+	var out []*api.Pod
+	for _, p := range v.byNode[node] {
+		if !terminal(p.Status.Phase) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// eligibility says whether a node gets passes.
+type eligibility int
+
+const (
+	// nodeGone: no Node object; the worker is about to be stopped.
+	nodeGone eligibility = iota
+	// nodeSkipped: the node is down (NotReady and not fencing, Left, or
+	// gossip says dead or left): its SSH is down, leave it alone.
+	nodeSkipped
+	// nodeActive: Ready, or alive and fencing.
+	nodeActive
+)
+
+// fencing reports whether n is an alive board waiting to be fenced: NotReady
+// with the Fencing condition the node controller sets.
+func fencing(n *api.Node) bool {
+	if n.Status.Phase != api.NodeNotReady {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == controller.ConditionFencing {
+			return true
+		}
+	}
+	return false
+}
+
+// eligible says whether node gets passes in this view.
+func (v *view) eligible(node string) eligibility {
+	n := v.nodes[node]
+	if n == nil {
+		return nodeGone
+	}
+	if m, ok := v.members[node]; ok && (m.State == controller.MemberDead || m.State == controller.MemberLeft) {
+		return nodeSkipped
+	}
+	if n.Status.Phase == api.NodeReady || fencing(n) {
+		return nodeActive
+	}
+	return nodeSkipped
+}
+
+// fingerprint summarises what about node should wake its worker: the
+// node's eligibility and address, and every bound pod's name, generation
+// (moves with its spec), revision and whether it is terminal. Status
+// written by the placer itself (phase Scheduled → Running, readiness)
+// leaves it unchanged, so the placer's own writes do not wake it again.
+func (v *view) fingerprint(node string) uint64 {
+	h := fnv.New64a()
+	w := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+	w(strconv.Itoa(int(v.eligible(node))))
+	if n := v.nodes[node]; n != nil {
+		w(n.Status.Address)
+		w(string(n.Status.Phase))
+	}
+	for _, p := range v.byNode[node] {
+		w(p.Metadata.Name)
+		w(strconv.FormatInt(p.Metadata.Generation, 10))
+		w(p.Spec.Revision)
+		w(strconv.FormatBool(terminal(p.Status.Phase)))
+	}
+	return h.Sum64()
+}

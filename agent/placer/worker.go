@@ -1,0 +1,165 @@
+package placer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/herd-dev/herd/agent/workqueue"
+)
+
+// worker passes over one board. Everything it does to the board happens in
+// its one goroutine, so calls for a node are never concurrent.
+type worker struct {
+	p    *Placer
+	node string
+	log  *slog.Logger
+
+	wake chan struct{} // cap 1: a pass is wanted
+	done chan struct{} // closed when run has returned
+
+	// Owned by the dispatcher goroutine.
+	fp     uint64
+	cancel context.CancelFunc
+
+	// Owned by the worker goroutine.
+	probes      map[string]probeMemo // by pod name
+	renderNoted map[string]string    // pod → error already logged
+	noopPlan    [16]byte             // planKey of the last empty plan
+	// pendingRestart: units rewritten for a changed pod whose restart has
+	// not succeeded yet, with the hash of the content written.
+	pendingRestart map[string]string
+}
+
+func (p *Placer) newWorker(node string) *worker {
+	return &worker{
+		p:           p,
+		node:        node,
+		log:         p.log.With("node", node),
+		wake:        make(chan struct{}, 1),
+		done:        make(chan struct{}),
+		probes:      make(map[string]probeMemo),
+		renderNoted: make(map[string]string),
+
+		pendingRestart: make(map[string]string),
+	}
+}
+
+// poke asks for a pass; it never blocks.
+func (w *worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run passes over the board until ctx is done: at once, then whenever
+// poked (except while waiting out a failure), after QuickObserve pauses
+// when it acted or pods are still coming up, after a backoff when a pass
+// failed, and otherwise every ObserveInterval. A board that gets no passes
+// (down, or not a node any more) is left alone until poked.
+func (w *worker) run(ctx context.Context) {
+	cfg := w.p.cfg
+	var (
+		delay    time.Duration // before the next pass; 0 = at once
+		idle     bool          // wait for a poke only
+		retrying bool          // waiting out a failure: pokes wait too
+		failures int
+		quick    int // next QuickObserve index
+	)
+	for {
+		if idle || delay > 0 {
+			var (
+				t     workqueue.Timer
+				fired <-chan time.Time
+			)
+			if !idle {
+				tm := w.p.clock.NewTimer(delay)
+				t, fired = tm, tm.C()
+			}
+			wake := w.wake
+			if retrying {
+				wake = nil
+			}
+			if w.p.onPark != nil {
+				w.p.onPark(park{node: w.node, delay: delay, idle: idle, retry: retrying})
+			}
+			select {
+			case <-ctx.Done():
+				if t != nil {
+					t.Stop()
+				}
+				return
+			case <-wake:
+			case <-fired:
+			}
+			if t != nil {
+				t.Stop()
+			}
+		}
+		// This pass reads fresh state: a poke that came before it is
+		// answered by it.
+		select {
+		case <-w.wake:
+		default:
+		}
+		res := w.pass(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case res.err != nil:
+			failures++
+			retrying, idle = true, false
+			delay = backoff(failures, cfg.RetryBase, cfg.RetryMax)
+			level := slog.LevelDebug
+			if failures == 1 || failures%20 == 0 {
+				level = slog.LevelWarn
+			}
+			w.log.Log(ctx, level, "pass failed; retrying", "failures", failures, "delay", delay, "err", res.err)
+		case res.skip:
+			if failures > 0 {
+				w.log.Info("board no longer gets passes", "failures", failures)
+			}
+			failures, retrying, idle, quick = 0, false, true, 0
+		default:
+			if failures > 0 {
+				w.log.Info("pass succeeded after failures", "failures", failures)
+			}
+			failures, retrying, idle = 0, false, false
+			if res.acted > 0 {
+				quick = 0
+			}
+			if (res.acted > 0 || res.unsettled) && quick < len(cfg.QuickObserve) {
+				delay = cfg.QuickObserve[quick]
+				quick++
+			} else {
+				delay = jitter(cfg.ObserveInterval, cfg.ObserveJitter)
+			}
+		}
+	}
+}
+
+// backoff returns base·2^(n-1) capped at max.
+func backoff(n int, base, max time.Duration) time.Duration {
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}
+
+// jitter stretches d by a random fraction up to f.
+func jitter(d time.Duration, f float64) time.Duration {
+	if f <= 0 {
+		return d
+	}
+	return d + time.Duration(rand.Float64()*f*float64(d))
+}
+
+// errStale: the state moved under a pass (a pod was unbound, changed, or
+// the node stopped being eligible) before a unit was brought up; the pass
+// stopped and is retried against fresh state.
+var errStale = errors.New("placer: state changed during the pass")
