@@ -55,23 +55,27 @@ func newFleet(t *testing.T, n, expect int) *testFleet {
 	t.Helper()
 	sum := sha256.Sum256([]byte(t.Name()))
 	f := &testFleet{t: t, key: sum[:], boards: fakeboard.New()}
-	var seed string
+	// Like boards, every agent has the whole list to join, so one that
+	// returns after being declared dead finds the others again.
+	var gossipAddrs []string
+	for i := 0; i < n; i++ {
+		gossipAddrs = append(gossipAddrs, "127.0.0.1:"+strconv.Itoa(freePort(t)))
+	}
 	for i := 0; i < n; i++ {
 		cfg := DefaultConfig()
 		cfg.Name = fmt.Sprintf("a%d", i+1)
 		cfg.DataDir = t.TempDir()
 		cfg.BootstrapExpect = expect
-		cfg.GossipBind = "127.0.0.1:" + strconv.Itoa(freePort(t))
+		cfg.GossipBind = gossipAddrs[i]
 		cfg.RaftBind = "127.0.0.1:" + strconv.Itoa(freePort(t))
 		cfg.APIListen = []string{"127.0.0.1:" + strconv.Itoa(freePort(t))}
 		cfg.SSHAddress = "127.0.0.1:22"
 		cfg.SSHHostKeyFile = ""
 		cfg.ClusterKeyFile = ""
-		if seed != "" {
-			cfg.Join = []string{seed}
-		}
-		if i == 0 {
-			seed = cfg.GossipBind
+		for j, g := range gossipAddrs {
+			if j != i {
+				cfg.Join = append(cfg.Join, g)
+			}
 		}
 		f.start(cfg)
 	}
