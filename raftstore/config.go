@@ -1,0 +1,185 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+)
+
+// ClusterKeySize is the length in bytes of the cluster key.
+const ClusterKeySize = 32
+
+// Config configures a Store. Start from DefaultConfig and fill in NodeID,
+// BindAddr and ClusterKey.
+//
+// The Raft timings are tuned for a LAN of small boards where a dead leader
+// must be replaced in about one to two seconds:
+//
+//   - a follower that hears nothing from the leader for a random time in
+//     [HeartbeatTimeout, 2×HeartbeatTimeout] (0.5–1 s by default) starts an
+//     election (with pre-vote, so a flapping node cannot depose a healthy
+//     leader); an election round takes a LAN round trip and an fsync, and a
+//     split vote retries after [ElectionTimeout, 2×ElectionTimeout].
+//   - the leader sends heartbeats every HeartbeatTimeout/10 (50 ms), so a
+//     follower tolerates several lost packets before it suspects the leader.
+//   - a leader that cannot reach a quorum for LeaderLeaseTimeout (400 ms)
+//     steps down, so a partitioned leader stops accepting writes quickly.
+//
+// Raise the timeouts for boards on Wi-Fi or under heavy load, where a
+// spurious election costs more than a slower failover.
+type Config struct {
+	// NodeID is this server's stable Raft ID (usually the board's name).
+	NodeID string
+	// DataDir holds DataDir/raft/raft.db (log and stable store) and
+	// DataDir/raft/snapshots. Empty means in-memory: nothing survives Close.
+	DataDir string
+	// BindAddr is the TCP host:port the Raft transport listens on. Port 0
+	// picks a free port.
+	BindAddr string
+	// AdvertiseAddr is the host:port other servers dial. Empty means
+	// BindAddr (which must then name a specific host); port 0 means the
+	// port actually bound.
+	AdvertiseAddr string
+	// ClusterKey is the shared 32-byte secret. Servers prove to each other
+	// that they hold it; nobody without it can connect.
+	ClusterKey []byte
+	// Logger receives the store's and Raft's logs. Nil discards them.
+	Logger *slog.Logger
+	// Clock stamps new objects' Created time on the leader. Nil means
+	// time.Now.
+	Clock func() time.Time
+
+	// HeartbeatTimeout: a follower without contact from the leader for this
+	// long (randomised up to twice as long) starts an election.
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout: a candidate without a result for this long
+	// (randomised up to twice as long) starts a new election round.
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout: a leader that has not heard from a quorum for this
+	// long steps down. At most HeartbeatTimeout.
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout bounds how long the leader waits before sending an
+	// AppendEntries with nothing new, to let followers learn the commit
+	// index.
+	CommitTimeout time.Duration
+	// SnapshotThreshold is how many new log entries trigger a snapshot.
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often Raft checks SnapshotThreshold.
+	SnapshotInterval time.Duration
+	// TrailingLogs is how many entries are kept in the log after a snapshot
+	// so that a slightly lagging follower catches up without a snapshot.
+	TrailingLogs uint64
+	// WatchHistory is how many events are kept for watches that resume from
+	// a resourceVersion.
+	WatchHistory int
+	// WatchBuffer is the channel buffer of each watch.
+	WatchBuffer int
+	// MaxTxnBytes bounds the encoded size of one transaction, locally and
+	// on the forwarding RPC.
+	MaxTxnBytes int
+	// WriteTimeout bounds a write (Txn, membership change) whose context
+	// has no deadline.
+	WriteTimeout time.Duration
+	// HandshakeTimeout bounds the TLS handshake and protocol selection of
+	// an incoming connection.
+	HandshakeTimeout time.Duration
+}
+
+// DefaultConfig returns a Config with the timings documented on Config and
+// everything else zero: NodeID, BindAddr and ClusterKey must be filled in.
+func DefaultConfig() Config {
+	return Config{
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 400 * time.Millisecond,
+		CommitTimeout:      50 * time.Millisecond,
+		SnapshotThreshold:  4096,
+		SnapshotInterval:   2 * time.Minute,
+		TrailingLogs:       4096,
+		WatchHistory:       4096,
+		WatchBuffer:        128,
+		MaxTxnBytes:        1 << 20,
+		WriteTimeout:       10 * time.Second,
+		HandshakeTimeout:   5 * time.Second,
+	}
+}
+
+// Validate reports every problem with c, each naming the field.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("raftstore: config: "+format, args...))
+	}
+	if c.NodeID == "" {
+		add("NodeID is empty")
+	}
+	if c.BindAddr == "" {
+		add("BindAddr is empty (want host:port, port 0 picks one)")
+	} else if _, _, err := splitHostPort(c.BindAddr); err != nil {
+		add("BindAddr %q: %v", c.BindAddr, err)
+	}
+	if c.AdvertiseAddr != "" {
+		host, _, err := splitHostPort(c.AdvertiseAddr)
+		if err != nil {
+			add("AdvertiseAddr %q: %v", c.AdvertiseAddr, err)
+		} else if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			add("AdvertiseAddr %q: host must be an address others can dial", c.AdvertiseAddr)
+		}
+	} else if host, _, err := splitHostPort(c.BindAddr); err == nil {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			add("AdvertiseAddr is empty and BindAddr %q does not name a host others can dial", c.BindAddr)
+		}
+	}
+	if len(c.ClusterKey) != ClusterKeySize {
+		add("ClusterKey has %d bytes, want %d", len(c.ClusterKey), ClusterKeySize)
+	}
+	if c.HeartbeatTimeout < 5*time.Millisecond {
+		add("HeartbeatTimeout %s is below 5ms", c.HeartbeatTimeout)
+	}
+	if c.ElectionTimeout < c.HeartbeatTimeout {
+		add("ElectionTimeout %s is below HeartbeatTimeout %s", c.ElectionTimeout, c.HeartbeatTimeout)
+	}
+	if c.LeaderLeaseTimeout < 5*time.Millisecond || c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		add("LeaderLeaseTimeout %s must be between 5ms and HeartbeatTimeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	}
+	if c.CommitTimeout < time.Millisecond {
+		add("CommitTimeout %s is below 1ms", c.CommitTimeout)
+	}
+	if c.SnapshotThreshold == 0 {
+		add("SnapshotThreshold is 0")
+	}
+	if c.SnapshotInterval < 5*time.Millisecond {
+		add("SnapshotInterval %s is below 5ms", c.SnapshotInterval)
+	}
+	if c.WatchHistory < 1 {
+		add("WatchHistory %d is below 1", c.WatchHistory)
+	}
+	if c.WatchBuffer < 1 {
+		add("WatchBuffer %d is below 1", c.WatchBuffer)
+	}
+	if c.MaxTxnBytes < 1024 {
+		add("MaxTxnBytes %d is below 1024", c.MaxTxnBytes)
+	}
+	if c.WriteTimeout <= 0 {
+		add("WriteTimeout %s is not positive", c.WriteTimeout)
+	}
+	if c.HandshakeTimeout <= 0 {
+		add("HandshakeTimeout %s is not positive", c.HandshakeTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+func splitHostPort(addr string) (host string, port int, err error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 0 || n > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	return h, n, nil
+}

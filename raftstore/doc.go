@@ -1,0 +1,25 @@
+// Package raftstore owns herd's desired state: a small object store kept
+// consistent across the voting boards by Raft (hashicorp/raft), persisted in
+// a bolt file (raft-boltdb) with periodic snapshots, and watched by the
+// controllers and by `herdctl get -w`.
+//
+// The package has three layers:
+//
+//   - the FSM (fsm.go): a deterministic object store keyed by (kind, name)
+//     holding api.RawObjects. Each Raft log entry is one transaction of Ops
+//     that applies completely or not at all; every written object's
+//     resourceVersion is the log index of the write. No clock, no map-order
+//     dependence: two FSMs fed the same log are equal.
+//   - the watch hub (watch.go): a bounded history of events that watchers
+//     replay from a resourceVersion and then follow live, without ever
+//     blocking the FSM.
+//   - the Store (store.go): Raft wiring, leadership notifications, cluster
+//     membership, and writes that followers forward to the leader over the
+//     authenticated transport (transport.go, forward.go).
+//
+// Board-to-board traffic needs the cluster key: the transport is TLS 1.3 in
+// which both sides prove they hold an ed25519 key derived from it.
+//
+// NewTestCluster (testing.go) builds an in-process cluster on loopback for
+// tests in this and other packages.
+package raftstore

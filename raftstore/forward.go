@@ -1,0 +1,222 @@
+package raftstore
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/herd-dev/herd/api"
+)
+
+// The forwarding RPC: a follower sends a transaction to the leader over the
+// authenticated transport (protocol byte protoForward) and gets the result.
+// One request per connection. Each message is a 4-byte big-endian length
+// followed by that many bytes of JSON.
+
+// forwardOverhead is what a forwarded request may add to MaxTxnBytes.
+const forwardOverhead = 64 << 10
+
+// maxForwardTimeout caps how long the leader works on a forwarded request.
+const maxForwardTimeout = time.Minute
+
+// forwardRequest asks the leader to commit a transaction.
+type forwardRequest struct {
+	Ops []Op `json:"ops"`
+	// TimeoutMillis is how long the follower will wait for the answer.
+	TimeoutMillis int64 `json:"timeoutMillis"`
+}
+
+// forwardResponse is the leader's answer: the log index and the objects as
+// stored, or an error.
+type forwardResponse struct {
+	Index   uint64          `json:"index,omitempty"`
+	Objects []api.RawObject `json:"objects,omitempty"`
+	Error   *wireError      `json:"error,omitempty"`
+}
+
+// wireError carries an error across the RPC; Code names the sentinel it
+// wraps so that errors.Is keeps working on the follower.
+type wireError struct {
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message"`
+}
+
+// wireCodes maps sentinel errors to their codes on the wire.
+var wireCodes = []struct {
+	code string
+	err  error
+}{
+	{"notFound", ErrNotFound},
+	{"exists", ErrExists},
+	{"conflict", ErrConflict},
+	{"invalid", ErrInvalid},
+	{"noLeader", ErrNoLeader},
+	{"notLeader", ErrNotLeader},
+	{"compacted", ErrCompacted},
+	{"closed", ErrClosed},
+}
+
+func toWire(err error) *wireError {
+	if err == nil {
+		return nil
+	}
+	for _, c := range wireCodes {
+		if errors.Is(err, c.err) {
+			return &wireError{Code: c.code, Message: err.Error()}
+		}
+	}
+	return &wireError{Message: err.Error()}
+}
+
+func (w *wireError) toError() error {
+	for _, c := range wireCodes {
+		if w.Code == c.code {
+			return &remoteError{msg: w.Message, sentinel: c.err}
+		}
+	}
+	return &remoteError{msg: w.Message}
+}
+
+// remoteError is an error the leader returned: its message as the leader
+// wrote it, wrapping the sentinel it named.
+type remoteError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.sentinel }
+
+// errFrameTooLarge: a message's length prefix exceeds the limit.
+var errFrameTooLarge = errors.New("raftstore: message too large")
+
+func writeFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
+	bw.Write(hdr[:])
+	bw.Write(b)
+	return bw.Flush()
+}
+
+// readFrame reads one message of at most limit bytes into v.
+func readFrame(r io.Reader, limit int, v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if uint64(n) > uint64(limit) {
+		return fmt.Errorf("%w: %d bytes, limit %d", errFrameTooLarge, n, limit)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: decode: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+// serveForward handles one forwarding connection on the leader.
+func (s *Store) serveForward(c net.Conn) {
+	defer c.Close()
+	remote := c.RemoteAddr().String()
+	_ = c.SetReadDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	var req forwardRequest
+	if err := readFrame(c, s.cfg.MaxTxnBytes+forwardOverhead, &req); err != nil {
+		s.log.Warn("bad forwarded request", "remote", remote, "err", err)
+		if errors.Is(err, errFrameTooLarge) || errors.Is(err, ErrInvalid) {
+			_ = c.SetWriteDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+			_ = writeFrame(c, forwardResponse{Error: toWire(fmt.Errorf("%w: forwarded request: %v", ErrInvalid, err))})
+		}
+		return
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 || timeout > maxForwardTimeout {
+		timeout = min(s.cfg.WriteTimeout, maxForwardTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	stop := context.AfterFunc(s.closedCtx, cancel)
+	defer stop()
+
+	var resp forwardResponse
+	if s.isClosed() || !s.IsLeader() {
+		resp.Error = toWire(fmt.Errorf("%w: %s", ErrNotLeader, s.cfg.NodeID))
+	} else {
+		res, err := s.leaderTxn(ctx, req.Ops)
+		if err != nil {
+			resp.Error = toWire(err)
+		} else {
+			resp.Index = res.Index
+			resp.Objects = make([]api.RawObject, len(res.Objects))
+			for i, o := range res.Objects {
+				resp.Objects[i] = *o
+			}
+		}
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	if err := writeFrame(c, resp); err != nil {
+		s.log.Warn("forwarded request: writing response failed", "remote", remote, "err", err)
+	}
+}
+
+// errRetry marks an attempt that certainly did not commit and may be
+// retried (after a short backoff) while the context allows.
+type errRetry struct{ err error }
+
+func (e *errRetry) Error() string { return e.err.Error() }
+func (e *errRetry) Unwrap() error { return e.err }
+
+// forward sends ops to the leader at addr. Errors before the request was
+// sent, and the leader's "not leader" answer, are wrapped in errRetry;
+// others are final (the write may or may not have committed).
+func (s *Store) forward(ctx context.Context, addr string, ops []Op) (uint64, []api.RawObject, error) {
+	timeout := s.cfg.WriteTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	c, err := s.mux.dial(ctx, addr, protoForward)
+	if err != nil {
+		return 0, nil, &errRetry{fmt.Errorf("raftstore: forward to leader %s: %w", addr, err)}
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	if err := writeFrame(c, forwardRequest{Ops: ops, TimeoutMillis: timeout.Milliseconds()}); err != nil {
+		return 0, nil, fmt.Errorf("raftstore: forward to leader %s: %w", addr, err)
+	}
+	var resp forwardResponse
+	if err := readFrame(c, 4*s.cfg.MaxTxnBytes+forwardOverhead, &resp); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return 0, nil, fmt.Errorf("raftstore: forward to leader %s: outcome unknown: %w", addr, err)
+	}
+	if resp.Error != nil {
+		err := resp.Error.toError()
+		if errors.Is(err, ErrNotLeader) { // answered before anything entered the log
+			return 0, nil, &errRetry{err}
+		}
+		return 0, nil, err
+	}
+	if len(resp.Objects) != len(ops) {
+		return 0, nil, fmt.Errorf("raftstore: forward to leader %s: %d objects for %d ops", addr, len(resp.Objects), len(ops))
+	}
+	return resp.Index, resp.Objects, nil
+}

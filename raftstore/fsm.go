@@ -1,0 +1,456 @@
+package raftstore
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/herd-dev/herd/api"
+)
+
+// command is one Raft log entry: a transaction, stamped by the leader.
+type command struct {
+	Ops     []Op      `json:"ops"`
+	Created time.Time `json:"created"`
+}
+
+// applyResult is what fsm.Apply returns through raft's ApplyFuture.
+type applyResult struct {
+	// Index is the log index of the entry.
+	Index uint64
+	// Objects are the objects as stored, in op order (shared with the FSM:
+	// clone before handing them out).
+	Objects []*api.RawObject
+	// Err is the transaction's error; nothing was written when it is set.
+	Err error
+}
+
+type objKey struct {
+	kind api.Kind
+	name string
+}
+
+func (k objKey) String() string { return string(k.kind) + "/" + k.name }
+
+// fsm is the deterministic state machine. Stored *api.RawObjects are never
+// mutated once stored: a write stores a new object. Per-kind maps are
+// copy-on-write so that Snapshot is O(kinds).
+//
+// Apply, Snapshot and Restore are called by raft from one goroutine; Get and
+// List may be called concurrently from any goroutine.
+type fsm struct {
+	mu      sync.RWMutex
+	kinds   map[api.Kind]map[string]*api.RawObject
+	owned   map[api.Kind]bool // false: the map is shared with a snapshot
+	applied uint64
+	hub     *hub
+}
+
+var _ raft.FSM = (*fsm)(nil)
+
+func newFSM(h *hub) *fsm {
+	f := &fsm{hub: h}
+	f.reset(nil)
+	return f
+}
+
+func (f *fsm) reset(kinds map[api.Kind]map[string]*api.RawObject) {
+	if kinds == nil {
+		kinds = make(map[api.Kind]map[string]*api.RawObject, len(api.Kinds))
+	}
+	f.kinds = kinds
+	f.owned = make(map[api.Kind]bool, len(api.Kinds))
+	for _, k := range api.Kinds {
+		if f.kinds[k] == nil {
+			f.kinds[k] = map[string]*api.RawObject{}
+		}
+		f.owned[k] = true
+	}
+}
+
+// Apply applies one log entry. It never fails as a whole: a rejected
+// transaction is returned as applyResult.Err and changes nothing.
+func (f *fsm) Apply(l *raft.Log) any {
+	res := &applyResult{Index: l.Index}
+	var events []api.WatchEvent
+	var cmd command
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := json.Unmarshal(l.Data, &cmd); err != nil {
+		res.Err = fmt.Errorf("%w: decode entry %d: %v", ErrInvalid, l.Index, err)
+	} else {
+		res.Objects, events, res.Err = f.applyTxn(cmd, l.Index)
+	}
+	f.applied = l.Index
+	f.hub.publish(l.Index, events)
+	return res
+}
+
+// write is one pending change of a transaction; obj nil means deleted.
+type write struct {
+	key objKey
+	obj *api.RawObject
+}
+
+// applyTxn checks and applies one transaction at index. Called with f.mu
+// held for writing.
+func (f *fsm) applyTxn(cmd command, index uint64) ([]*api.RawObject, []api.WatchEvent, error) {
+	if len(cmd.Ops) == 0 {
+		return nil, nil, fmt.Errorf("%w: empty transaction", ErrInvalid)
+	}
+	// pending holds the effect of earlier ops so later ops see them.
+	pending := make(map[objKey]*api.RawObject, len(cmd.Ops))
+	var order []objKey
+	lookup := func(k objKey) *api.RawObject {
+		if o, ok := pending[k]; ok {
+			return o
+		}
+		return f.kinds[k.kind][k.name]
+	}
+	results := make([]*api.RawObject, len(cmd.Ops))
+	var events []api.WatchEvent
+	for i, op := range cmd.Ops {
+		if err := validateOp(op); err != nil {
+			return nil, nil, fmt.Errorf("op %d: %w", i, err)
+		}
+		k := objKey{op.Object.Kind, op.Object.Metadata.Name}
+		cur := lookup(k)
+		next, ev, err := applyOp(op, cur, k, index, cmd.Created)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ev == "" { // no-op
+			results[i] = cur
+			continue
+		}
+		if _, seen := pending[k]; !seen {
+			order = append(order, k)
+		}
+		pending[k] = next
+		if ev == api.EventDeleted {
+			results[i] = cur
+			events = append(events, api.WatchEvent{Type: ev, ResourceVersion: index, Object: *cur})
+		} else {
+			results[i] = next
+			events = append(events, api.WatchEvent{Type: ev, ResourceVersion: index, Object: *next})
+		}
+	}
+	for _, k := range order {
+		m := f.writable(k.kind)
+		if o := pending[k]; o == nil {
+			delete(m, k.name)
+		} else {
+			m[k.name] = o
+		}
+	}
+	return results, events, nil
+}
+
+// writable returns kind's map, cloning it first if a snapshot shares it.
+func (f *fsm) writable(kind api.Kind) map[string]*api.RawObject {
+	m := f.kinds[kind]
+	if !f.owned[kind] {
+		m = maps.Clone(m)
+		f.kinds[kind] = m
+		f.owned[kind] = true
+	}
+	return m
+}
+
+// validKind reports whether k is one of api.Kinds.
+func validKind(k api.Kind) bool { return slices.Contains(api.Kinds, k) }
+
+// validateOp checks what can be checked without the store's contents.
+func validateOp(op Op) error {
+	switch op.Type {
+	case OpCreate, OpUpdate, OpUpdateStatus, OpDelete:
+	default:
+		return fmt.Errorf("%w: unknown op type %q (want create, update, updateStatus or delete)", ErrInvalid, op.Type)
+	}
+	if !validKind(op.Object.Kind) {
+		return fmt.Errorf("%w: %s: unknown kind %q", ErrInvalid, op.Type, op.Object.Kind)
+	}
+	if op.Object.Metadata.Name == "" {
+		return fmt.Errorf("%w: %s %s: empty name", ErrInvalid, op.Type, op.Object.Kind)
+	}
+	return nil
+}
+
+// applyOp computes the effect of one op on cur (nil: absent). It returns the
+// new object (nil for a delete) and the event type, or "" for a no-op.
+func applyOp(op Op, cur *api.RawObject, k objKey, index uint64, created time.Time) (*api.RawObject, api.EventType, error) {
+	in := op.Object
+	if op.Type == OpCreate {
+		if cur != nil {
+			return nil, "", fmt.Errorf("%w: %s", ErrExists, k)
+		}
+		o := &api.RawObject{
+			Kind: k.kind,
+			Metadata: api.ObjectMeta{
+				Name:            k.name,
+				Labels:          cleanLabels(in.Metadata.Labels),
+				Generation:      1,
+				ResourceVersion: index,
+				Created:         in.Metadata.Created,
+			},
+			Spec:   compactJSON(in.Spec),
+			Status: compactJSON(in.Status),
+		}
+		if o.Metadata.Created.IsZero() {
+			o.Metadata.Created = created
+		}
+		return o, api.EventAdded, nil
+	}
+	if cur == nil {
+		return nil, "", fmt.Errorf("%w: %s", ErrNotFound, k)
+	}
+	if rv := in.Metadata.ResourceVersion; rv != 0 && rv != cur.Metadata.ResourceVersion {
+		return nil, "", fmt.Errorf("%w: %s: have %d, got %d", ErrConflict, k, cur.Metadata.ResourceVersion, rv)
+	}
+	switch op.Type {
+	case OpDelete:
+		return nil, api.EventDeleted, nil
+	case OpUpdate:
+		labels := cleanLabels(in.Metadata.Labels)
+		spec := compactJSON(in.Spec)
+		specChanged := !jsonEqual(spec, cur.Spec)
+		if !specChanged && maps.Equal(labels, cur.Metadata.Labels) {
+			return cur, "", nil
+		}
+		o := *cur
+		o.Metadata.Labels = labels
+		o.Metadata.ResourceVersion = index
+		if specChanged {
+			o.Spec = spec
+			o.Metadata.Generation++
+		}
+		return &o, api.EventModified, nil
+	default: // OpUpdateStatus
+		status := compactJSON(in.Status)
+		if jsonEqual(status, cur.Status) {
+			return cur, "", nil
+		}
+		o := *cur
+		o.Status = status
+		o.Metadata.ResourceVersion = index
+		return &o, api.EventModified, nil
+	}
+}
+
+// cleanLabels maps an empty label set to nil so that "no labels" has one
+// representation.
+func cleanLabels(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// compactJSON returns b without insignificant whitespace; empty and null
+// become nil. b is valid JSON (it was decoded from a command).
+func compactJSON(b json.RawMessage) json.RawMessage {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return slices.Clone(b)
+	}
+	return buf.Bytes()
+}
+
+// jsonEqual reports whether a and b are the same JSON value, whatever their
+// key order or whitespace. nil stands for null.
+func jsonEqual(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	ca, errA := canonicalJSON(a)
+	cb, errB := canonicalJSON(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	return bytes.Equal(ca, cb)
+}
+
+// canonicalJSON re-encodes b through interface{} (numbers kept exactly),
+// which sorts object keys and drops whitespace.
+func canonicalJSON(b json.RawMessage) ([]byte, error) {
+	if len(b) == 0 {
+		return []byte("null"), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// get returns the stored object (shared: clone before handing out).
+func (f *fsm) get(kind api.Kind, name string) (*api.RawObject, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.kinds[kind][name], f.applied
+}
+
+// list returns clones of kind's objects sorted by name ("" = every kind, in
+// api.Kinds order) and the last applied index.
+func (f *fsm) list(kind api.Kind) ([]api.RawObject, uint64) {
+	f.mu.RLock()
+	kinds := []api.Kind{kind}
+	if kind == "" {
+		kinds = api.Kinds
+	}
+	var ptrs []*api.RawObject
+	for _, k := range kinds {
+		m := f.kinds[k]
+		start := len(ptrs)
+		for _, o := range m {
+			ptrs = append(ptrs, o)
+		}
+		slices.SortFunc(ptrs[start:], func(a, b *api.RawObject) int {
+			return cmp.Compare(a.Metadata.Name, b.Metadata.Name)
+		})
+	}
+	applied := f.applied
+	f.mu.RUnlock()
+	out := make([]api.RawObject, len(ptrs))
+	for i, o := range ptrs {
+		out[i] = cloneRaw(*o)
+	}
+	return out, applied
+}
+
+// appliedIndex is the index of the last applied log entry.
+func (f *fsm) appliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.applied
+}
+
+// cloneRaw deep-copies o so the caller may modify it.
+func cloneRaw(o api.RawObject) api.RawObject {
+	o.Metadata.Labels = maps.Clone(o.Metadata.Labels)
+	o.Spec = slices.Clone(o.Spec)
+	o.Status = slices.Clone(o.Status)
+	return o
+}
+
+// snapshotFormat is the version of the persisted snapshot encoding.
+const snapshotFormat = 1
+
+// snapshotData is the persisted snapshot (Persist streams it object by
+// object).
+type snapshotData struct {
+	Format  int              `json:"format"`
+	Index   uint64           `json:"index"`
+	Objects []*api.RawObject `json:"objects"`
+}
+
+// fsmSnapshot is an immutable view of the store at one index.
+type fsmSnapshot struct {
+	index uint64
+	kinds map[api.Kind]map[string]*api.RawObject
+}
+
+// Snapshot captures the current state in O(kinds): the per-kind maps are
+// shared with the snapshot and cloned by the next write to each.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := &fsmSnapshot{index: f.applied, kinds: make(map[api.Kind]map[string]*api.RawObject, len(f.kinds))}
+	for k, m := range f.kinds {
+		s.kinds[k] = m
+		f.owned[k] = false
+	}
+	return s, nil
+}
+
+// Persist writes the snapshot as JSON, objects sorted by kind then name.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.write(sink); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("raftstore: persist snapshot %d: %w", s.index, err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) write(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if _, err := fmt.Fprintf(bw, `{"format":%d,"index":%d,"objects":[`, snapshotFormat, s.index); err != nil {
+		return err
+	}
+	first := true
+	for _, kind := range api.Kinds {
+		m := s.kinds[kind]
+		names := slices.Sorted(maps.Keys(m))
+		for _, name := range names {
+			b, err := json.Marshal(m[name])
+			if err != nil {
+				return err
+			}
+			if !first {
+				if err := bw.WriteByte(','); err != nil {
+					return err
+				}
+			}
+			first = false
+			if _, err := bw.Write(b); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := bw.WriteString("]}\n"); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// Release implements raft.FSMSnapshot.
+func (s *fsmSnapshot) Release() {}
+
+// Restore replaces the whole state with a persisted snapshot and ends every
+// watch with an EventRelist event.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var data snapshotData
+	if err := json.NewDecoder(bufio.NewReader(rc)).Decode(&data); err != nil {
+		return fmt.Errorf("raftstore: restore snapshot: decode: %w", err)
+	}
+	if data.Format != snapshotFormat {
+		return fmt.Errorf("raftstore: restore snapshot: format %d, want %d", data.Format, snapshotFormat)
+	}
+	kinds := make(map[api.Kind]map[string]*api.RawObject, len(api.Kinds))
+	for i, o := range data.Objects {
+		if o == nil || !validKind(o.Kind) || o.Metadata.Name == "" {
+			return fmt.Errorf("raftstore: restore snapshot %d: object %d: bad kind or name", data.Index, i)
+		}
+		m := kinds[o.Kind]
+		if m == nil {
+			m = map[string]*api.RawObject{}
+			kinds[o.Kind] = m
+		}
+		if _, dup := m[o.Metadata.Name]; dup {
+			return fmt.Errorf("raftstore: restore snapshot %d: duplicate object %s/%s", data.Index, o.Kind, o.Metadata.Name)
+		}
+		m[o.Metadata.Name] = o
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reset(kinds)
+	f.applied = data.Index
+	f.hub.reset(data.Index)
+	return nil
+}

@@ -1,0 +1,256 @@
+package raftstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestClusterOptions configures NewTestClusterWithOptions.
+type TestClusterOptions struct {
+	// N is the number of servers, all voters.
+	N int
+	// OnDisk stores each server's state in its own t.TempDir() instead of
+	// memory, so Restart recovers from bolt.
+	OnDisk bool
+	// Configure, if set, adjusts each server's Config before Open.
+	Configure func(i int, cfg *Config)
+	// NoBootstrap leaves the servers unbootstrapped (and does not wait for a
+	// leader).
+	NoBootstrap bool
+}
+
+// TestCluster is an in-process Raft cluster on loopback TCP for tests. Use
+// NewTestCluster. Its methods call t.Fatal on failure and must be called
+// from the test's goroutine.
+type TestCluster struct {
+	t testing.TB
+	// Key is the cluster key every server shares.
+	Key []byte
+	// Stores are the servers, by index; an entry is nil while stopped.
+	Stores []*Store
+	// Configs are the configs the servers were (last) opened with; after
+	// the first Open, BindAddr and AdvertiseAddr hold the bound address so a
+	// restart keeps it.
+	Configs []Config
+}
+
+// TestConfig returns a Config for a test server on 127.0.0.1 with a free
+// port, fast (test-only) timings and a logger writing to t.Log.
+func TestConfig(t testing.TB, nodeID string, key []byte) Config {
+	cfg := DefaultConfig()
+	cfg.NodeID = nodeID
+	cfg.BindAddr = "127.0.0.1:0"
+	cfg.ClusterKey = key
+	cfg.Logger = TestLogger(t)
+	// Fast enough for tests, slow enough for a loaded 2-core machine.
+	cfg.HeartbeatTimeout = 300 * time.Millisecond
+	cfg.ElectionTimeout = 300 * time.Millisecond
+	cfg.LeaderLeaseTimeout = 200 * time.Millisecond
+	cfg.CommitTimeout = 5 * time.Millisecond
+	cfg.HandshakeTimeout = 2 * time.Second
+	return cfg
+}
+
+// TestKey returns a deterministic cluster key for tests; different seeds
+// give different keys.
+func TestKey(seed string) []byte {
+	k := sha256.Sum256([]byte("herd test cluster key " + seed))
+	return k[:]
+}
+
+// NewTestCluster starts n voting servers with in-memory state, bootstraps
+// them and waits for a leader. Everything is closed when the test ends.
+func NewTestCluster(t testing.TB, n int) *TestCluster {
+	t.Helper()
+	return NewTestClusterWithOptions(t, TestClusterOptions{N: n})
+}
+
+// NewTestClusterWithOptions is NewTestCluster with options.
+func NewTestClusterWithOptions(t testing.TB, opts TestClusterOptions) *TestCluster {
+	t.Helper()
+	if opts.N < 1 {
+		t.Fatalf("NewTestCluster: need at least one server, got %d", opts.N)
+	}
+	c := &TestCluster{t: t, Key: TestKey(t.Name())}
+	logger := TestLogger(t)
+	dirs := make([]string, opts.N)
+	if opts.OnDisk {
+		for i := range dirs {
+			dirs[i] = t.TempDir()
+		}
+	}
+	// Cleanups run last-in first-out: the servers close before the logger
+	// stops and before their directories are removed.
+	t.Cleanup(c.Close)
+	for i := range opts.N {
+		id := fmt.Sprintf("node%d", i)
+		cfg := TestConfig(t, id, c.Key)
+		cfg.Logger = logger
+		cfg.DataDir = dirs[i]
+		if opts.Configure != nil {
+			opts.Configure(i, &cfg)
+		}
+		s, err := Open(cfg)
+		if err != nil {
+			t.Fatalf("NewTestCluster: open server %d: %v", i, err)
+		}
+		cfg.BindAddr, cfg.AdvertiseAddr = s.Addr(), s.Addr()
+		c.Stores = append(c.Stores, s)
+		c.Configs = append(c.Configs, cfg)
+	}
+	if opts.NoBootstrap {
+		return c
+	}
+	servers := c.Servers()
+	for i, s := range c.Stores {
+		if err := s.Bootstrap(servers); err != nil {
+			t.Fatalf("NewTestCluster: bootstrap server %d: %v", i, err)
+		}
+	}
+	c.Leader()
+	return c
+}
+
+// Servers returns the configuration of all servers as voters.
+func (c *TestCluster) Servers() []Server {
+	out := make([]Server, len(c.Configs))
+	for i, cfg := range c.Configs {
+		out[i] = Server{ID: cfg.NodeID, Address: cfg.AdvertiseAddr, Voter: true}
+	}
+	return out
+}
+
+// Leader waits (up to 15 s) until a running server is leader with its
+// store caught up (its LeadershipChanges subscribers were told) and returns
+// its index.
+func (c *TestCluster) Leader() int {
+	c.t.Helper()
+	var idx int
+	c.Eventually(15*time.Second, "a leader", func() bool {
+		idx = -1
+		for i, s := range c.Stores {
+			if s != nil && s.IsLeader() && s.leadership.current() {
+				if idx >= 0 {
+					return false // two leaders in different terms; wait
+				}
+				idx = i
+			}
+		}
+		return idx >= 0
+	})
+	return idx
+}
+
+// Follower returns the index of a running server that is not the leader.
+func (c *TestCluster) Follower() int {
+	c.t.Helper()
+	leader := c.Leader()
+	for i, s := range c.Stores {
+		if s != nil && i != leader {
+			return i
+		}
+	}
+	c.t.Fatalf("TestCluster: no running follower")
+	return -1
+}
+
+// Stop closes server i.
+func (c *TestCluster) Stop(i int) {
+	c.t.Helper()
+	if s := c.Stores[i]; s != nil {
+		if err := s.Close(); err != nil {
+			c.t.Errorf("TestCluster: close server %d: %v", i, err)
+		}
+		c.Stores[i] = nil
+	}
+}
+
+// Restart closes server i if it runs and opens it again with the same
+// config (same address; same DataDir when on disk).
+func (c *TestCluster) Restart(i int) *Store {
+	c.t.Helper()
+	c.Stop(i)
+	s, err := Open(c.Configs[i])
+	if err != nil {
+		c.t.Fatalf("TestCluster: reopen server %d: %v", i, err)
+	}
+	c.Stores[i] = s
+	return s
+}
+
+// Close closes every running server. It is registered with t.Cleanup.
+func (c *TestCluster) Close() {
+	var wg sync.WaitGroup
+	for i, s := range c.Stores {
+		if s == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Close()
+		}()
+		c.Stores[i] = nil
+	}
+	wg.Wait()
+}
+
+// Eventually polls cond every 10 ms until it holds, failing the test after
+// timeout with what was awaited.
+func (c *TestCluster) Eventually(timeout time.Duration, what string, cond func() bool) {
+	c.t.Helper()
+	Eventually(c.t, timeout, what, cond)
+}
+
+// Eventually polls cond every 10 ms until it holds, failing t after timeout
+// with what was awaited.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		case <-tick.C:
+		}
+	}
+}
+
+// TestLogger returns a slog.Logger writing to t.Log-style test output. It
+// stops writing once the test's cleanup has run, so goroutines that outlive
+// the test cannot make it panic.
+func TestLogger(t testing.TB) *slog.Logger {
+	w := &testWriter{out: t.Output()}
+	t.Cleanup(w.stop)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct {
+	mu   sync.Mutex
+	out  io.Writer
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return len(p), nil
+	}
+	return w.out.Write(p)
+}
+
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
+}

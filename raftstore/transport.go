@@ -1,0 +1,356 @@
+package raftstore
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Protocol bytes: the first byte a client sends after the TLS handshake
+// selects what the connection is for.
+const (
+	protoRaft    byte = 'R' // hashicorp/raft's NetworkTransport
+	protoForward byte = 'F' // herd's write forwarding RPC (forward.go)
+)
+
+// tlsInfo is the HKDF info string the transport key is derived with.
+const tlsInfo = "herd raft tls v1"
+
+// maxPendingConns bounds connections that are still in the TLS handshake;
+// more are closed at once, so a flood cannot exhaust memory or CPU.
+const maxPendingConns = 64
+
+// maxForwardConns bounds forwarded requests served at once; more wait for a
+// slot (bounded by their own deadline).
+const maxForwardConns = 256
+
+// errNotPeer is returned by the TLS verification when the peer does not
+// hold the cluster key.
+var errNotPeer = errors.New("raftstore: peer does not hold the cluster key")
+
+// identity is the TLS identity every holder of the cluster key shares: an
+// ed25519 key derived from the cluster key and a self-signed certificate.
+type identity struct {
+	pub  ed25519.PublicKey
+	cert tls.Certificate
+}
+
+// deriveIdentity derives the transport identity from the cluster key with
+// HKDF-SHA256. Every call with the same key yields the same public key.
+func deriveIdentity(clusterKey []byte) (*identity, error) {
+	if len(clusterKey) != ClusterKeySize {
+		return nil, fmt.Errorf("raftstore: cluster key has %d bytes, want %d", len(clusterKey), ClusterKeySize)
+	}
+	seed, err := hkdf.Key(sha256.New, clusterKey, nil, tlsInfo, ed25519.SeedSize)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: derive transport key: %w", err)
+	}
+	priv := ed25519.NewKeyFromSeed(seed)
+	pub := priv.Public().(ed25519.PublicKey)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "herd raft"},
+		NotBefore:             time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
+		NotAfter:              time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: transport certificate: %w", err)
+	}
+	return &identity{
+		pub:  pub,
+		cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv},
+	}, nil
+}
+
+// verify accepts a connection only if the peer's certificate carries the
+// derived public key. TLS 1.3 has already checked that the peer holds the
+// matching private key (CertificateVerify), so equality is the whole check.
+// It runs on every connection, resumed or not.
+func (id *identity) verify(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errNotPeer
+	}
+	pk, ok := cs.PeerCertificates[0].PublicKey.(ed25519.PublicKey)
+	if !ok || !pk.Equal(id.pub) {
+		return errNotPeer
+	}
+	return nil
+}
+
+func (id *identity) serverConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:             tls.VersionTLS13,
+		Certificates:           []tls.Certificate{id.cert},
+		ClientAuth:             tls.RequireAnyClientCert,
+		VerifyConnection:       id.verify,
+		SessionTicketsDisabled: true,
+	}
+}
+
+func (id *identity) clientConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{id.cert},
+		ServerName:   "herd-raft",
+		// The chain is not verified against a CA because there is none:
+		// VerifyConnection checks the server's key against the derived one.
+		InsecureSkipVerify: true,
+		VerifyConnection:   id.verify,
+	}
+}
+
+// mux owns the TCP listener. After the TLS handshake it reads one protocol
+// byte and hands raft connections to Accept (the raft.StreamLayer side) and
+// forwarding connections to the forward handler.
+//
+// Safe for concurrent use.
+type mux struct {
+	ln        net.Listener
+	id        *identity
+	serverTLS *tls.Config
+	clientTLS *tls.Config
+	advertise net.Addr
+	log       *slog.Logger
+	handshake time.Duration
+
+	raftConns chan net.Conn
+	sem       chan struct{} // connections in the handshake
+	fwdSem    chan struct{} // forwarded requests being served
+	done      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+
+	mu      sync.Mutex
+	forward func(net.Conn) // nil until set; connections are closed
+}
+
+var _ raft.StreamLayer = (*mux)(nil)
+
+// listen opens the listener on bindAddr. advertise "" means the listener's
+// address; a zero port in advertise is replaced by the bound port.
+func listen(bindAddr, advertise string, id *identity, handshake time.Duration, log *slog.Logger) (*mux, error) {
+	ln, err := net.Listen("tcp", bindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: listen on %s: %w", bindAddr, err)
+	}
+	bound := ln.Addr().(*net.TCPAddr)
+	if advertise == "" {
+		advertise = bound.String()
+	}
+	host, port, err := splitHostPort(advertise)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("raftstore: advertise address %q: %w", advertise, err)
+	}
+	if port == 0 {
+		port = bound.Port
+	}
+	adv, err := net.ResolveTCPAddr("tcp", net.JoinHostPort(host, fmt.Sprint(port)))
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("raftstore: advertise address %q: %w", advertise, err)
+	}
+	if adv.IP == nil || adv.IP.IsUnspecified() {
+		ln.Close()
+		return nil, fmt.Errorf("raftstore: advertise address %s is not dialable; set AdvertiseAddr", adv)
+	}
+	m := &mux{
+		ln:        ln,
+		id:        id,
+		serverTLS: id.serverConfig(),
+		clientTLS: id.clientConfig(),
+		advertise: adv,
+		log:       log,
+		handshake: handshake,
+		raftConns: make(chan net.Conn),
+		sem:       make(chan struct{}, maxPendingConns),
+		fwdSem:    make(chan struct{}, maxForwardConns),
+		done:      make(chan struct{}),
+	}
+	m.wg.Add(1)
+	go m.acceptLoop()
+	return m, nil
+}
+
+// setForward installs the handler for forwarding connections. The handler
+// owns the connection and must close it.
+func (m *mux) setForward(h func(net.Conn)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forward = h
+}
+
+func (m *mux) acceptLoop() {
+	defer m.wg.Done()
+	var backoff time.Duration
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			select {
+			case <-m.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: back off, retry.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			m.log.Warn("raft transport accept failed", "err", err, "backoff", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-m.done:
+				return
+			}
+			continue
+		}
+		backoff = 0
+		select {
+		case m.sem <- struct{}{}:
+		default:
+			m.log.Warn("raft transport busy, dropping connection", "remote", c.RemoteAddr().String())
+			c.Close()
+			continue
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.serveConn(c)
+		}()
+	}
+}
+
+// serveConn authenticates c and dispatches it on its protocol byte.
+func (m *mux) serveConn(c net.Conn) {
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			<-m.sem
+		}
+	}
+	defer release()
+	remote := c.RemoteAddr().String()
+	tc := tls.Server(c, m.serverTLS)
+	_ = tc.SetDeadline(time.Now().Add(m.handshake))
+	ctx, cancel := context.WithTimeout(context.Background(), m.handshake)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		m.log.Warn("raft transport rejected connection", "remote", remote, "err", err)
+		tc.Close()
+		return
+	}
+	var proto [1]byte
+	if _, err := tc.Read(proto[:]); err != nil {
+		m.log.Debug("raft transport connection closed before protocol byte", "remote", remote, "err", err)
+		tc.Close()
+		return
+	}
+	release()
+	switch proto[0] {
+	case protoRaft:
+		_ = tc.SetDeadline(time.Time{})
+		select {
+		case m.raftConns <- tc:
+		case <-m.done:
+			tc.Close()
+		}
+	case protoForward:
+		m.mu.Lock()
+		h := m.forward
+		m.mu.Unlock()
+		if h == nil {
+			tc.Close()
+			return
+		}
+		select {
+		case m.fwdSem <- struct{}{}:
+		case <-m.done:
+			tc.Close()
+			return
+		}
+		defer func() { <-m.fwdSem }()
+		_ = tc.SetDeadline(time.Time{})
+		h(tc)
+	default:
+		m.log.Warn("raft transport: unknown protocol byte, dropping connection", "remote", remote, "byte", proto[0])
+		tc.Close()
+	}
+}
+
+// Accept implements net.Listener for raft: it returns the next raft
+// connection.
+func (m *mux) Accept() (net.Conn, error) {
+	select {
+	case c := <-m.raftConns:
+		return c, nil
+	case <-m.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops the listener. Established connections are closed by their
+// owners (raft's transport, the forward handler). Idempotent.
+func (m *mux) Close() error {
+	m.closeOnce.Do(func() {
+		close(m.done)
+		m.ln.Close()
+	})
+	return nil
+}
+
+// wait waits for the accept loop and connection handlers to end.
+func (m *mux) wait() { m.wg.Wait() }
+
+// Addr returns the advertised address, which raft puts in its configuration.
+func (m *mux) Addr() net.Addr { return m.advertise }
+
+// Dial implements raft.StreamLayer: it opens an authenticated raft
+// connection to address.
+func (m *mux) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return m.dial(ctx, string(address), protoRaft)
+}
+
+// dial connects to address, completes the TLS handshake and sends proto.
+func (m *mux) dial(ctx context.Context, address string, proto byte) (*tls.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", address)
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(c, m.clientTLS)
+	if dl, ok := ctx.Deadline(); ok {
+		_ = tc.SetDeadline(dl)
+	}
+	if err := tc.HandshakeContext(ctx); err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("raftstore: handshake with %s: %w", address, err)
+	}
+	if _, err := tc.Write([]byte{proto}); err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("raftstore: handshake with %s: %w", address, err)
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return tc, nil
+}
