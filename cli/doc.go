@@ -2,7 +2,8 @@
 // commands and flags (cobra), the herdctl configuration file and how an
 // agent address is chosen, loading manifests from files, folders and stdin,
 // local validation before anything is sent, and everything herdctl prints
-// (tables, describe blocks, apply results, diffs, rollout progress).
+// (tables, describe blocks, apply results, diffs, rollout progress), and
+// streaming a pod's journal to the terminal.
 //
 // Printing is pure: tables, describe blocks and diffs are functions of
 // objects and a "now" and are golden-tested. Talking to the agent goes

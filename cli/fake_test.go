@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"sort"
@@ -34,6 +35,9 @@ type fakeStore struct {
 	// lock), with the number of Watch calls so far.
 	onWatch func(n int)
 	watches int
+	// logs, when set, serves Logs; without it Logs answers 501 as an
+	// agent without a log reader does.
+	logs func(ctx context.Context, name string, opts client.LogOptions, w io.Writer) error
 }
 
 type fakeWatcher struct {
@@ -277,6 +281,17 @@ func (s *fakeStore) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-
 	return w.ch, nil
 }
 
+func (s *fakeStore) Logs(ctx context.Context, name string, opts client.LogOptions, w io.Writer) error {
+	s.mu.Lock()
+	s.record("logs %s follow=%v since=%q tail=%d", name, opts.Follow, opts.Since, opts.Tail)
+	fn := s.logs
+	s.mu.Unlock()
+	if fn == nil {
+		return &client.APIError{StatusCode: 501, Code: "not_implemented", Message: "pod logs are not available"}
+	}
+	return fn(ctx, name, opts, w)
+}
+
 func (s *fakeStore) Status(ctx context.Context) (client.Status, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -380,6 +395,15 @@ func (f *fakeAgent) handler() http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("GET /v1/pods/{name}/logs", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		tail, _ := strconv.Atoi(q.Get("tail"))
+		opts := client.LogOptions{Follow: q.Get("follow") == "1", Since: q.Get("since"), Tail: tail}
+		fw := &flushWriter{w: w}
+		if err := f.store.Logs(r.Context(), r.PathValue("name"), opts, fw); err != nil && !fw.started {
+			writeErr(w, err)
+		}
+	})
 	mux.HandleFunc("PUT /v1/deployments/{name}/scale", func(w http.ResponseWriter, r *http.Request) {
 		var req client.ScaleRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Replicas == nil {
@@ -400,6 +424,24 @@ func (f *fakeAgent) handler() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// flushWriter sends the 200 header on the first write and flushes every
+// write, as the agent's logs route does.
+type flushWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (f *flushWriter) Write(p []byte) (int, error) {
+	if !f.started {
+		f.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		f.w.WriteHeader(http.StatusOK)
+		f.started = true
+	}
+	n, err := f.w.Write(p)
+	f.w.(http.Flusher).Flush()
+	return n, err
 }
 
 // fakeDecode is a manifest decoder for tests, independent of the real TOML

@@ -45,6 +45,9 @@ type apiClient interface {
 	Scale(ctx context.Context, name string, replicas int) (api.RawObject, error)
 	Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan api.WatchEvent, error)
 	Status(ctx context.Context) (client.Status, error)
+	// Logs writes pod name's journal to w; with opts.Follow it returns when
+	// ctx ends.
+	Logs(ctx context.Context, name string, opts client.LogOptions, w io.Writer) error
 }
 
 var _ apiClient = (*client.Client)(nil)
@@ -202,7 +205,8 @@ func (a *app) rootCmd() *cobra.Command {
 		Use:   "herdctl",
 		Short: "herdctl controls a herd cluster",
 		Long: `herdctl controls a herd cluster: apply TOML manifests, look at what runs
-where, scale, delete, and see the cluster's status.
+where, follow rollouts, read pods' logs, scale, delete, and see the cluster's
+status.
 
 The agent is found through --addr, else $HERD_ADDR, else the current context
 of the config file (see "herdctl config"), else ` + client.DefaultAddr + `.`,
@@ -219,7 +223,7 @@ of the config file (see "herdctl config"), else ` + client.DefaultAddr + `.`,
 	pf.StringVar(&a.token, "token", "", "API token (default $HERD_TOKEN or the context's token)")
 	pf.StringVar(&a.contextName, "context", "", "config file context to use (default current_context)")
 	pf.StringVar(&a.configPath, "config", "", "config file (default $XDG_CONFIG_HOME/herd/config.toml or ~/.config/herd/config.toml)")
-	pf.DurationVar(&a.timeout, "timeout", 0, "limit for the whole command (default 30s; 5m for apply --wait; none for get --watch)")
+	pf.DurationVar(&a.timeout, "timeout", 0, "limit for the whole command (default 30s; 5m for apply --wait and rollout status; none for get --watch and logs -f)")
 
 	root.AddCommand(
 		a.applyCmd(),
@@ -228,6 +232,8 @@ of the config file (see "herdctl config"), else ` + client.DefaultAddr + `.`,
 		a.describeCmd(),
 		a.deleteCmd(),
 		a.scaleCmd(),
+		a.rolloutCmd(),
+		a.logsCmd(),
 		a.statusCmd(),
 		a.versionCmd(),
 		a.configCmd(),
