@@ -84,4 +84,3 @@ A deployment whose manifest leaves replicas out keeps its stored count
 	f.BoolVar(&wait, "wait", false, "wait until applied deployments and daemons are rolled out (limit: --timeout, default 5m)")
 	return cmd
 }
-

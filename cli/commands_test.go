@@ -258,6 +258,7 @@ func TestApplyServerFieldErrors(t *testing.T) {
 // rolledOut returns d with a status that counts as rolled out.
 func rolledOut(d *api.Deployment, available int) *api.Deployment {
 	d.Status.ObservedGeneration = d.Metadata.Generation
+	d.Status.Replicas = available
 	d.Status.UpdatedReplicas = available
 	d.Status.AvailableReplicas = available
 	d.Status.ReadyReplicas = available
@@ -328,7 +329,7 @@ func TestRolloutStatus(t *testing.T) {
 	dep := func(gen, obs int64, want, avail, upd int) *api.Deployment {
 		return &api.Deployment{Kind: api.KindDeployment, Metadata: api.ObjectMeta{Generation: gen},
 			Spec:   api.DeploymentSpec{Replicas: intp(want)},
-			Status: api.DeploymentStatus{ObservedGeneration: obs, AvailableReplicas: avail, UpdatedReplicas: upd}}
+			Status: api.DeploymentStatus{ObservedGeneration: obs, Replicas: max(avail, upd), AvailableReplicas: avail, UpdatedReplicas: upd}}
 	}
 	tests := []struct {
 		name string
@@ -341,8 +342,8 @@ func TestRolloutStatus(t *testing.T) {
 		{"surge", dep(2, 2, 3, 4, 3), false, "4 replicas available, want 3: waiting for old replicas to stop"},
 		{"done", dep(2, 2, 3, 3, 3), true, "rolled out: 3 of 3 replicas available"},
 		{"scaled to zero", dep(1, 1, 0, 0, 0), true, "rolled out: 0 of 0 replicas available"},
-		{"daemon not ready", &api.Daemon{Metadata: api.ObjectMeta{Generation: 1}, Status: api.DaemonStatus{ObservedGeneration: 1, Desired: 3, Ready: 2}}, false, "2 of 3 ready"},
-		{"daemon done", &api.Daemon{Metadata: api.ObjectMeta{Generation: 1}, Status: api.DaemonStatus{ObservedGeneration: 1, Desired: 3, Ready: 3}}, true, "rolled out: 3 of 3 ready"},
+		{"daemon not ready", &api.Daemon{Metadata: api.ObjectMeta{Generation: 1}, Status: api.DaemonStatus{ObservedGeneration: 1, Desired: 3, Current: 3, Ready: 2}}, false, "2 of 3 ready"},
+		{"daemon done", &api.Daemon{Metadata: api.ObjectMeta{Generation: 1}, Status: api.DaemonStatus{ObservedGeneration: 1, Desired: 3, Current: 3, Ready: 3}}, true, "rolled out: 3 of 3 ready"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -69,6 +69,9 @@ type env struct {
 }
 
 func newClient(t target, timeout time.Duration) (apiClient, error) {
+	if t.SSH != nil {
+		return newTunnelClient(t, timeout)
+	}
 	return client.New(t.Addrs, client.Options{Token: t.Token, Timeout: timeout})
 }
 
@@ -238,6 +241,7 @@ of the config file (see "herdctl config"), else ` + client.DefaultAddr + `.`,
 		a.versionCmd(),
 		a.configCmd(),
 		a.completionCmd(),
+		a.bootstrapCmd(),
 	)
 	return root
 }
@@ -317,6 +321,7 @@ func (a *app) client() (apiClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.useSSH(&t)
 	return a.newClient(t, a.timeout)
 }
 

@@ -90,8 +90,11 @@ func normalizeSince(v string) (string, error) {
 	if ago == 0 {
 		return "now", nil
 	}
-	secs := (ago + time.Second - 1) / time.Second // round up: never start later than asked
-	return fmt.Sprintf("-%ds", int64(secs)), nil
+	secs := int64(ago / time.Second)
+	if ago%time.Second != 0 {
+		secs++ // round up: never start later than asked
+	}
+	return fmt.Sprintf("-%ds", secs), nil
 }
 
 // logs streams a pod's journal from its board as text/plain. Errors
