@@ -1,0 +1,625 @@
+package bootstrap
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/herd-dev/herd/units/sshexec"
+)
+
+// Remote is the SSH access bootstrap needs to boards. *sshexec.Executor
+// implements it. Bootstrap uses one Remote per board and calls it from one
+// goroutine at a time.
+type Remote interface {
+	Run(ctx context.Context, node string, argv []string) (sshexec.Result, error)
+	PutFile(ctx context.Context, node, path string, content []byte, mode os.FileMode, opts ...sshexec.PutFileOptions) error
+	ReadFile(ctx context.Context, node, path string) ([]byte, error)
+}
+
+var _ Remote = (*sshexec.Executor)(nil)
+
+// MinSystemd is the oldest systemd herd.service works with (StateDirectory=
+// and RuntimeDirectory= with modes, systemd 235).
+const MinSystemd = 235
+
+// Options configure Run. Start from DefaultOptions.
+type Options struct {
+	// Cluster names the cluster (a DNS label).
+	Cluster string
+	// StateDir holds the cluster's secrets and boards (see State).
+	StateDir string
+	// Boards are the board arguments: [user@]host[:port] or ssh_config
+	// Host aliases.
+	Boards []string
+	// SSHConfig resolves the arguments; nil means no config files.
+	SSHConfig *SSHConfig
+	// Auth provides the user's keys. Required.
+	Auth *Auth
+	// KnownHostsFiles, when set (--known-hosts), verify every board.
+	// Otherwise a board's ssh_config UserKnownHostsFile does, else
+	// DefaultKnownHosts.
+	KnownHostsFiles   []string
+	DefaultKnownHosts []string
+	// Servers is how many of the first boards are Raft servers. Default 3.
+	Servers int
+	// Add joins the boards to an existing cluster; AddServers makes the
+	// new ones servers.
+	Add, AddServers bool
+	// NameFrom is NameFromHostname (default) or NameFromAlias.
+	NameFrom string
+	// Labels are given to every board.
+	Labels map[string]string
+	// Binaries say where the herd binaries come from.
+	Binaries Binaries
+	// Parallel bounds how many boards are worked on at once. Default 4.
+	Parallel int
+	// DialTimeout bounds connecting to one board. Default 10s.
+	DialTimeout time.Duration
+	// Progress receives one line per step and board; it may be called
+	// from several goroutines at once. Nil discards.
+	Progress func(board, msg string)
+	// Logger receives SSH connection events. Nil discards.
+	Logger *slog.Logger
+
+	// Root, for tests only, is prepended to every path bootstrap reads or
+	// writes on the boards (the file contents still name the real paths),
+	// followed by the board's name when RootPerBoard is set, so that
+	// several "boards" served by one test machine do not share files.
+	Root         string
+	RootPerBoard bool
+
+	// wrap, for tests, wraps each board's Remote.
+	wrap func(board string, r Remote) Remote
+}
+
+// DefaultOptions returns Options with the defaults filled in.
+func DefaultOptions() Options {
+	return Options{Cluster: "herd", Servers: 3, Parallel: 4, DialTimeout: 10 * time.Second, NameFrom: NameFromHostname}
+}
+
+// Validate reports the first problem with o.
+func (o Options) Validate() error {
+	switch {
+	case len(o.Boards) == 0:
+		return errors.New("bootstrap: no boards given")
+	case o.StateDir == "":
+		return errors.New("bootstrap: no state folder given")
+	case o.Auth == nil:
+		return errors.New("bootstrap: Auth is nil")
+	case o.Parallel < 1:
+		return fmt.Errorf("bootstrap: parallel %d: must be >= 1", o.Parallel)
+	case o.DialTimeout <= 0:
+		return fmt.Errorf("bootstrap: dial timeout %v: must be > 0", o.DialTimeout)
+	case o.NameFrom != "" && o.NameFrom != NameFromHostname && o.NameFrom != NameFromAlias:
+		return fmt.Errorf("bootstrap: --name-from %q: want hostname or alias", o.NameFrom)
+	case o.AddServers && !o.Add:
+		return errors.New("bootstrap: --server only applies with --add")
+	}
+	if err := ValidClusterName(o.Cluster); err != nil {
+		return err
+	}
+	return o.Binaries.Validate()
+}
+
+// BoardResult is what happened to one board.
+type BoardResult struct {
+	Target Target
+	// Label names the board in progress lines and errors.
+	Label string
+	// Name, Server and Address are set once the board was planned.
+	Name    string
+	Server  bool
+	Address string
+	// KeyFile is the identity file that logged in ("" for ssh-agent).
+	KeyFile string
+	// Written lists the paths written on the board (authorized_keys
+	// included); Steps the systemctl commands run.
+	Written []string
+	Steps   [][]string
+	// Err is why the board failed; nil on success.
+	Err error
+}
+
+// Result is what Run did.
+type Result struct {
+	// Boards are in argument order.
+	Boards []BoardResult
+	// State is the cluster's state after the run (boards recorded).
+	State *State
+	// Created is true when this run generated the cluster's secrets.
+	Created bool
+}
+
+// Failed returns the boards that failed.
+func (r *Result) Failed() []BoardResult {
+	var out []BoardResult
+	for _, b := range r.Boards {
+		if b.Err != nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// board is the working state of one board during Run.
+type board struct {
+	res    *BoardResult
+	role   Role
+	remote Remote
+	close  func() error
+	ip     atomic.Value // string: the address the SSH connection reached
+	probe  *Probe
+	plan   BoardPlan
+	root   string // Options.Root for this board, "" outside tests
+}
+
+// Run bootstraps the boards of o. An error is returned for problems with
+// the run as a whole (bad arguments, roles that contradict the state, a
+// damaged state folder); a board that fails is reported in its
+// BoardResult and the others go on. Boards that succeed are recorded in
+// the state folder.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	progress := o.Progress
+	if progress == nil {
+		progress = func(string, string) {}
+	}
+	targets := make([]Target, len(o.Boards))
+	for i, arg := range o.Boards {
+		t, err := o.SSHConfig.Resolve(arg)
+		if err != nil {
+			return nil, err
+		}
+		targets[i] = t
+	}
+	st, _, err := LoadState(o.StateDir, o.Cluster, false)
+	if errors.Is(err, ErrNoCluster) && !o.Add {
+		st, err = &State{Dir: o.StateDir, Cluster: o.Cluster}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	roles, err := Roles(RolesInput{Targets: targets, State: st, Servers: o.Servers, Add: o.Add, AddServers: o.AddServers})
+	if err != nil {
+		return nil, err
+	}
+	created := false
+	if len(st.Secrets.ClusterKey) == 0 {
+		boards := st.Boards
+		if st, created, err = LoadState(o.StateDir, o.Cluster, true); err != nil {
+			return nil, err
+		}
+		st.Boards = boards
+	}
+	clusterPub, err := st.Secrets.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("%w: cluster ssh key: %v", ErrState, err)
+	}
+
+	res := &Result{Boards: make([]BoardResult, len(targets)), State: st, Created: created}
+	boards := make([]*board, len(targets))
+	for i, t := range targets {
+		res.Boards[i] = BoardResult{Target: t, Label: boardLabel(t)}
+		boards[i] = &board{res: &res.Boards[i], role: roles[i]}
+	}
+	defer func() {
+		for _, b := range boards {
+			if b.close != nil {
+				b.close()
+			}
+		}
+	}()
+
+	// Phase 1: connect and look at every board.
+	forEach(ctx, o.Parallel, boards, func(b *board) {
+		b.res.Err = o.probe(ctx, b, func(msg string) { progress(b.res.Label, msg) })
+		if b.res.Err != nil {
+			progress(b.res.Label, "failed: "+b.res.Err.Error())
+		}
+	})
+
+	// Plan names, roles and configurations from what was found.
+	probes := make([]*Probe, len(boards))
+	for i, b := range boards {
+		probes[i] = b.probe
+	}
+	plans, perr := Plan(PlanInput{Targets: targets, Roles: roles, Probes: probes, State: st,
+		NameFrom: o.NameFrom, Labels: o.Labels, SSHUser: "root"})
+	for i, b := range boards {
+		if b.res.Err == nil && perr[i] != nil {
+			b.res.Err = perr[i]
+			progress(b.res.Label, "failed: "+perr[i].Error())
+		}
+		if b.res.Err == nil {
+			b.res.Name, b.res.Server, b.res.Address = plans[i].Name, plans[i].Role.Server, probes[i].Address
+		}
+	}
+
+	// Phase 2: install.
+	bins := &binaryCache{files: map[string]binaryEntry{}}
+	var live []*board
+	for i, b := range boards {
+		if b.res.Err == nil {
+			b.plan = plans[i]
+			live = append(live, b)
+		}
+	}
+	forEach(ctx, o.Parallel, live, func(b *board) {
+		say := func(msg string) { progress(b.res.Label, msg) }
+		b.res.Err = o.install(ctx, b, b.plan, st.Secrets, clusterPub, bins, say)
+		if b.res.Err != nil {
+			say("failed: " + b.res.Err.Error())
+		}
+	})
+
+	for i, b := range boards {
+		if b.res.Err != nil {
+			continue
+		}
+		st.Record(StateBoard{Name: plans[i].Name, Target: targets[i].Addr(), User: targets[i].User,
+			Address: b.probe.Address, Server: roles[i].Server, BootstrapExpect: roles[i].BootstrapExpect})
+	}
+	if err := st.Save(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// BoardRoot is the test-only prefix of every path on the board labelled
+// label (see Options.Root): "" outside tests.
+func (o Options) BoardRoot(label string) string {
+	if o.Root == "" || !o.RootPerBoard {
+		return o.Root
+	}
+	return path.Join(o.Root, strings.NewReplacer(":", "_", "[", "", "]", "").Replace(label))
+}
+
+// boardLabel names a board in progress lines: its argument without the
+// user.
+func boardLabel(t Target) string {
+	if i := strings.LastIndexByte(t.Arg, '@'); i >= 0 {
+		return t.Arg[i+1:]
+	}
+	return t.Arg
+}
+
+// forEach runs fn for every board, at most n at a time, and waits.
+func forEach(ctx context.Context, n int, boards []*board, fn func(*board)) {
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for _, b := range boards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				b.res.Err = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			fn(b)
+		}()
+	}
+	wg.Wait()
+}
+
+// connect makes b's Remote: an sshexec.Executor logging in with the
+// user's keys and checking the host key against known_hosts.
+func (o Options) connect(b *board) error {
+	t := b.res.Target
+	signers, keyFile, err := o.Auth.Signers(t)
+	if err != nil {
+		return err
+	}
+	b.res.KeyFile = keyFile
+	files := o.KnownHostsFiles
+	if len(files) == 0 {
+		files = t.KnownHostsFiles
+	}
+	if len(files) == 0 {
+		files = o.DefaultKnownHosts
+	}
+	exist := ExistingFiles(files)
+	if len(exist) == 0 {
+		return fmt.Errorf("bootstrap: no known_hosts file to verify %s with (looked for %s): log in once with ssh and check the host key, or give --known-hosts FILE", t.Addr(), strings.Join(files, ", "))
+	}
+	cfg := sshexec.DefaultConfig()
+	cfg.User = t.User
+	cfg.Signers = signers
+	cfg.KnownHostsFiles = exist
+	cfg.DialTimeout = o.DialTimeout
+	cfg.Logger = o.Logger
+	addr := t.Addr()
+	cfg.HostKeys = sshexec.HostKeyLookupFunc(func(string) (string, ssh.PublicKey, error) { return addr, nil, nil })
+	d := &net.Dialer{}
+	cfg.DialContext = func(ctx context.Context, network, a string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, a)
+		if err == nil {
+			if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+				b.ip.Store(ta.IP.String())
+			}
+		}
+		return c, err
+	}
+	e, err := sshexec.New(cfg)
+	if err != nil {
+		return err
+	}
+	b.close = e.Close
+	b.remote = e
+	if o.wrap != nil {
+		b.remote = o.wrap(b.res.Label, e)
+	}
+	return nil
+}
+
+// probe connects to the board and checks it: root login, systemd, the
+// architecture, its SSH host key and address.
+func (o Options) probe(ctx context.Context, b *board, say func(string)) error {
+	say("checking...")
+	if err := o.connect(b); err != nil {
+		return err
+	}
+	node := b.res.Label
+	r := b.remote
+	res, err := r.Run(ctx, node, []string{"id", "-u"})
+	if err != nil {
+		return err
+	}
+	if uid := strings.TrimSpace(string(res.Stdout)); res.ExitStatus != 0 || uid != "0" {
+		return fmt.Errorf("bootstrap: %s: logged in as %s (uid %s): bootstrap needs root on the board (log in as root@%s; sudo is not supported)",
+			node, b.res.Target.User, uid, b.res.Target.Alias)
+	}
+	res, err = r.Run(ctx, node, []string{"uname", "-n", "-m"})
+	if err != nil {
+		return err
+	}
+	if res.ExitStatus != 0 {
+		return fmt.Errorf("bootstrap: %s: uname -n -m: exit status %d: %s", node, res.ExitStatus, strings.TrimSpace(string(res.Stderr)))
+	}
+	hostname, machine, err := ParseUname(res.Stdout)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %s: %w", node, err)
+	}
+	arch, err := GoArch(machine)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %s: %w", node, err)
+	}
+	res, err = r.Run(ctx, node, []string{"systemctl", "--version"})
+	if err != nil {
+		return err
+	}
+	if res.ExitStatus != 0 {
+		return fmt.Errorf("bootstrap: %s: systemd not found (systemctl --version: exit status %d): herd runs its agent and workloads as systemd units", node, res.ExitStatus)
+	}
+	sdv, err := ParseSystemdVersion(res.Stdout)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %s: %w", node, err)
+	}
+	if n, err := strconv.Atoi(strings.SplitN(sdv, ".", 2)[0]); err == nil && n < MinSystemd {
+		return fmt.Errorf("bootstrap: %s: systemd %s is too old: herd.service needs systemd %d or later (StateDirectory=)", node, sdv, MinSystemd)
+	}
+	b.root = o.BoardRoot(b.res.Label)
+	var hostKeyFile string
+	var hostKey []byte
+	for _, f := range HostKeyFiles {
+		data, err := r.ReadFile(ctx, node, b.root+f)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if _, _, _, _, err := ssh.ParseAuthorizedKey(data); err != nil {
+			return fmt.Errorf("bootstrap: %s: %s: %v", node, f, err)
+		}
+		hostKeyFile, hostKey = f, data
+		break
+	}
+	if hostKeyFile == "" {
+		return fmt.Errorf("bootstrap: %s: no SSH host public key found (looked for %s)", node, strings.Join(HostKeyFiles, ", "))
+	}
+	ip, _ := b.ip.Load().(string)
+	if ip == "" {
+		return fmt.Errorf("bootstrap: %s: the address of the connection is unknown", node)
+	}
+	b.probe = &Probe{Hostname: hostname, Machine: machine, Arch: arch, Systemd: sdv, Address: ip,
+		HostKeyFile: hostKeyFile, HostKey: hostKey}
+	say(fmt.Sprintf("systemd %s, arch %s → %s, address %s, host name %s", sdv, machine, arch, ip, hostname))
+	return nil
+}
+
+// binaryCache reads each herd binary once.
+type binaryCache struct {
+	mu    sync.Mutex
+	files map[string]binaryEntry
+}
+
+type binaryEntry struct {
+	file File
+	err  error
+}
+
+func (c *binaryCache) get(bins Binaries, arch string) (File, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := "arch:" + arch
+	if e, ok := c.files[key]; ok {
+		return e.file, e.err
+	}
+	var e binaryEntry
+	p, err := bins.PathFor(arch, BinaryArch)
+	if err != nil {
+		e.err = err
+	} else if data, err := os.ReadFile(p); err != nil {
+		e.err = fmt.Errorf("bootstrap: herd binary: %w", err)
+	} else {
+		e.file = File{Path: BinaryPath, Content: data, Mode: 0o755, Sum: sha256.Sum256(data)}
+	}
+	c.files[key] = e
+	return e.file, e.err
+}
+
+// install brings one board up to date: files, authorized_keys, systemd.
+func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets, clusterPub ssh.PublicKey, bins *binaryCache, say func(string)) error {
+	node := b.res.Label
+	r := b.remote
+	bin, err := bins.get(o.Binaries, b.probe.Arch)
+	if err != nil {
+		return err
+	}
+	want, err := BoardFiles(p, sec, bin)
+	if err != nil {
+		return err
+	}
+	paths := make([]string, 0, len(want)+1)
+	for _, f := range want {
+		paths = append(paths, b.root+f.Path)
+	}
+	authKeys := RootAuthKeysPath
+	paths = append(paths, b.root+authKeys)
+
+	// What is there: two round trips for every file.
+	sums, err := runTolerant(ctx, r, node, append([]string{"sha256sum"}, paths[:len(want)]...))
+	if err != nil {
+		return err
+	}
+	modes, err := runTolerant(ctx, r, node, append([]string{"stat", "-c", "%a %n"}, paths...))
+	if err != nil {
+		return err
+	}
+	sumMap, modeMap := ParseSums(sums, b.root), ParseModes(modes, b.root)
+	have := map[string]Observed{}
+	for pth, s := range sumMap {
+		have[pth] = Observed{Sum: s, Mode: modeMap[pth]}
+	}
+
+	changes := FilesToWrite(want, have)
+	unitChanged, filesChanged := false, false
+	for _, c := range changes {
+		switch c.File.Path {
+		case BinaryPath:
+			say(fmt.Sprintf("uploading herd (%s, %s)", humanSize(len(c.File.Content)), c.Reason))
+		default:
+			say(fmt.Sprintf("writing %s (%s)", c.File.Path, c.Reason))
+		}
+		if err := r.PutFile(ctx, node, b.root+c.File.Path, c.File.Content, c.File.Mode, sshexec.PutFileOptions{MkdirAll: true}); err != nil {
+			return err
+		}
+		b.res.Written = append(b.res.Written, c.File.Path)
+		filesChanged = true
+		if c.File.Path == UnitPath {
+			unitChanged = true
+		}
+	}
+	if len(changes) == 0 {
+		say("herd binary and configuration up to date")
+	}
+
+	// The cluster key may log in as root: append it once.
+	cur, err := r.ReadFile(ctx, node, b.root+authKeys)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	missing := err != nil
+	line := strings.TrimSpace(string(sec.SSHPublicKey))
+	if out, changed := AddAuthorizedKey(cur, clusterPub, line); changed {
+		say("authorizing the cluster SSH key in " + authKeys)
+		mode := os.FileMode(0o600)
+		if m, ok := modeMap[authKeys]; ok && !missing {
+			mode = m
+		}
+		if missing {
+			dir := path.Dir(b.root + authKeys)
+			res, err := r.Run(ctx, node, []string{"mkdir", "-p", "-m", "700", dir})
+			if err != nil {
+				return err
+			}
+			if res.ExitStatus != 0 {
+				return fmt.Errorf("bootstrap: %s: mkdir %s: %s", node, dir, strings.TrimSpace(string(res.Stderr)))
+			}
+		}
+		if err := r.PutFile(ctx, node, b.root+authKeys, out, mode); err != nil {
+			return err
+		}
+		b.res.Written = append(b.res.Written, authKeys)
+	}
+
+	// systemd: only what is needed.
+	var state ServiceState
+	for _, q := range []struct {
+		verb string
+		dst  *bool
+	}{{"is-enabled", &state.Enabled}, {"is-active", &state.Active}} {
+		res, err := r.Run(ctx, node, []string{"systemctl", q.verb, "--quiet", UnitName})
+		if err != nil {
+			return err
+		}
+		*q.dst = res.ExitStatus == 0
+	}
+	steps := ServiceSteps(unitChanged, filesChanged, state)
+	for _, s := range steps {
+		say(strings.Join(s, " "))
+		res, err := r.Run(ctx, node, s)
+		if err != nil {
+			return err
+		}
+		if res.ExitStatus != 0 {
+			return fmt.Errorf("bootstrap: %s: %s: exit status %d: %s", node, strings.Join(s, " "), res.ExitStatus, strings.TrimSpace(string(res.Stderr)))
+		}
+		b.res.Steps = append(b.res.Steps, s)
+	}
+	role := "worker"
+	if p.Role.Server {
+		role = "server"
+	}
+	if len(b.res.Written) == 0 && len(steps) == 0 {
+		say(fmt.Sprintf("ok: %s %s, nothing changed", role, p.Name))
+	} else {
+		say(fmt.Sprintf("ok: %s %s, %d files written, %d systemctl steps", role, p.Name, len(b.res.Written), len(steps)))
+	}
+	return nil
+}
+
+// humanSize formats a byte count: "512 B", "64.0 kB", "15.9 MB".
+func humanSize(n int) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1000*1000:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}
+
+// runTolerant runs a command that reports missing files with exit status
+// 1 (sha256sum, stat) and returns its stdout; other statuses are errors.
+func runTolerant(ctx context.Context, r Remote, node string, argv []string) ([]byte, error) {
+	res, err := r.Run(ctx, node, argv)
+	if err != nil {
+		return nil, err
+	}
+	switch res.ExitStatus {
+	case 0, 1:
+		return res.Stdout, nil
+	case 127:
+		return nil, fmt.Errorf("bootstrap: %s: %s is not installed on the board", node, argv[0])
+	}
+	return nil, fmt.Errorf("bootstrap: %s: %s: exit status %d: %s", node, argv[0], res.ExitStatus, strings.TrimSpace(string(res.Stderr)))
+}

@@ -1,0 +1,500 @@
+package bootstrap
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// ErrPlan: the boards given cannot form (or join) the cluster as asked.
+var ErrPlan = errors.New("bootstrap: plan")
+
+// Name sources for --name-from.
+const (
+	NameFromHostname = "hostname"
+	NameFromAlias    = "alias"
+)
+
+// Probe is what bootstrap learned about a board by looking at it.
+type Probe struct {
+	// Hostname is `uname -n`.
+	Hostname string
+	// Machine is `uname -m`; Arch its release architecture.
+	Machine, Arch string
+	// Systemd is systemd's version ("252").
+	Systemd string
+	// Address is the IP address the board was reached at: what the other
+	// boards use for gossip and Raft.
+	Address string
+	// HostKeyFile is the board's sshd public host key file, HostKey its
+	// content.
+	HostKeyFile string
+	HostKey     []byte
+}
+
+// Role is a board's part in the cluster.
+type Role struct {
+	// Server makes the board a Raft server.
+	Server bool
+	// BootstrapExpect is set on the founding servers.
+	BootstrapExpect int
+}
+
+// RolesInput is what Roles decides from.
+type RolesInput struct {
+	// Targets are the boards in argument order.
+	Targets []Target
+	// State is what earlier runs recorded (never nil).
+	State *State
+	// Servers is how many of the first boards are servers (--servers).
+	Servers int
+	// Add joins the boards to the existing cluster (--add); AddServers
+	// makes new ones servers (--server).
+	Add, AddServers bool
+}
+
+// Roles decides each target's role before anything is contacted. Without
+// Add the first Servers targets are the founding servers, which must agree
+// with what earlier runs recorded; with Add, boards already recorded keep
+// their role and new ones become workers (servers with AddServers).
+func Roles(in RolesInput) ([]Role, error) {
+	if len(in.Targets) == 0 {
+		return nil, fmt.Errorf("%w: no boards given", ErrPlan)
+	}
+	seen := map[string]string{}
+	for _, t := range in.Targets {
+		if prev, ok := seen[t.Addr()]; ok {
+			return nil, fmt.Errorf("%w: %s and %s are the same board (%s)", ErrPlan, prev, t.Arg, t.Addr())
+		}
+		seen[t.Addr()] = t.Arg
+	}
+	roles := make([]Role, len(in.Targets))
+	if in.Add {
+		if len(in.State.Servers()) == 0 {
+			return nil, fmt.Errorf("%w: --add: cluster %q has no servers recorded in %s (bootstrap it first, without --add)", ErrPlan, in.State.Cluster, in.State.Dir)
+		}
+		for i, t := range in.Targets {
+			if b, ok := in.State.Board(t.Addr()); ok {
+				roles[i] = Role{Server: b.Server, BootstrapExpect: b.BootstrapExpect}
+			} else {
+				roles[i] = Role{Server: in.AddServers}
+			}
+		}
+		return roles, nil
+	}
+	if in.Servers < 1 || in.Servers > 7 {
+		return nil, fmt.Errorf("%w: --servers %d: want 1-7 (3 or 5 are usual)", ErrPlan, in.Servers)
+	}
+	n := min(in.Servers, len(in.Targets))
+	for i := range roles {
+		if i < n {
+			roles[i] = Role{Server: true, BootstrapExpect: n}
+		}
+	}
+	var recorded []string
+	for _, b := range in.State.Boards {
+		if b.BootstrapExpect > 0 {
+			recorded = append(recorded, b.Target)
+		}
+	}
+	for i, t := range in.Targets {
+		b, ok := in.State.Board(t.Addr())
+		if ok && (b.Server != roles[i].Server || b.BootstrapExpect != roles[i].BootstrapExpect) {
+			return nil, fmt.Errorf("%w: %s was bootstrapped as %s, this run would make it %s: give the boards in the same order as before, or use --add to add boards",
+				ErrPlan, t.Arg, roleWord(Role{b.Server, b.BootstrapExpect}), roleWord(roles[i]))
+		}
+	}
+	for _, r := range recorded {
+		if !slices.ContainsFunc(in.Targets[:n], func(t Target) bool { return t.Addr() == r }) {
+			return nil, fmt.Errorf("%w: cluster %q was founded with server %s, which is not among the first %d boards of this run: give the same servers first, or use --add to add boards",
+				ErrPlan, in.State.Cluster, r, n)
+		}
+	}
+	return roles, nil
+}
+
+func roleWord(r Role) string {
+	switch {
+	case r.BootstrapExpect > 0:
+		return fmt.Sprintf("a founding server (bootstrap_expect %d)", r.BootstrapExpect)
+	case r.Server:
+		return "a server"
+	}
+	return "a worker"
+}
+
+// PlanInput is what Plan decides from.
+type PlanInput struct {
+	Targets []Target
+	Roles   []Role
+	// Probes has one entry per target; nil where probing failed.
+	Probes []*Probe
+	State  *State
+	// NameFrom is NameFromHostname (default) or NameFromAlias.
+	NameFrom string
+	// Labels are given to every board.
+	Labels map[string]string
+	// SSHUser is the user the leader logs in as (root).
+	SSHUser string
+}
+
+// BoardPlan is what one board gets.
+type BoardPlan struct {
+	Target Target
+	Role   Role
+	Name   string
+	Agent  AgentConfig
+}
+
+// Plan computes each probed board's agent configuration. It returns one
+// entry per target (zero where the probe failed) and one error per target
+// for boards that cannot be configured (a bad or duplicate name). The join
+// list of every board is the founding servers' gossip addresses, without
+// the board itself: from this run's probes, else from the state.
+func Plan(in PlanInput) ([]BoardPlan, []error) {
+	plans := make([]BoardPlan, len(in.Targets))
+	errs := make([]error, len(in.Targets))
+	names := make([]string, len(in.Targets))
+	for i, t := range in.Targets {
+		p := in.Probes[i]
+		if p == nil {
+			continue
+		}
+		name, err := BoardName(in.NameFrom, t, p.Hostname)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if b, ok := in.State.Board(t.Addr()); ok && b.Name != name {
+			errs[i] = fmt.Errorf("%w: %s was bootstrapped as %q and would now be named %q (--name-from %s): a board keeps its name", ErrPlan, t.Arg, b.Name, name, orDefault(in.NameFrom, NameFromHostname))
+			continue
+		}
+		names[i] = name
+	}
+	// Names must be unique among this run's boards and the recorded ones.
+	for i, n := range names {
+		if n == "" {
+			continue
+		}
+		for j := range i {
+			if names[j] == n {
+				errs[i] = fmt.Errorf("%w: %s and %s would both be named %q (use --name-from alias, or set distinct host names)", ErrPlan, in.Targets[j].Arg, in.Targets[i].Arg, n)
+				names[i] = ""
+			}
+		}
+		if names[i] == "" {
+			continue
+		}
+		for _, b := range in.State.Boards {
+			if b.Name == n && b.Target != in.Targets[i].Addr() {
+				errs[i] = fmt.Errorf("%w: %s would be named %q, the name of the already bootstrapped %s", ErrPlan, in.Targets[i].Arg, n, b.Target)
+				names[i] = ""
+			}
+		}
+	}
+
+	// Founding servers' gossip addresses, by name.
+	type seed struct{ name, addr string }
+	var seeds []seed
+	seedSeen := map[string]bool{}
+	for i, r := range in.Roles {
+		if r.BootstrapExpect > 0 && in.Probes[i] != nil && names[i] != "" {
+			seeds = append(seeds, seed{names[i], in.Probes[i].Address})
+			seedSeen[in.Targets[i].Addr()] = true
+		}
+	}
+	for _, b := range in.State.Boards {
+		if b.BootstrapExpect > 0 && !seedSeen[b.Target] {
+			seeds = append(seeds, seed{b.Name, b.Address})
+		}
+	}
+
+	for i, t := range in.Targets {
+		p := in.Probes[i]
+		if p == nil || names[i] == "" {
+			continue
+		}
+		join := []string{}
+		for _, s := range seeds {
+			if s.name != names[i] {
+				join = append(join, net.JoinHostPort(s.addr, strconv.Itoa(GossipPort)))
+			}
+		}
+		r := in.Roles[i]
+		ac := AgentConfig{
+			Name:            names[i],
+			DataDir:         DataDir,
+			Server:          r.Server,
+			BootstrapExpect: r.BootstrapExpect,
+			Join:            join,
+			ClusterKeyFile:  ClusterKeyPath,
+			GossipBind:      net.JoinHostPort("0.0.0.0", strconv.Itoa(GossipPort)),
+			GossipAdvertise: net.JoinHostPort(p.Address, strconv.Itoa(GossipPort)),
+			RaftBind:        net.JoinHostPort("0.0.0.0", strconv.Itoa(RaftPort)),
+			RaftAdvertise:   net.JoinHostPort(p.Address, strconv.Itoa(RaftPort)),
+			APIListen:       []string{APIAddr, "unix://" + APISocket},
+			SSHAddress:      net.JoinHostPort(p.Address, strconv.Itoa(t.Port)),
+			SSHHostKeyFile:  p.HostKeyFile,
+			SSHUser:         orDefault(in.SSHUser, "root"),
+			SSHKeyFile:      ClusterSSHKey,
+			Labels:          in.Labels,
+		}
+		plans[i] = BoardPlan{Target: t, Role: r, Name: names[i], Agent: ac}
+	}
+	return plans, errs
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+var (
+	nameRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	labelKeyRE = regexp.MustCompile(`^([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+	labelValRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
+)
+
+// BoardName derives a board's agent name: from its host name (`uname -n`,
+// first label, lower case) or from the alias it was given as (an IP
+// address becomes its digits joined by '-'). The result must be a DNS label.
+func BoardName(from string, t Target, hostname string) (string, error) {
+	var raw, src string
+	switch from {
+	case "", NameFromHostname:
+		raw, src = hostname, "host name"
+		raw = strings.SplitN(raw, ".", 2)[0]
+	case NameFromAlias:
+		raw, src = t.Alias, "alias"
+		if ip := net.ParseIP(raw); ip != nil {
+			raw = strings.NewReplacer(".", "-", ":", "-").Replace(ip.String())
+		} else {
+			raw = strings.SplitN(raw, ".", 2)[0]
+		}
+	default:
+		return "", fmt.Errorf("%w: --name-from %q: want hostname or alias", ErrPlan, from)
+	}
+	name := strings.Trim(strings.ToLower(raw), "-")
+	if !nameRE.MatchString(name) {
+		return "", fmt.Errorf("%w: %s: %s %q does not make a valid node name (1-63 of a-z, 0-9, '-'); set the board's host name or use --name-from", ErrPlan, t.Arg, src, raw)
+	}
+	return name, nil
+}
+
+// ParseLabels parses "k=v" pairs (--label) and checks them as the agent
+// does.
+func ParseLabels(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, fmt.Errorf("bootstrap: --label %q: want key=value", p)
+		}
+		if !labelKeyRE.MatchString(k) || !labelValRE.MatchString(v) {
+			return nil, fmt.Errorf("bootstrap: --label %q: keys and values are at most 63 characters of [A-Za-z0-9._-] (keys may have a prefix/)", p)
+		}
+		if old, dup := out[k]; dup && old != v {
+			return nil, fmt.Errorf("bootstrap: --label %s given twice (%q and %q)", k, old, v)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// File is a file bootstrap places on a board.
+type File struct {
+	// Path is where the file lives on the board.
+	Path    string
+	Content []byte
+	Mode    os.FileMode
+	// Sum is the sha256 of Content.
+	Sum [32]byte
+}
+
+// NewFile returns a File with its Sum.
+func NewFile(path string, content []byte, mode os.FileMode) File {
+	return File{Path: path, Content: content, Mode: mode, Sum: sha256.Sum256(content)}
+}
+
+// BoardFiles lists what a board gets, in the order to write them: the
+// binary first, the unit last (so a unit never starts without its files).
+func BoardFiles(p BoardPlan, sec Secrets, binary File) ([]File, error) {
+	conf, err := RenderAgentConfig(p.Agent)
+	if err != nil {
+		return nil, err
+	}
+	return []File{
+		binary,
+		NewFile(ClusterKeyPath, sec.ClusterKey, 0o600),
+		NewFile(ClusterSSHKey, sec.SSHPrivateKey, 0o600),
+		NewFile(ClusterSSHPub, sec.SSHPublicKey, 0o644),
+		NewFile(AgentConfigPath, conf, 0o644),
+		NewFile(UnitPath, RenderUnit(), 0o644),
+	}, nil
+}
+
+// Observed is what a board has at a path.
+type Observed struct {
+	Sum  [32]byte
+	Mode os.FileMode
+}
+
+// Change is a file to (re)write and why.
+type Change struct {
+	File   File
+	Reason string
+}
+
+// FilesToWrite compares the wanted files with what the board has (by path;
+// a missing path is a missing file) and returns those to write.
+func FilesToWrite(want []File, have map[string]Observed) []Change {
+	var out []Change
+	for _, f := range want {
+		o, ok := have[f.Path]
+		switch {
+		case !ok:
+			out = append(out, Change{f, "missing"})
+		case o.Sum != f.Sum:
+			out = append(out, Change{f, "content differs"})
+		case o.Mode != f.Mode:
+			out = append(out, Change{f, fmt.Sprintf("mode %04o, want %04o", o.Mode, f.Mode)})
+		}
+	}
+	return out
+}
+
+// AddAuthorizedKey returns authorized_keys content holding key: existing
+// unchanged when a line already authorises key (whatever its options or
+// comment), else existing with line appended (after a newline if the file
+// does not end with one). Lines that do not parse are kept as they are.
+func AddAuthorizedKey(existing []byte, key ssh.PublicKey, line string) ([]byte, bool) {
+	want := key.Marshal()
+	sc := bufio.NewScanner(bytes.NewReader(existing))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		l := bytes.TrimSpace(sc.Bytes())
+		if len(l) == 0 || l[0] == '#' {
+			continue
+		}
+		k, _, _, _, err := ssh.ParseAuthorizedKey(l)
+		if err == nil && bytes.Equal(k.Marshal(), want) {
+			return existing, false
+		}
+	}
+	out := slices.Clone(existing)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	out = append(out, strings.TrimRight(line, "\n")...)
+	return append(out, '\n'), true
+}
+
+// ServiceState is what systemd says about herd.service.
+type ServiceState struct {
+	Enabled, Active bool
+}
+
+// ServiceSteps returns the systemctl commands that bring herd.service up
+// to date: daemon-reload when the unit file changed, enable when it is not
+// enabled, restart when a file changed and it runs, start when it does not
+// run. Nothing when all is in place.
+func ServiceSteps(unitChanged, filesChanged bool, st ServiceState) [][]string {
+	var steps [][]string
+	if unitChanged {
+		steps = append(steps, []string{"systemctl", "daemon-reload"})
+	}
+	if !st.Enabled {
+		steps = append(steps, []string{"systemctl", "enable", UnitName})
+	}
+	switch {
+	case !st.Active:
+		steps = append(steps, []string{"systemctl", "start", UnitName})
+	case filesChanged:
+		steps = append(steps, []string{"systemctl", "restart", UnitName})
+	}
+	return steps
+}
+
+// ParseUname parses `uname -n -m` ("b1 x86_64").
+func ParseUname(out []byte) (hostname, machine string, err error) {
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return "", "", fmt.Errorf("uname -n -m printed %q, want \"HOSTNAME MACHINE\"", strings.TrimSpace(string(out)))
+	}
+	return f[0], f[1], nil
+}
+
+// ParseSystemdVersion takes the version from `systemctl --version`
+// ("systemd 252 (252.22-1~deb12u1)").
+func ParseSystemdVersion(out []byte) (string, error) {
+	line, _, _ := strings.Cut(string(out), "\n")
+	f := strings.Fields(line)
+	if len(f) < 2 || f[0] != "systemd" {
+		return "", fmt.Errorf("systemctl --version printed %q, want \"systemd N ...\"", strings.TrimSpace(line))
+	}
+	return f[1], nil
+}
+
+// ParseSums parses `sha256sum FILE...` output into sums by file name,
+// with prefix removed from the names. Escaped names (with a leading '\')
+// are skipped: bootstrap's paths never need escaping.
+func ParseSums(out []byte, prefix string) map[string][32]byte {
+	m := map[string][32]byte{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if line == "" || line[0] == '\\' {
+			continue
+		}
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok {
+			sum, name, ok = strings.Cut(line, " *")
+		}
+		b, err := hex.DecodeString(sum)
+		if !ok || err != nil || len(b) != 32 {
+			continue
+		}
+		name, ok = strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		m[name] = [32]byte(b)
+	}
+	return m
+}
+
+// ParseModes parses `stat -c '%a %n' FILE...` output into permission bits
+// by file name, with prefix removed from the names.
+func ParseModes(out []byte, prefix string) map[string]os.FileMode {
+	m := map[string]os.FileMode{}
+	for _, line := range strings.Split(string(out), "\n") {
+		mode, name, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(mode, 8, 32)
+		if err != nil {
+			continue
+		}
+		name, ok = strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		m[name] = os.FileMode(n) & os.ModePerm
+	}
+	return m
+}
