@@ -179,6 +179,9 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		hc.Store = notServerStore{}
 	}
 	hc.Status = a.Status
+	if be, ok := a.exec.(*boardExecutor); ok {
+		hc.Logs = be.Logs
+	}
 	hc.Token = a.token
 	hc.Logger = a.log.With("component", "api")
 	srv, err := httpapi.New(hc)

@@ -11,7 +11,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/agent/placer"
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
 	"github.com/herd-dev/herd/units"
 	"github.com/herd-dev/herd/units/sshexec"
@@ -174,7 +176,13 @@ func (b *boardExecutor) Run(ctx context.Context, node string, argv []string) (in
 	return res.ExitStatus, nil
 }
 
-// Journal streams a unit's journal from node.
-func (b *boardExecutor) Journal(ctx context.Context, node, unit string, follow bool, since string, w io.Writer) error {
-	return b.ssh.Journal(ctx, node, unit, follow, since, w)
+// Logs streams a pod's journal from the board it is placed on (the API's
+// GET /v1/pods/{name}/logs). Any server with the cluster SSH key can serve
+// it, not only the leader.
+func (b *boardExecutor) Logs(ctx context.Context, pod *api.Pod, opts httpapi.LogOptions, w io.Writer) error {
+	unit := pod.Status.Unit
+	if unit == "" {
+		unit = units.UnitName(pod.Metadata.Name)
+	}
+	return b.ssh.Stream(ctx, pod.Spec.Node, opts.JournalctlArgs(unit), w)
 }
