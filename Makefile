@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X github.com/herd-dev/herd/agent.Version=$(VERSION) -X github.
 GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 TEST_TIMEOUT ?= 8m
 
-.PHONY: all build test unit lint deps cluster demo bench clean
+.PHONY: all build test unit lint deps demo demo-local bench clean
 
 all: build
 
@@ -37,10 +37,14 @@ deps:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1s ./...
 
-## demo: a local cluster of 3 agents on 127.0.0.1-3 (until the lab of
-## real boards lands): apply, show, kill -9 the leader, show again.
+## demo: a lab of 4 real systemd boards, herd bootstrapped onto them, the
+## example applied, the power pulled on a board and back (needs root).
 demo: build
 	scripts/demo
+
+## demo-local: 3 agents on 127.0.0.1-3, no boards: kill -9 the leader.
+demo-local: build
+	scripts/demo-local
 
 clean:
 	rm -rf bin dist
