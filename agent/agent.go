@@ -69,6 +69,7 @@ func New(cfg Config, opts Options) (*Agent, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
 	}
+	base := a.log // raftstore adds the node itself
 	a.log = a.log.With("node", cfg.Name)
 	a.key = opts.ClusterKey
 	if a.key == nil {
@@ -123,7 +124,7 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		rc.BindAddr = cfg.RaftBind
 		rc.AdvertiseAddr = raftAdv
 		rc.ClusterKey = a.key
-		rc.Logger = a.log.With("component", "raft")
+		rc.Logger = base
 		st, err := raftstore.Open(rc)
 		if err != nil {
 			return nil, err
