@@ -111,8 +111,8 @@ func NewIndex(c *Cluster) *Index {
 func (ix *Index) Cluster() *Cluster { return ix.c }
 
 // Keys returns every key there is work for, sorted: every node, member and
-// node that pods are bound to, deployment, daemon and service, and
-// KeySchedule.
+// node that pods are bound to, deployment, daemon and service, every owner
+// that is gone but still has pods, and KeySchedule.
 func (ix *Index) Keys() []Key {
 	set := make(map[Key]struct{})
 	for n := range ix.nodes {
@@ -133,6 +133,11 @@ func (ix *Index) Keys() []Key {
 	for n := range ix.services {
 		set[KeyOf(api.KindService, n)] = struct{}{}
 	}
+	for o := range ix.byOwner { // owners that are gone but still have pods
+		if o.Kind == api.KindDeployment || o.Kind == api.KindDaemon {
+			set[KeyOf(o.Kind, o.Name)] = struct{}{}
+		}
+	}
 	set[KeySchedule] = struct{}{}
 	return slices.Sorted(maps.Keys(set))
 }
@@ -148,8 +153,9 @@ func (ix *Index) servicePods(sel map[string]string) []*api.Pod {
 }
 
 // Reconcile runs the reconciler for one key against the index. An unknown
-// key, or one whose object is gone, yields no actions (pods of a deleted
-// deployment are not garbage-collected here).
+// key yields no actions; the key of a deployment or daemon that is gone
+// deletes the pods it still owns (garbage collection: the placer then stops
+// and removes their units).
 func (ix *Index) Reconcile(now time.Time, cfg scheduler.Config, key Key) []Action {
 	if key == KeySchedule {
 		return ScheduleWith(cfg, now, ix.snap, ix.c.Pods)
@@ -169,13 +175,17 @@ func (ix *Index) Reconcile(now time.Time, cfg scheduler.Config, key Key) []Actio
 		}
 		return ReconcileNode(now, n, m, ix.byNode[name])
 	case api.KindDeployment:
+		owned := ix.byOwner[api.OwnerRef{Kind: api.KindDeployment, Name: name}]
 		if d := ix.deployments[name]; d != nil {
-			return reconcileDeployment(now, d, ix.byOwner[api.OwnerRef{Kind: api.KindDeployment, Name: name}], ix.nodes)
+			return reconcileDeployment(now, d, owned, ix.nodes)
 		}
+		return deleteOrphans(owned, "deployment "+name+" was deleted")
 	case api.KindDaemon:
+		owned := ix.byOwner[api.OwnerRef{Kind: api.KindDaemon, Name: name}]
 		if d := ix.daemons[name]; d != nil {
-			return reconcileDaemon(now, d, ix.byOwner[api.OwnerRef{Kind: api.KindDaemon, Name: name}], ix.sortedNodes, ix.nodes)
+			return reconcileDaemon(now, d, owned, ix.sortedNodes, ix.nodes)
 		}
+		return deleteOrphans(owned, "daemon "+name+" was deleted")
 	case api.KindService:
 		if s := ix.services[name]; s != nil {
 			return reconcileService(now, s, ix.servicePods(s.Spec.Selector), ix.nodes)
@@ -197,6 +207,18 @@ func ReconcileAll(now time.Time, cfg scheduler.Config, c *Cluster) []Action {
 	})
 	for _, k := range keys {
 		acts = append(acts, ix.Reconcile(now, cfg, k)...)
+	}
+	return acts
+}
+
+// deleteOrphans deletes the pods of an owner that no longer exists, in
+// name order.
+func deleteOrphans(pods []*api.Pod, why string) []Action {
+	sorted := slices.Clone(pods)
+	slices.SortFunc(sorted, compareByName)
+	acts := make([]Action, 0, len(sorted))
+	for _, p := range sorted {
+		acts = append(acts, newAction(ActionDelete, p, "%s", why))
 	}
 	return acts
 }
