@@ -153,4 +153,18 @@ func TestWorkloadsPlacedReplacedAndFenced(t *testing.T) {
 		t.Fatalf("after fencing: %d active units in the fleet, want exactly 3: %v", n, f.activeUnits(all...))
 	}
 	f.runningPods(lead, 3, "")
+
+	// Deleting the deployment deletes its pods and their units everywhere.
+	if err := f.client(lead).Delete(ctx, api.KindDeployment, "web"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "units removed after delete", 20*time.Second, func() error {
+		if n := len(f.pods(lead)); n != 0 {
+			return fmt.Errorf("%d pods left", n)
+		}
+		if m := f.activeUnits(all...); len(m) != 0 {
+			return fmt.Errorf("units still active: %v", m)
+		}
+		return nil
+	})
 }
