@@ -553,3 +553,28 @@ func TestWatchTimeout(t *testing.T) {
 	out, _ := h.mustRun(0, "get", "nodes", "-w", "--timeout", "20ms")
 	golden(t, "get_nodes.golden", out)
 }
+
+func TestCordon(t *testing.T) {
+	h := newHarness(t)
+	h.store.put(&api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "pi1"}, Status: api.NodeStatus{Phase: api.NodeReady}})
+	out, _ := h.mustRun(0, "cordon", "pi1")
+	if out != "node/pi1 cordoned\n" {
+		t.Errorf("stdout %q", out)
+	}
+	if n := h.store.getTyped(api.KindNode, "pi1").(*api.Node); !n.Spec.Unschedulable {
+		t.Error("pi1 not cordoned")
+	}
+	out, _ = h.mustRun(0, "cordon", "node/pi1")
+	if out != "node/pi1 already cordoned\n" {
+		t.Errorf("stdout %q", out)
+	}
+	h.mustRun(0, "uncordon", "pi1")
+	if n := h.store.getTyped(api.KindNode, "pi1").(*api.Node); n.Spec.Unschedulable {
+		t.Error("pi1 still cordoned")
+	}
+	_, errOut := h.mustRun(1, "cordon", "nope")
+	if !strings.Contains(errOut, "node/nope") || !strings.Contains(errOut, "not found") {
+		t.Errorf("stderr %q", errOut)
+	}
+	h.mustRun(2, "cordon")
+}

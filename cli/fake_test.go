@@ -258,6 +258,23 @@ func (s *fakeStore) Scale(ctx context.Context, name string, replicas int) (api.R
 	return s.objs[api.KindDeployment][name], nil
 }
 
+func (s *fakeStore) Update(ctx context.Context, obj api.Object) (api.RawObject, error) {
+	raw, err := api.ToRaw(obj)
+	if err != nil {
+		return api.RawObject{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.record("update %s/%s", raw.Kind, raw.Metadata.Name)
+	cur, ok := s.objs[raw.Kind][raw.Metadata.Name]
+	if !ok {
+		return api.RawObject{}, notFound(raw.Kind, raw.Metadata.Name)
+	}
+	cur.Spec, cur.Metadata.Labels = raw.Spec, raw.Metadata.Labels
+	s.putLocked(cur)
+	return s.objs[raw.Kind][raw.Metadata.Name], nil
+}
+
 func (s *fakeStore) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan api.WatchEvent, error) {
 	w := &fakeWatcher{kind: kind, ch: make(chan api.WatchEvent, 100)}
 	s.mu.Lock()

@@ -43,6 +43,9 @@ type apiClient interface {
 	Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]client.ApplyResult, error)
 	Delete(ctx context.Context, kind api.Kind, name string) error
 	Scale(ctx context.Context, name string, replicas int) (api.RawObject, error)
+	// Update writes obj's labels and spec, compare-and-swap on its
+	// resourceVersion (cordon).
+	Update(ctx context.Context, obj api.Object) (api.RawObject, error)
 	Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan api.WatchEvent, error)
 	Status(ctx context.Context) (client.Status, error)
 	// Logs writes pod name's journal to w; with opts.Follow it returns when
@@ -235,6 +238,8 @@ of the config file (see "herdctl config"), else ` + client.DefaultAddr + `.`,
 		a.describeCmd(),
 		a.deleteCmd(),
 		a.scaleCmd(),
+		a.cordonCmd(true),
+		a.cordonCmd(false),
 		a.rolloutCmd(),
 		a.logsCmd(),
 		a.statusCmd(),
