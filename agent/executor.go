@@ -1,13 +1,11 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"golang.org/x/crypto/ssh"
 
@@ -66,57 +64,10 @@ func newBoardExecutor(cfg Config, g *gossip.Gossip) (*boardExecutor, error) {
 
 func (b *boardExecutor) Close() error { return b.ssh.Close() }
 
-// showScript lists every herd unit on a board in one round trip: the
-// `systemctl show` blocks of those systemd knows or has files for, then a
-// marker line, then `sha256sum` of each unit file. It is a fixed script: no
-// value from outside reaches it.
-const showScript = `cd /etc/systemd/system 2>/dev/null || exit 0
-a=$(systemctl list-units --all --plain --no-legend --no-pager --type=service -- 'herd-*.service')
-f=$(for x in herd-*.service; do [ -f "$x" ] && echo "$x"; done)
-u=$(printf '%s\n%s\n' "$a" "$f" | while read -r n _; do case $n in herd-*.service) echo "$n";; esac; done | sort -u)
-[ -n "$u" ] || exit 0
-systemctl show --all --no-pager --property=PROPS -- $u
-echo '@@herd-hashes@@'
-for x in $f; do sha256sum -- "$x"; done
-`
-
+// ShowUnits lists the board's herd units and their unit files' hashes in
+// one round trip (sshexec.Executor.ShowUnits).
 func (b *boardExecutor) ShowUnits(ctx context.Context, node string) ([]units.UnitState, error) {
-	script := strings.Replace(showScript, "PROPS", strings.Join(units.ShowProperties(), ","), 1)
-	res, err := b.ssh.Run(ctx, node, []string{"sh", "-c", script, "herd-show"})
-	if err != nil {
-		return nil, err
-	}
-	if res.ExitStatus != 0 {
-		return nil, fmt.Errorf("agent: listing units on %s: exit %d: %s", node, res.ExitStatus, bytes.TrimSpace(res.Stderr))
-	}
-	return parseShowOutput(res.Stdout)
-}
-
-// parseShowOutput reads showScript's output.
-func parseShowOutput(out []byte) ([]units.UnitState, error) {
-	show, hashes, _ := bytes.Cut(out, []byte("@@herd-hashes@@\n"))
-	states, err := units.ParseShow(show)
-	if err != nil {
-		return nil, err
-	}
-	byUnit := make(map[string]int, len(states))
-	for i, s := range states {
-		byUnit[s.Unit] = i
-	}
-	sc := bufio.NewScanner(bytes.NewReader(hashes))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 2 || !units.IsHerdUnit(f[1]) {
-			continue
-		}
-		if i, ok := byUnit[f[1]]; ok {
-			states[i].FileHash = f[0]
-		} else {
-			byUnit[f[1]] = len(states)
-			states = append(states, units.UnitState{Unit: f[1], FileHash: f[0]})
-		}
-	}
-	return states, nil
+	return b.ssh.ShowUnits(ctx, node)
 }
 
 func (b *boardExecutor) PutFile(ctx context.Context, node, path string, content []byte, mode os.FileMode) error {

@@ -55,9 +55,10 @@ type UnitState struct {
 	// the unit.
 	ExecMainStartTimestamp string
 	// FileHash is Hash of the unit file's bytes on the board, or "" when
-	// there is no file. Not a systemd property: the executor computes it
-	// (sha256sum /etc/systemd/system/herd-*.service). It must be filled in
-	// for every unit that has a file, or Plan rewrites and restarts it.
+	// there is no file. Not a systemd property: sshexec's ShowUnits computes
+	// it (sha256sum of /etc/systemd/system/herd-*.service in the same round
+	// trip). It must be filled in for every unit that has a file, or Plan
+	// rewrites and restarts it.
 	FileHash string
 }
 

@@ -1,8 +1,8 @@
 // Package sshexec is the SSH executor the leader uses to act on boards: it
 // runs commands (argv, never shell strings), places files atomically over
-// SFTP, streams output (journalctl -f), and wraps the systemctl and
-// journalctl calls herd needs (daemon-reload, enable/start/stop/...,
-// one-round-trip `systemctl show` of herd-* units, journal).
+// SFTP, streams output (journalctl -f), and wraps the systemctl calls herd
+// needs (daemon-reload, enable/start/stop/...). It is the one place that
+// lists the herd units on a board (ShowUnits), as units.UnitState values.
 //
 // # Connections
 //
@@ -68,7 +68,20 @@
 // dash, ash, zsh, ksh; not fish or csh), sh, xargs with -0 and -x (GNU
 // findutils or BusyBox), dd, and shell startup files that print nothing
 // for non-interactive shells (as with scp). Systemd helpers also need
-// systemctl, journalctl, sort.
+// systemctl, sort and sha256sum.
+//
+// # Listing units
+//
+// ShowUnits runs one fixed script (no value from outside reaches it) in a
+// single round trip: it collects the herd-*.service units systemd has in
+// memory (`systemctl list-units --all`, which includes not-found units
+// still loaded) and the herd-*.service files in UnitDir
+// (/etc/systemd/system), prints `systemctl show --property=...` of all of
+// them (units.ShowProperties), a marker line, then the SHA-256 of each unit
+// file. ParseShowUnits reads that output with units.ParseShow and fills in
+// FileHash; a file systemd has not loaded yet becomes a UnitState with only
+// Unit and FileHash. A failing systemctl or sha256sum makes the whole call
+// fail (*ExitError) rather than report a partial list.
 //
 // # Files
 //

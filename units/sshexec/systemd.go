@@ -5,54 +5,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/herd-dev/herd/units"
 )
-
-// UnitState is what `systemctl show` says about one unit.
-type UnitState struct {
-	Unit                   string // Id, e.g. "herd-web-1.service"
-	LoadState              string // loaded, not-found, masked, ...
-	ActiveState            string // active, inactive, failed, activating, ...
-	SubState               string // running, dead, failed, auto-restart, ...
-	UnitFileState          string // enabled, disabled, ... ("" if unknown)
-	FragmentPath           string // the unit file, "" if none
-	MainPID                int
-	NRestarts              int
-	ExecMainStatus         int
-	ExecMainStartTimestamp string // as systemd prints it; "" if never started
-}
-
-// showProperties are the properties ShowUnits asks for.
-const showProperties = "Id,LoadState,ActiveState,SubState,UnitFileState,FragmentPath,MainPID,NRestarts,ExecMainStatus,ExecMainStartTimestamp"
-
-// showUnitsScript is the fixed script ShowUnits runs as
-// argv ["sh", "-c", showUnitsScript, "sh", PATTERN]: the pattern is $1, data
-// and never code. It collects service units matching $1 that systemd has in
-// memory (list-units --all, which includes not-found units still loaded)
-// and that have unit files (list-unit-files), then shows them all in one
-// `systemctl show`: a single round trip.
-const showUnitsScript = `set -f
-a=$(systemctl list-units --all --plain --no-legend --no-pager --type=service -- "$1") || exit
-b=$(systemctl list-unit-files --no-legend --no-pager --type=service -- "$1") || b=
-u=$(printf '%s\n%s\n' "$a" "$b" | while read -r n _; do case $n in *.service) echo "$n";; esac; done | sort -u)
-[ -n "$u" ] || exit 0
-exec systemctl show --all --no-pager --property=` + showProperties + ` -- $u`
 
 // Valid inputs. Everything reaches the board as argv data anyway; these
 // checks give a clear error early and keep option-looking values out.
-
-// isHerdUnit: herd-[a-z0-9-]+.service
-func isHerdUnit(u string) bool {
-	name, ok := strings.CutPrefix(u, "herd-")
-	if !ok {
-		return false
-	}
-	name, ok = strings.CutSuffix(name, ".service")
-	return ok && name != "" && allIn(name, "abcdefghijklmnopqrstuvwxyz0123456789-")
-}
 
 const unitChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:_.@\\-"
 
@@ -67,18 +27,6 @@ func isUnitName(u string) bool {
 		}
 	}
 	return false
-}
-
-// isUnitPattern: a systemctl glob over unit names, not starting with '-'.
-func isUnitPattern(p string) bool {
-	return p != "" && len(p) <= 256 && !strings.HasPrefix(p, "-") && allIn(p, unitChars+"*?[]")
-}
-
-// isSince: a short journalctl time spec ("2024-05-01 10:00:00", "-1h",
-// "today"); it is passed as one --since=VALUE argument.
-func isSince(s string) bool {
-	return s != "" && len(s) <= 64 && strings.TrimSpace(s) == s &&
-		allIn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 :.+-")
 }
 
 func allIn(s, chars string) bool {
@@ -108,141 +56,156 @@ func (e *Executor) DaemonReload(ctx context.Context, node string) error {
 // Systemctl runs `systemctl VERB -- UNITS...` on node. verb is one of enable,
 // disable, start, stop, restart, reset-failed; at least one unit is needed.
 // A non-zero status is an *ExitError.
-func (e *Executor) Systemctl(ctx context.Context, node, verb string, units ...string) error {
+func (e *Executor) Systemctl(ctx context.Context, node, verb string, names ...string) error {
 	if !isSystemctlVerb(verb) {
 		return fmt.Errorf("%w: systemctl verb %q (allowed: enable, disable, start, stop, restart, reset-failed)", ErrInvalidArgument, verb)
 	}
-	if len(units) == 0 {
+	if len(names) == 0 {
 		return fmt.Errorf("%w: systemctl %s: no units", ErrInvalidArgument, verb)
 	}
-	for _, u := range units {
+	for _, u := range names {
 		if !isUnitName(u) {
 			return fmt.Errorf("%w: systemctl %s: unit name %q", ErrInvalidArgument, verb, u)
 		}
 	}
-	argv := append([]string{"systemctl", verb, "--"}, units...)
+	argv := append([]string{"systemctl", verb, "--"}, names...)
 	_, err := e.runChecked(ctx, node, argv)
 	return err
 }
 
-// ShowUnits returns the state of every service unit on node matching
-// pattern (a systemctl glob such as "herd-*"), loaded or not, sorted by
-// name, in one round trip.
-func (e *Executor) ShowUnits(ctx context.Context, node, pattern string) ([]UnitState, error) {
-	if !isUnitPattern(pattern) {
-		return nil, fmt.Errorf("%w: unit pattern %q", ErrInvalidArgument, pattern)
-	}
-	res, err := e.runChecked(ctx, node, []string{"sh", "-c", showUnitsScript, "sh", pattern})
+// UnitDir is where herd writes unit files on a board; ShowUnits hashes the
+// herd-*.service files found there.
+const UnitDir = "/etc/systemd/system"
+
+// hashMarker separates the `systemctl show` blocks from the hash lines in
+// the output of showUnitsScript.
+const hashMarker = "@@herd-hashes@@"
+
+// showUnitsScript returns the fixed script ShowUnits runs as
+// argv ["sh", "-c", script, "herd-show-units"]. It takes no argument: no
+// value from outside reaches it (the property list is units'
+// ShowProperties, a constant). It
+//
+//  1. lists the herd-*.service units systemd has in memory (list-units
+//     --all, which includes not-found units still loaded) and the
+//     herd-*.service files in UnitDir;
+//  2. exits 0 with no output if there are none;
+//  3. prints `systemctl show` of all of them, in one call;
+//  4. prints hashMarker on a line of its own;
+//  5. prints "SHA256 NAME" for each of them that has a file in UnitDir.
+//
+// Only names of the form herd-[a-z0-9-]+.service are kept (the characters
+// of a pod name), so a stray file such as "herd-x y.service" or
+// "herd-[a].service" never reaches systemctl; the name list is then split
+// with globbing off. A failing systemctl or sha256sum fails the script, so
+// a board whose state cannot be read is an error, never an empty list.
+func showUnitsScript() string {
+	return `# herd: list herd-*.service units and hash their files
+d=` + UnitDir + `
+a=$(systemctl list-units --all --plain --no-legend --no-pager --type=service -- 'herd-*.service') || exit
+f=$(for x in "$d"/herd-*.service; do [ -f "$x" ] && echo "${x##*/}"; done)
+set -f
+u=$(printf '%s\n%s\n' "$a" "$f" | while read -r n _; do
+	case $n in herd-*[!a-z0-9-]*.service) ;; herd-?*.service) echo "$n";; esac
+done | sort -u)
+[ -n "$u" ] || exit 0
+systemctl show --all --no-pager --property=` + strings.Join(units.ShowProperties(), ",") + ` -- $u || exit
+echo ` + hashMarker + `
+for x in $u; do
+	if [ -f "$d/$x" ]; then
+		h=$(sha256sum < "$d/$x") || exit
+		echo "${h%% *} $x"
+	fi
+done
+`
+}
+
+// ShowUnits lists every herd-*.service unit on node in one round trip:
+// those systemd has loaded (with or without a file) and those that only
+// have a file in UnitDir, sorted by name, with FileHash (units.Hash of the
+// file's bytes) set for every unit that has a file there. A file systemd
+// does not know yet comes back with only Unit and FileHash set. A board
+// with no herd units gives an empty list. A non-zero exit of the script
+// (systemctl or sha256sum failed) is an *ExitError.
+func (e *Executor) ShowUnits(ctx context.Context, node string) ([]units.UnitState, error) {
+	res, err := e.runChecked(ctx, node, []string{"sh", "-c", showUnitsScript(), "herd-show-units"})
 	if err != nil {
 		return nil, err
 	}
-	units, err := ParseShow(res.Stdout)
+	states, err := ParseShowUnits(res.Stdout)
 	if err != nil {
 		return nil, fmt.Errorf("sshexec: node %s: %w", node, err)
 	}
-	return units, nil
+	return states, nil
 }
 
-// Journal writes the journal of unit on node to w (`journalctl -u UNIT -o
-// short-iso --no-pager`), from since if it is set (a journalctl time spec:
-// "2024-05-01 10:00:00", "today", "-1h", ...), and keeps following new
-// entries until ctx is cancelled if follow is set. unit must be a herd
-// unit (herd-NAME.service).
-func (e *Executor) Journal(ctx context.Context, node, unit string, follow bool, since string, w io.Writer) error {
-	if !isHerdUnit(unit) {
-		return fmt.Errorf("%w: journal unit %q is not herd-NAME.service", ErrInvalidArgument, unit)
+// ParseShowUnits reads the output of ShowUnits' script: `systemctl show`
+// blocks (parsed by units.ParseShow), a marker line, then one "SHA256 NAME"
+// line per unit file. It sets FileHash on the unit of each hash line and
+// adds a UnitState with only Unit and FileHash for a file no block
+// describes. Hash lines for names that are not herd units are skipped.
+// Empty output means no units; otherwise the marker is required (its
+// absence means the output was cut short). CRLF line ends are accepted.
+// The result is sorted by unit name.
+func ParseShowUnits(out []byte) ([]units.UnitState, error) {
+	out = bytes.ReplaceAll(out, []byte("\r\n"), []byte("\n"))
+	if len(bytes.TrimSpace(out)) == 0 {
+		return nil, nil
 	}
-	argv := []string{"journalctl", "-u", unit, "-o", "short-iso", "--no-pager"}
-	if since != "" {
-		if !isSince(since) {
-			return fmt.Errorf("%w: journal since %q is not a simple time spec", ErrInvalidArgument, since)
-		}
-		argv = append(argv, "--since="+since)
+	show, hashes, ok := cutMarker(out)
+	if !ok {
+		return nil, fmt.Errorf("sshexec: show units: no %q line after the systemctl show output", hashMarker)
 	}
-	if follow {
-		argv = append(argv, "-f")
+	states, err := units.ParseShow(show)
+	if err != nil {
+		return nil, fmt.Errorf("sshexec: show units: %w", err)
 	}
-	return e.Stream(ctx, node, argv, w)
-}
-
-// ParseShow parses `systemctl show` output for several units: blocks of
-// Key=Value lines separated by blank lines. Unknown keys are ignored; every
-// block needs an Id. Empty and "[not set]" numbers read as 0, an "n/a"
-// timestamp as "". The result is sorted by unit name.
-func ParseShow(out []byte) ([]UnitState, error) {
-	var (
-		units []UnitState
-		cur   UnitState
-		have  bool
-		line  int
-	)
-	flush := func() error {
-		if !have {
-			return nil
-		}
-		if cur.Unit == "" {
-			return fmt.Errorf("systemctl show: block ending at line %d has no Id", line)
-		}
-		units = append(units, cur)
-		cur, have = UnitState{}, false
-		return nil
+	byUnit := make(map[string]int, len(states))
+	for i, s := range states {
+		byUnit[s.Unit] = i
 	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line++
-		text := strings.TrimRight(sc.Text(), "\r")
-		if strings.TrimSpace(text) == "" {
-			if err := flush(); err != nil {
-				return nil, err
-			}
+	sc := bufio.NewScanner(bytes.NewReader(hashes))
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		key, val, ok := strings.Cut(text, "=")
-		if !ok {
-			return nil, fmt.Errorf("systemctl show: line %d: %q is not Key=Value", line, text)
+		f := strings.Fields(line)
+		if len(f) != 2 || !isSHA256(f[0]) {
+			return nil, fmt.Errorf("sshexec: show units: hash line %d: %q is not \"SHA256 NAME\"", n, line)
 		}
-		have = true
-		var num *int
-		switch key {
-		case "Id":
-			cur.Unit = val
-		case "LoadState":
-			cur.LoadState = val
-		case "ActiveState":
-			cur.ActiveState = val
-		case "SubState":
-			cur.SubState = val
-		case "UnitFileState":
-			cur.UnitFileState = val
-		case "FragmentPath":
-			cur.FragmentPath = val
-		case "ExecMainStartTimestamp":
-			if val != "n/a" {
-				cur.ExecMainStartTimestamp = val
-			}
-		case "MainPID":
-			num = &cur.MainPID
-		case "NRestarts":
-			num = &cur.NRestarts
-		case "ExecMainStatus":
-			num = &cur.ExecMainStatus
+		sum, name := f[0], strings.TrimPrefix(f[1], "*") // sha256sum marks binary mode with '*'
+		if !units.IsHerdUnit(name) {
+			continue
 		}
-		if num != nil && val != "" && val != "[not set]" {
-			n, err := strconv.Atoi(val)
-			if err != nil {
-				return nil, fmt.Errorf("systemctl show: line %d: %s=%q is not a number", line, key, val)
-			}
-			*num = n
+		if i, ok := byUnit[name]; ok {
+			states[i].FileHash = sum
+			continue
 		}
+		byUnit[name] = len(states)
+		states = append(states, units.UnitState{Unit: name, FileHash: sum})
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("systemctl show: %w", err)
+		return nil, fmt.Errorf("sshexec: show units: %w", err)
 	}
-	line++
-	if err := flush(); err != nil {
-		return nil, err
+	slices.SortStableFunc(states, func(a, b units.UnitState) int { return strings.Compare(a.Unit, b.Unit) })
+	return states, nil
+}
+
+// cutMarker splits out around the first line that is exactly hashMarker.
+func cutMarker(out []byte) (before, after []byte, found bool) {
+	m := []byte("\n" + hashMarker + "\n")
+	s := make([]byte, 0, len(out)+2)
+	s = append(append(append(s, '\n'), out...), '\n')
+	i := bytes.Index(s, m)
+	if i < 0 {
+		return nil, nil, false
 	}
-	slices.SortFunc(units, func(a, b UnitState) int { return strings.Compare(a.Unit, b.Unit) })
-	return units, nil
+	return s[1 : i+1], s[i+len(m):], true
+}
+
+// isSHA256 reports whether s is 64 lower-case hex digits, as sha256sum
+// prints them.
+func isSHA256(s string) bool {
+	return len(s) == 64 && allIn(s, "0123456789abcdef")
 }
