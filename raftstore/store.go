@@ -171,6 +171,12 @@ func Open(cfg Config) (*Store, error) {
 		Stream:  m,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
+		// No pipelined replication: when a pipelined append fails (a
+		// newer term, a dropped connection) hashicorp/raft's pipeline
+		// reader exits and the next append can block for good, hanging
+		// Close and stalling replication to that follower (seen under
+		// armv7 emulation). One RPC in flight is plenty for a small fleet.
+		MaxRPCsInFlight: 1,
 		Logger:  hc.Named("transport"),
 	})
 	undo = append(undo, func() { trans.Close(); m.Close(); m.wait() })
