@@ -46,5 +46,24 @@ demo: build
 demo-local: build
 	scripts/demo-local
 
+## e2e: the end-to-end suite on a lab of 4 boards (needs root; ~5 min):
+## power pulls, partition, kill -9, packet loss. The lab is taken down at
+## the end, pass or fail. See e2e/doc.go.
+.PHONY: e2e
+e2e: build
+	scripts/lab deps
+	$(GO) test -tags e2e -count=1 -timeout 40m -v ./e2e/; rc=$$?; scripts/lab down >/dev/null 2>&1; exit $$rc
+
 clean:
 	rm -rf bin dist
+
+## release: static binaries for amd64, arm64, armv7, armv6 in dist/ with
+## SHA256SUMS and SIZES.txt (fails over the 20 MB budget). See docs/arm.md.
+.PHONY: release test-arm
+release:
+	VERSION="$(VERSION)" LDFLAGS="$(LDFLAGS)" scripts/release
+
+## test-arm: the -short tests built for arm64 and armv7, run under
+## qemu-user (installs qemu-user-static + binfmt-support as root).
+test-arm:
+	scripts/test-arm
