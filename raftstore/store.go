@@ -177,7 +177,7 @@ func Open(cfg Config) (*Store, error) {
 		// Close and stalling replication to that follower (seen under
 		// armv7 emulation). One RPC in flight is plenty for a small fleet.
 		MaxRPCsInFlight: 1,
-		Logger:  hc.Named("transport"),
+		Logger:          hc.Named("transport"),
 	})
 	undo = append(undo, func() { trans.Close(); m.Close(); m.wait() })
 
