@@ -274,8 +274,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	n := newNotifier()
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); a.pumpGossip(runCtx, n) }()
+	go func() { defer wg.Done(); a.gossip.Reconnect(runCtx) }() // heals partitions
 	if a.store != nil {
 		changes, unsub := n.subscribe()
 		defer unsub()

@@ -56,6 +56,9 @@ type Config struct {
 	// DeadRetention is how long a dead or left member stays visible in
 	// Members after its last change; 0 keeps it until it comes back.
 	DeadRetention time.Duration
+	// ReconnectInterval is how often Reconnect tries to reach members
+	// declared dead (see Gossip.Reconnect).
+	ReconnectInterval time.Duration
 	// Timing holds the failure-detection and dissemination settings.
 	Timing Timing
 
@@ -179,7 +182,9 @@ func DefaultLANConfig() Config {
 		BindAddr:      "0.0.0.0",
 		BindPort:      DefaultPort,
 		DeadRetention: 24 * time.Hour,
-		Timing:        LANTiming(),
+		// A healed partition is noticed within about this long.
+		ReconnectInterval: 2 * time.Second,
+		Timing:            LANTiming(),
 	}
 }
 
@@ -190,10 +195,11 @@ func DefaultConfig() Config { return DefaultLANConfig() }
 // LocalTiming. Set Name, Key and Meta before use.
 func DefaultLocalConfig() Config {
 	return Config{
-		BindAddr:      "127.0.0.1",
-		BindPort:      0,
-		DeadRetention: time.Hour,
-		Timing:        LocalTiming(),
+		BindAddr:          "127.0.0.1",
+		BindPort:          0,
+		DeadRetention:     time.Hour,
+		ReconnectInterval: 200 * time.Millisecond,
+		Timing:            LocalTiming(),
 	}
 }
 
@@ -228,6 +234,9 @@ func (c Config) Validate() error {
 	if _, err := EncodeMeta(c.Meta); err != nil {
 		p = append(p, fmt.Sprintf("Meta: %v", err))
 		causes = append(causes, err)
+	}
+	if c.ReconnectInterval < 0 {
+		p = append(p, fmt.Sprintf("ReconnectInterval %v: negative", c.ReconnectInterval))
 	}
 	if c.DeadRetention < 0 {
 		p = append(p, fmt.Sprintf("DeadRetention %v: negative", c.DeadRetention))

@@ -1,0 +1,61 @@
+package gossip
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Reconnect runs until ctx ends (or the member shuts down). Every
+// Config.ReconnectInterval (jittered ±20%) it tries once to join every
+// member gossip has declared dead, each at its last address; members that
+// left gracefully are not tried. memberlist never probes or syncs with a
+// member it declared dead, so without this the two sides of a healed
+// partition would each keep the other dead forever (a powered-off board
+// that boots again finds the others through its join list instead). A dead
+// board costs one TCP connection attempt per interval.
+func (g *Gossip) Reconnect(ctx context.Context) {
+	interval := g.cfg.ReconnectInterval
+	if interval <= 0 {
+		return
+	}
+	for {
+		d := time.Duration(float64(interval) * (0.8 + 0.4*rand.Float64()))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if g.closed.Load() {
+			return
+		}
+		g.reconnectOnce()
+	}
+}
+
+// reconnectOnce joins each dead member in parallel (an unreachable one
+// costs up to Timing.TCPTimeout, and must not delay the others).
+func (g *Gossip) reconnectOnce() {
+	var addrs []string
+	for _, m := range g.Members() {
+		if m.State == StateDead && m.Addr != "" {
+			addrs = append(addrs, m.Address())
+		}
+	}
+	var wg sync.WaitGroup
+	for _, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if n, err := g.ml.Join([]string{a}); n > 0 {
+				g.log.Info("gossip reconnected to a member declared dead", "addr", a)
+			} else {
+				g.log.Debug("gossip reconnect failed", "addr", a, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
