@@ -23,7 +23,7 @@ disk_mount() {
   local d; d=$(board_dir "$1")
   mkdir -p "$d/upper" "$d/work" "$d/root"
   mountpoint -q "$d/root" && return 0
-  mount -t overlay "herdlab-$1" -o "lowerdir=$ROOTFS,upperdir=$d/upper,workdir=$d/work" "$d/root" ||
+  mount -t overlay "herdlab-$1" -o "lowerdir=$(rootfs_dir "$(board_arch "$1")"),upperdir=$d/upper,workdir=$d/work" "$d/root" ||
     die "could not mount the overlay of $1 at $d/root"
 }
 
@@ -126,13 +126,16 @@ board_start() {
   echo "$pid" >"$d/pid"
 }
 
-# board_wait bN DEADLINE(epoch s): until root logs in over ssh; prints the
-# seconds it took after T0 (env), or fails with the console's tail.
+# board_wait bN DEADLINE(epoch s) [TIMEOUT s, for the message]: until root
+# logs in over ssh; prints the seconds it took after T0 (env), or fails with
+# the console's tail.
 board_wait() {
-  local b=$1 deadline=$2
-  until ssh_board "$b" -o ConnectTimeout=1 true 2>/dev/null; do
+  local b=$1 deadline=$2 timeout=${3:-$BOOT_TIMEOUT} ct=1
+  # under qemu-user sshd's fork + re-exec alone can take a second
+  board_is_foreign "$b" && ct=3
+  until ssh_board "$b" -o ConnectTimeout=$ct true 2>/dev/null; do
     if (($(date +%s) >= deadline)); then
-      log "$b: ssh does not answer at $(board_ip "$b") after ${BOOT_TIMEOUT}s; console ($(board_dir "$b")/console.log):"
+      log "$b: ssh does not answer at $(board_ip "$b") after ${timeout}s; console ($(board_dir "$b")/console.log):"
       tail -n 15 "$(board_dir "$b")/console.log" >&2
       return 1
     fi
@@ -159,6 +162,7 @@ boards_boot() {
   done
   write_ssh_files
   deadline=$(($(date +%s) + BOOT_TIMEOUT))
+  local emu_deadline=$(($(date +%s) + EMU_BOOT_TIMEOUT))
   for b in "$@"; do
     if [[ -f $(board_dir "$b")/partition ]]; then
       log "$b is partitioned ($(cat "$(board_dir "$b")/partition")): not waiting for ssh (scripts/lab heal)"
@@ -166,8 +170,12 @@ boards_boot() {
     fi
     (
       exec 9>&-
-      board_wait "$b" "$deadline" || exit 1
-      echo "lab: $b up at $(board_ip "$b") ($(since "$t0") s): $(ssh_board "$b" systemctl is-system-running 2>/dev/null)" >&2
+      if board_is_foreign "$b"; then
+        board_wait "$b" "$emu_deadline" "$EMU_BOOT_TIMEOUT" || exit 1
+      else
+        board_wait "$b" "$deadline" || exit 1
+      fi
+      echo "lab: $b up at $(board_ip "$b")$(arch_note "$b") ($(since "$t0") s): $(ssh_board "$b" systemctl is-system-running 2>/dev/null)" >&2
     ) &
     pids+=($!)
   done

@@ -6,7 +6,7 @@ LAB_DIR=${HERD_LAB_DIR:-/var/lib/herd-lab}          # boards' disks, keys, known
 CACHE_DIR=${HERD_LAB_CACHE:-/var/cache/herd-lab}    # the shared read-only root and its tarball
 SUITE=${HERD_LAB_SUITE:-bookworm}
 ARCH=$(dpkg --print-architecture 2>/dev/null || echo amd64)
-ROOTFS=$CACHE_DIR/rootfs-$SUITE-$ARCH
+ROOTFS=$CACHE_DIR/rootfs-$SUITE-$ARCH              # the host's architecture; others: rootfs_dir ARCH
 ROOTFS_TAR=$ROOTFS.tar.zst
 BOARDS_DIR=$LAB_DIR/boards
 KEY=$LAB_DIR/ssh/id_ed25519
@@ -25,6 +25,8 @@ MAX_BOARDS=200
 
 BOOT_TIMEOUT=${HERD_LAB_BOOT_TIMEOUT:-60}   # seconds until ssh must answer after boot
 KILL_TIMEOUT=${HERD_LAB_KILL_TIMEOUT:-10}   # seconds until a killed board's cgroup must be empty
+# boards of another architecture run every program through qemu-user: slower
+EMU_BOOT_TIMEOUT=${HERD_LAB_EMU_BOOT_TIMEOUT:-180}
 
 # Bump when prep_rootfs changes: a cached root with another stamp is prepared again.
 PREP_VERSION=4
@@ -60,6 +62,26 @@ board_dir() { echo "$BOARDS_DIR/$1"; }
 board_root() { echo "$BOARDS_DIR/$1/root"; }
 board_netns() { echo "$NETNS_PREFIX$1"; }
 board_veth() { echo "$VETH_PREFIX$1"; }
+
+# Architectures: a board has the host's ($ARCH), unless its disk was made for
+# another one (scripts/lab up N --arm64 K): then bN/arch says which, and the
+# board's programs run under qemu-user (binfmt_misc).
+FOREIGN_ARCHES="arm64"
+# rootfs_dir ARCH: the shared root of that architecture.
+rootfs_dir() { echo "$CACHE_DIR/rootfs-$SUITE-$1"; }
+# board_arch bN: the board's architecture (dpkg name: amd64, arm64).
+board_arch() {
+  local a
+  a=$(cat "$BOARDS_DIR/$1/arch" 2>/dev/null || true)
+  echo "${a:-$ARCH}"
+}
+# qemu_name ARCH: the binfmt_misc entry (and qemu-user binary) for ARCH.
+qemu_name() {
+  case $1 in
+    arm64) echo qemu-aarch64 ;;
+    *) die "no qemu-user mapping for architecture '$1' (known: $FOREIGN_ARCHES)" ;;
+  esac
+}
 
 # known_board bN: dies unless the lab has (or had, with --keep-disks) this board.
 known_board() {

@@ -43,9 +43,19 @@ rootfs_ready() { grep -qx "prep $PREP_VERSION" "$ROOTFS/etc/herd-lab-rootfs" 2>/
 # rootfs_in_use: true while any overlay of the lab has the root as lower dir.
 rootfs_in_use() { grep -qE "lowerdir=([^,]*:)?${ROOTFS}(,|:| |$)" /proc/self/mountinfo; }
 
-# ensure_rootfs: build (debootstrap), restore (tarball) or re-prepare the
-# shared root, whichever is needed; nothing when it is ready.
+# ensure_rootfs [ARCH]: build (debootstrap), restore (tarball) or re-prepare
+# the shared root of ARCH (default: the host's), whichever is needed; nothing
+# when it is ready. A foreign ARCH (arm64) is built and run through qemu-user:
+# see arch.sh.
 ensure_rootfs() {
+  local arch=${1:-$ARCH}
+  if [[ $arch != "$ARCH" ]]; then
+    # the functions below see this architecture's root (dynamic scope)
+    local ROOTFS ROOTFS_TAR
+    ROOTFS=$(rootfs_dir "$arch") ROOTFS_TAR=$(rootfs_dir "$arch").tar.zst
+    binfmt_ensure "$arch"
+    [[ -d $ROOTFS ]] && ! rootfs_in_use && emu_interpreter_in_root "$ROOTFS" "$arch"
+  fi
   if rootfs_ready; then
     [[ -f $ROOTFS_TAR ]] || save_rootfs_tar
     return 0
@@ -64,6 +74,9 @@ ensure_rootfs() {
       log "restoring the root from $ROOTFS_TAR"
       zstd -dc -q "$ROOTFS_TAR" | tar -C "$tmp" --numeric-owner --xattrs --xattrs-include='*' -xpf - ||
         die "could not unpack $ROOTFS_TAR (remove it to build afresh)"
+    elif [[ $arch != "$ARCH" ]]; then
+      need_cmds debootstrap chroot
+      emu_debootstrap "$tmp" "$arch" "$(apt_mirror)"
     else
       need_cmds debootstrap
       local mirror; mirror=$(apt_mirror)
@@ -76,6 +89,7 @@ ensure_rootfs() {
     mv "$tmp" "$ROOTFS"
   fi
   if ! rootfs_ready; then
+    [[ $arch != "$ARCH" ]] && emu_prep_rootfs "$ROOTFS" "$arch"
     prep_rootfs "$ROOTFS"
     save_rootfs_tar
   fi
