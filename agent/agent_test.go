@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/herd-dev/herd/internal/testutil"
 	"log/slog"
 	"net"
 	"strconv"
@@ -141,18 +142,10 @@ func (f *testFleet) client(i int) *client.Client {
 	return c
 }
 
-// waitFor polls cond until it returns nil or the deadline passes.
+// waitFor polls cond until it returns nil or d passes.
 func waitFor(t *testing.T, what string, d time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
-	t.Fatalf("timed out after %v waiting for %s: %v", d, what, err)
+	testutil.Eventually(t, d, what, cond)
 }
 
 // leader waits until all running agents agree on one leader and returns its index.

@@ -5,10 +5,10 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"flag"
+	"github.com/herd-dev/herd/internal/testutil"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -72,27 +72,4 @@ func writeFile(t *testing.T, dir, name string, content []byte, mode os.FileMode)
 }
 
 // testLogger writes to t.Log until the test ends.
-func testLogger(t testing.TB) *slog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(string(bytes.TrimRight(p, "\n")))
-	}
-	return len(p), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return testutil.Logger(t) }

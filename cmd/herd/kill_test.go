@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/herd-dev/herd/internal/testutil"
 	"net"
 	"os"
 	"os/exec"
@@ -35,15 +36,7 @@ func freePort(t *testing.T) int {
 
 func waitFor(t *testing.T, what string, d time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
-	}
-	t.Fatalf("timed out after %v waiting for %s: %v", d, what, err)
+	testutil.Eventually(t, d, what, cond)
 }
 
 func (p *proc) start(t *testing.T, bin string) {

@@ -2,8 +2,8 @@ package sshexec
 
 import (
 	"context"
+	"github.com/herd-dev/herd/internal/testutil"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,32 +12,8 @@ import (
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
 
-// testLogger writes to t.Log until the test's cleanup runs; later writes
-// (from goroutines that outlive it) are dropped.
-func testLogger(t testing.TB) *slog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(string(p))
-	}
-	return len(p), nil
-}
+// testLogger writes to t.Log until the test ends.
+func testLogger(t testing.TB) *slog.Logger { return testutil.Logger(t) }
 
 // pinned is a HostKeyLookup over a fixed table.
 func pinned(nodes map[string]*sshdtest.Server) HostKeyLookup {
