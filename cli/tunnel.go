@@ -93,30 +93,78 @@ func (t *tunnel) Close() error {
 	return nil
 }
 
+// tunnelStagger is how long DialContext waits on one host before it also
+// tries the next: a board that is down costs this, not tunnelHostTimeout.
+const tunnelStagger = 300 * time.Millisecond
+
 // DialContext opens a stream to the agent API of the first host that
-// answers; network and address are ignored. Failure is a *net.OpError with
-// Op "dial", so the client knows the request was never sent.
+// answers, starting from the one that last worked and starting the next
+// one whenever the hosts tried so far failed or have not answered within
+// tunnelStagger; network and address are ignored. Failure is a *net.OpError
+// with Op "dial", so the client knows the request was never sent.
 func (t *tunnel) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
 	t.mu.Lock()
 	start := t.cur
 	t.mu.Unlock()
+	type result struct {
+		i    int
+		conn net.Conn
+		err  error
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	n := len(t.hosts)
+	results := make(chan result, n)
+	launched, pending := 0, 0
+	launch := func() {
+		i := (start + launched) % n
+		launched++
+		pending++
+		go func() {
+			conn, err := t.dialHost(dctx, i)
+			results <- result{i, conn, err}
+		}()
+	}
+	launch()
+	stagger := time.NewTimer(tunnelStagger)
+	defer stagger.Stop()
 	var errs []error
-	for k := range t.hosts {
-		i := (start + k) % len(t.hosts)
-		conn, err := t.dialHost(ctx, i)
-		if err == nil {
-			t.mu.Lock()
-			t.cur = i
-			t.mu.Unlock()
-			return conn, nil
-		}
-		if ctx.Err() != nil {
+	for pending > 0 {
+		select {
+		case r := <-results:
+			pending--
+			if r.err == nil {
+				t.mu.Lock()
+				t.cur = r.i
+				t.mu.Unlock()
+				go func(left int) { // close streams that lost the race
+					for ; left > 0; left-- {
+						if l := <-results; l.conn != nil {
+							l.conn.Close()
+						}
+					}
+				}(pending)
+				return r.conn, nil
+			}
+			errs = append(errs, r.err)
+			if errors.Is(r.err, errHostKey) {
+				t.warn(r.err.Error())
+			}
+			if launched < n {
+				launch()
+				stagger.Reset(tunnelStagger)
+			}
+		case <-stagger.C:
+			if launched < n {
+				launch()
+				stagger.Reset(tunnelStagger)
+			}
+		case <-ctx.Done():
 			return nil, &net.OpError{Op: "dial", Net: "ssh", Err: ctx.Err()}
 		}
-		errs = append(errs, err)
-		if errors.Is(err, errHostKey) {
-			t.warn(err.Error())
-		}
+	}
+	if ctx.Err() != nil {
+		return nil, &net.OpError{Op: "dial", Net: "ssh", Err: ctx.Err()}
 	}
 	return nil, &net.OpError{Op: "dial", Net: "ssh", Err: errors.Join(errs...)}
 }
