@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"flag"
+	"github.com/herd-dev/herd/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,13 +116,7 @@ func golden(t *testing.T, name, got string) {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Until(t, 10*time.Second, what, cond)
 }
 
 func intp(n int) *int { return &n }

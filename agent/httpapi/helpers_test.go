@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/herd-dev/herd/internal/testutil"
 	"io"
 	"log/slog"
 	"net/http"
@@ -164,13 +165,7 @@ func diff(t *testing.T, what string, want, got any, opts ...cmp.Option) {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Until(t, 10*time.Second, what, cond)
 }
 
 func decodeErr(t *testing.T, body string) client.APIError {

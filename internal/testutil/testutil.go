@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -52,4 +53,15 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() err
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Until is Eventually for a condition that only says yes or no.
+func Until(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	Eventually(t, within, what, func() error {
+		if cond() {
+			return nil
+		}
+		return errors.New("not yet")
+	})
 }

@@ -62,11 +62,5 @@ func testCtx(t testing.TB) context.Context {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, deadline time.Duration, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", deadline, what)
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval
-	}
+	testutil.Until(t, deadline, what, cond)
 }
