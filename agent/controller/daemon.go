@@ -57,7 +57,7 @@ func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes
 	if ds == nil {
 		return nil
 	}
-	rev := templateHash(ds.Spec.Template)
+	rev := api.TemplateHash(ds.Spec.Template)
 	owner := api.OwnerRef{Kind: api.KindDaemon, Name: ds.Metadata.Name}
 
 	matches := func(n *api.Node) bool {

@@ -158,7 +158,7 @@ func TestDaemonRollingUpdate(t *testing.T) {
 	nd.Spec.Template = copyTemplate(nd.Spec.Template)
 	nd.Spec.Template.Exec = append(nd.Spec.Template.Exec, "--v2")
 	w.apply([]Action{newAction(ActionUpdate, &nd, "user")})
-	rev := templateHash(nd.Spec.Template)
+	rev := api.TemplateHash(nd.Spec.Template)
 
 	w.afterEach = func(a Action) {
 		unavailable := 4

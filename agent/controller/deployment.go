@@ -64,7 +64,7 @@ func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, node
 	if d == nil {
 		return nil
 	}
-	rev := templateHash(d.Spec.Template)
+	rev := api.TemplateHash(d.Spec.Template)
 	replicas := 1
 	if d.Spec.Replicas != nil {
 		replicas = max(0, *d.Spec.Replicas)

@@ -134,7 +134,7 @@ func TestReconcileDeployment(t *testing.T) {
 						t.Errorf("bad pod name %q", p.Metadata.Name)
 					}
 					if p.Status.Phase != api.PodPending || p.Spec.Owner != (api.OwnerRef{Kind: api.KindDeployment, Name: "web"}) ||
-						p.Spec.Revision != templateHash(d.Spec.Template) || p.Metadata.Labels["app"] != "web" || p.Spec.Node != "" ||
+						p.Spec.Revision != api.TemplateHash(d.Spec.Template) || p.Metadata.Labels["app"] != "web" || p.Spec.Node != "" ||
 						p.Status.Unit != "herd-"+p.Metadata.Name+".service" || !cmp.Equal(p.Spec.Template, d.Spec.Template) {
 						t.Errorf("bad new pod %+v", p)
 					}
@@ -156,7 +156,7 @@ func TestReconcileDeployment(t *testing.T) {
 					t.Errorf("status counts (-want +got):\n%s", diff)
 				}
 			}
-			if st.Revision != templateHash(d.Spec.Template) || st.ObservedGeneration != d.Metadata.Generation {
+			if st.Revision != api.TemplateHash(d.Spec.Template) || st.ObservedGeneration != d.Metadata.Generation {
 				t.Errorf("status revision %q generation %d", st.Revision, st.ObservedGeneration)
 			}
 			for typ, reason := range tt.wantReason {
@@ -222,7 +222,7 @@ func TestRollingUpdate(t *testing.T) {
 			nd.Spec.Template = copyTemplate(nd.Spec.Template)
 			nd.Spec.Template.Env = map[string]string{"VERSION": "2"}
 			w.apply([]Action{newAction(ActionUpdate, &nd, "user")})
-			newRev := templateHash(nd.Spec.Template)
+			newRev := api.TemplateHash(nd.Spec.Template)
 
 			check := func(a Action) {
 				total, avail := 0, 0

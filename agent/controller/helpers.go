@@ -1,9 +1,6 @@
 package controller
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -12,25 +9,6 @@ import (
 	"github.com/herd-dev/herd/agent/scheduler"
 	"github.com/herd-dev/herd/api"
 )
-
-// This file holds private equivalents of helpers package api provides
-// (api.MatchLabels, api.TemplateHash) so the controllers build on their
-// own; the integrator may swap them for the api versions, whose semantics
-// they copy.
-
-// matchLabels reports whether every key=value of sel is in labels. An empty
-// selector matches nothing (as api.MatchLabels).
-func matchLabels(sel, labels map[string]string) bool {
-	if len(sel) == 0 {
-		return false
-	}
-	for k, v := range sel {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
 
 // matchNode reports whether node n satisfies a node selector: an empty
 // selector matches every node; the well-known labels and their shorthands
@@ -54,17 +32,6 @@ func matchNode(sel map[string]string, n *api.Node) bool {
 		}
 	}
 	return true
-}
-
-// templateHash is the revision of a template: the first 10 hex digits of
-// the SHA-256 of its JSON encoding (map keys sorted), as api.TemplateHash.
-func templateHash(t api.PodTemplate) string {
-	b, err := json.Marshal(t)
-	if err != nil {
-		panic("controller: templateHash: " + err.Error()) // only strings, ints, slices and maps
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])[:10]
 }
 
 // UnitName is the systemd unit of a pod, herd-<pod>.service.

@@ -239,7 +239,7 @@ func (r *Runner) keysFor(ctx context.Context, ch Change) []Key {
 			return append(keys, r.allKeys(ctx, api.KindService)...)
 		}
 		for _, s := range ix.c.Services {
-			if s != nil && matchLabels(s.Spec.Selector, p.Metadata.Labels) {
+			if s != nil && api.MatchLabels(s.Spec.Selector, p.Metadata.Labels) {
 				keys = append(keys, KeyOf(api.KindService, s.Metadata.Name))
 			}
 		}

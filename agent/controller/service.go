@@ -27,7 +27,7 @@ func reconcileService(now time.Time, svc *api.Service, pods []*api.Pod, nodeByNa
 	}
 	var eps []api.Endpoint
 	for _, p := range pods {
-		if p == nil || p.Status.Phase != api.PodRunning || !p.Status.Ready || !matchLabels(svc.Spec.Selector, p.Metadata.Labels) {
+		if p == nil || p.Status.Phase != api.PodRunning || !p.Status.Ready || !api.MatchLabels(svc.Spec.Selector, p.Metadata.Labels) {
 			continue
 		}
 		n := nodeByName[p.Spec.Node]
