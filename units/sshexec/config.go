@@ -82,7 +82,24 @@ type Config struct {
 	// Logger receives connection events (dial, reconnect, keepalive
 	// timeout). Nil discards.
 	Logger *slog.Logger
+
+	// BoardHelper is the herd binary on the boards, run as
+	// `BoardHelper board put-file|rm-file ...` by WriteFileNoFollow and
+	// RemoveNoFollow. Empty means DefaultBoardHelper (where bootstrap
+	// installs it). Tests point it at a freshly built binary.
+	BoardHelper string
+	// StageDir is the root-only directory (created 0700) where
+	// WriteFileNoFollow stages content over SFTP before the helper moves it
+	// into place. It must sit in a tree only root can write. Empty means
+	// DefaultStageDir.
+	StageDir string
 }
+
+// Defaults of Config.BoardHelper and Config.StageDir.
+const (
+	DefaultBoardHelper = "/usr/local/bin/herd"
+	DefaultStageDir    = "/run/herd/stage"
+)
 
 // DefaultConfig returns a Config with every default filled in; the caller
 // still sets Signers and HostKeys.
@@ -105,6 +122,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.User == "":
 		return fmt.Errorf("%w: User is empty", ErrInvalidConfig)
+	case c.BoardHelper != "" && checkPath(c.BoardHelper) != nil:
+		return fmt.Errorf("%w: BoardHelper %q must be an absolute, clean path", ErrInvalidConfig, c.BoardHelper)
+	case c.StageDir != "" && checkPath(c.StageDir) != nil:
+		return fmt.Errorf("%w: StageDir %q must be an absolute, clean path", ErrInvalidConfig, c.StageDir)
 	case len(c.Signers) == 0:
 		return fmt.Errorf("%w: no Signers (use LoadKey or AgentSigners)", ErrInvalidConfig)
 	case c.HostKeys == nil:
