@@ -14,11 +14,18 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/herd-dev/herd/units/sshexec/boardfs"
 )
 
 // Main runs the herd binary's command line (herd agent, herd keygen, herd
 // version) and returns the process exit status: 0 ok, 1 error, 2 usage.
+// `herd board ...` is the board-side file helper the leader runs over SSH
+// (package boardfs, with its own exit statuses).
 func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "board" {
+		return boardfs.Main(args[1:], stderr)
+	}
 	root := &cobra.Command{
 		Use:           "herd",
 		Short:         "herd agent: runs on every board of a herd fleet",

@@ -1,8 +1,8 @@
 package agent
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -70,42 +70,38 @@ func (b *boardExecutor) ShowUnits(ctx context.Context, node string) ([]units.Uni
 	return b.ssh.ShowUnits(ctx, node)
 }
 
-func (b *boardExecutor) PutFile(ctx context.Context, node, path string, content []byte, mode os.FileMode) error {
-	special := mode & (os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
-	if err := b.ssh.PutFile(ctx, node, path, content, mode.Perm(), sshexec.PutFileOptions{MkdirAll: true}); err != nil {
-		return err
+// PutFile writes a file through the board helper (`herd board put-file`),
+// which follows no symbolic link in any component of path; a refusal
+// matches placer.ErrFileRefused.
+func (b *boardExecutor) PutFile(ctx context.Context, node, path string, content []byte, opt placer.FileOptions) error {
+	mode := uint32(opt.Mode.Perm())
+	if opt.Mode&os.ModeSetuid != 0 {
+		mode |= 0o4000
 	}
-	if special == 0 {
-		return nil
+	if opt.Mode&os.ModeSetgid != 0 {
+		mode |= 0o2000
 	}
-	// sshexec writes permission bits only; add the special ones by argv.
-	octal := fmt.Sprintf("%04o", uint32(mode.Perm())|specialBits(special))
-	res, err := b.ssh.Run(ctx, node, []string{"chmod", octal, "--", path})
-	if err != nil {
-		return err
+	if opt.Mode&os.ModeSticky != 0 {
+		mode |= 0o1000
 	}
-	if res.ExitStatus != 0 {
-		return fmt.Errorf("agent: chmod %s %s on %s: %s", octal, path, node, bytes.TrimSpace(res.Stderr))
-	}
-	return nil
+	err := b.ssh.WriteFileNoFollow(ctx, node, path, content, sshexec.NoFollowOptions{
+		Mode: mode, AllowSetID: opt.AllowSetID, ParentMode: uint32(opt.ParentMode.Perm()),
+	})
+	return refused(err)
 }
 
-func specialBits(m os.FileMode) uint32 {
-	var b uint32
-	if m&os.ModeSetuid != 0 {
-		b |= 0o4000
-	}
-	if m&os.ModeSetgid != 0 {
-		b |= 0o2000
-	}
-	if m&os.ModeSticky != 0 {
-		b |= 0o1000
-	}
-	return b
-}
-
+// Remove removes a file through the board helper (`herd board rm-file`),
+// following no symbolic link; a refusal matches placer.ErrFileRefused.
 func (b *boardExecutor) Remove(ctx context.Context, node, path string) error {
-	return b.ssh.Remove(ctx, node, path)
+	return refused(b.ssh.RemoveNoFollow(ctx, node, path))
+}
+
+// refused makes a board's refusal match placer.ErrFileRefused.
+func refused(err error) error {
+	if errors.Is(err, sshexec.ErrRefused) {
+		return fmt.Errorf("%w: %w", placer.ErrFileRefused, err)
+	}
+	return err
 }
 
 func (b *boardExecutor) ReadFile(ctx context.Context, node, path string) ([]byte, error) {
@@ -119,21 +115,18 @@ func (b *boardExecutor) Systemctl(ctx context.Context, node, verb string, units 
 	return b.ssh.Systemctl(ctx, node, verb, units...)
 }
 
-func (b *boardExecutor) Run(ctx context.Context, node string, argv []string) (int, error) {
-	res, err := b.ssh.Run(ctx, node, argv)
-	if err != nil {
-		return 0, err
-	}
-	return res.ExitStatus, nil
+// Probe runs an exec readiness check as a transient systemd service with
+// the pod's user, working directory and env file (sshexec.ProbeArgv).
+func (b *boardExecutor) Probe(ctx context.Context, node string, c placer.ProbeCommand) (int, error) {
+	return b.ssh.Probe(ctx, node, sshexec.ProbeCommand{
+		User: c.User, WorkingDir: c.WorkingDir, EnvironmentFile: c.EnvironmentFile, Timeout: c.Timeout, Argv: c.Argv,
+	})
 }
 
 // Logs streams a pod's journal from the board it is placed on (the API's
 // GET /v1/pods/{name}/logs). Any server with the cluster SSH key can serve
-// it, not only the leader.
+// it, not only the leader. The unit comes from the pod's own name, never
+// from its status (which a client could have written).
 func (b *boardExecutor) Logs(ctx context.Context, pod *api.Pod, opts httpapi.LogOptions, w io.Writer) error {
-	unit := pod.Status.Unit
-	if unit == "" {
-		unit = units.UnitName(pod.Metadata.Name)
-	}
-	return b.ssh.Stream(ctx, pod.Spec.Node, opts.JournalctlArgs(unit), w)
+	return b.ssh.Stream(ctx, pod.Spec.Node, opts.JournalctlArgs(units.UnitName(pod.Metadata.Name)), w)
 }

@@ -2,10 +2,24 @@ package placer
 
 import (
 	"context"
-	"os"
 
+	"github.com/herd-dev/herd/agent/placer/boardapi"
 	"github.com/herd-dev/herd/units"
 )
+
+// Types of the Executor interface, defined in package boardapi so that
+// implementations need not import the placer.
+type (
+	// FileOptions says how PutFile writes a file.
+	FileOptions = boardapi.FileOptions
+	// ProbeCommand is an exec readiness check in a pod's unit context.
+	ProbeCommand = boardapi.ProbeCommand
+)
+
+// ErrFileRefused is matched by a PutFile or Remove error when the board
+// refused the path or mode (a symbolic link in a directory component,
+// setuid/setgid without the opt-in); see boardapi.ErrRefused.
+var ErrFileRefused = boardapi.ErrRefused
 
 // Executor acts on boards: the placer's only way to reach them. The agent
 // adapts the SSH executor (units/sshexec) to it; package fakeboard fakes it
@@ -26,12 +40,18 @@ type Executor interface {
 	// FileHash set.
 	ShowUnits(ctx context.Context, node string) ([]units.UnitState, error)
 	// PutFile writes content to path on node atomically (readers see the
-	// old file or the new one), with the given mode, creating missing
-	// parent directories. mode holds permission bits, possibly with
-	// os.ModeSetuid, os.ModeSetgid and os.ModeSticky.
-	PutFile(ctx context.Context, node, path string, content []byte, mode os.FileMode) error
-	// Remove deletes path on node; a path that does not exist is not an
-	// error.
+	// old file or the new one), with opt's mode, creating missing parent
+	// directories, owned by root. It must not follow a symbolic link in
+	// any component of path, race-free (a pod user may own a parent
+	// directory): a link where a directory is expected, or a setuid/setgid
+	// mode without opt.AllowSetID, is refused with an error matching
+	// ErrFileRefused and nothing is written. A link at path itself is
+	// replaced, not written through.
+	PutFile(ctx context.Context, node, path string, content []byte, opt FileOptions) error
+	// Remove deletes path on node without following a symbolic link in
+	// any component (a link at path is itself removed; one in a directory
+	// component is refused, matching ErrFileRefused); a path that does
+	// not exist is not an error.
 	Remove(ctx context.Context, node, path string) error
 	// ReadFile returns the content of path on node; a missing file is an
 	// error matching fs.ErrNotExist.
@@ -42,10 +62,12 @@ type Executor interface {
 	// of one verb may come in one call. A command that fails (non-zero
 	// exit) is an error.
 	Systemctl(ctx context.Context, node, verb string, units ...string) error
-	// Run runs argv on node without a shell and returns its exit status;
-	// err is nil whenever the command ran to completion, whatever its
-	// status. The placer uses it for exec readiness checks.
-	Run(ctx context.Context, node string, argv []string) (exitStatus int, err error)
+	// Probe runs an exec readiness check on node without a shell, in the
+	// pod's unit context: as c.User (root only when it is empty), in
+	// c.WorkingDir, with c.EnvironmentFile, never in the executor's own
+	// root session. It returns the check's exit status; err is nil
+	// whenever the check ran to completion, whatever its status.
+	Probe(ctx context.Context, node string, c ProbeCommand) (exitStatus int, err error)
 }
 
 // Systemctl verbs the placer uses.

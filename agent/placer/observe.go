@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -87,15 +88,77 @@ func (w *worker) observe(ctx context.Context, v *view, node *api.Node, observed 
 			o = observation(u)
 		}
 		o.Ready = ready[pod.Metadata.Name]
-		acts = append(acts, controller.ObservePod(now, pod, o)...)
+		acts = append(acts, w.filesCondition(now, pod, controller.ObservePod(now, pod, o))...)
 		if !settled(o) {
 			unsettled = true
+		}
+	}
+	for name := range w.fileRefused {
+		if !slices.ContainsFunc(pods, func(p *api.Pod) bool { return p.Metadata.Name == name }) {
+			delete(w.fileRefused, name)
 		}
 	}
 	if fence {
 		acts = append(acts, controller.ObservedUnits(now, node, pods, listing)...)
 	}
 	return acts, unsettled
+}
+
+// ConditionFilesWritten is the pod condition the placer sets False (reason
+// ReasonFileRefused) while the board refuses one of the pod's files: a
+// symbolic link in a directory of its path, or setuid/setgid bits without
+// allow_setid. The pod's unit is not written or started meanwhile. The
+// condition is removed once the files are written.
+const (
+	ConditionFilesWritten = "FilesWritten"
+	ReasonFileRefused     = "FileRefused"
+)
+
+// filesCondition adds or removes pod's FilesWritten condition on top of the
+// status writes acts (ObservePod's, at most one for pod) and returns the
+// writes to make.
+func (w *worker) filesCondition(now time.Time, pod *api.Pod, acts []controller.Action) []controller.Action {
+	base := pod
+	if len(acts) == 1 {
+		if np, ok := acts[0].Object.(*api.Pod); ok {
+			base = np
+		}
+	}
+	r, refused := w.fileRefused[pod.Metadata.Name]
+	i := slices.IndexFunc(base.Status.Conditions, func(c api.Condition) bool { return c.Type == ConditionFilesWritten })
+	var conds []api.Condition
+	switch {
+	case refused:
+		c := api.Condition{Type: ConditionFilesWritten, Status: api.ConditionFalse, Reason: ReasonFileRefused, Message: r.msg, LastTransitionTime: now}
+		if i >= 0 {
+			old := base.Status.Conditions[i]
+			if old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
+				return acts
+			}
+			if old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+			conds = slices.Clone(base.Status.Conditions)
+			conds[i] = c
+		} else {
+			conds = append(slices.Clone(base.Status.Conditions), c)
+		}
+	case i >= 0:
+		conds = slices.Delete(slices.Clone(base.Status.Conditions), i, i+1)
+		if len(conds) == 0 {
+			conds = nil
+		}
+	default:
+		return acts
+	}
+	np := *base
+	np.Status.Conditions = conds
+	reason := "pod files written"
+	if refused {
+		np.Status.Message = "a pod file was refused: " + r.msg
+		reason = "board refused a pod file"
+	}
+	return []controller.Action{{Type: controller.ActionUpdateStatus, Kind: api.KindPod, Name: pod.Metadata.Name, Object: &np, Reason: reason}}
 }
 
 // probeMemo is the last passing readiness check of a pod, reused until
@@ -183,7 +246,8 @@ var errProbe = errors.New("placer: readiness check")
 
 // check runs one readiness check: tcp connects to the board's address and
 // the pod's host port, http GETs the path there (2xx and 3xx pass), exec
-// runs argv on the board (exit 0 passes). Each has the probe's timeout.
+// runs argv on the board in the pod's unit context, as the pod's user
+// (Executor.Probe; exit 0 passes). Each has the probe's timeout.
 func (w *worker) check(ctx context.Context, node *api.Node, pod *api.Pod, pr *api.Probe) (bool, error) {
 	timeout := time.Duration(pr.TimeoutSeconds) * time.Second
 	if timeout <= 0 {
@@ -193,7 +257,15 @@ func (w *worker) check(ctx context.Context, node *api.Node, pod *api.Pod, pr *ap
 	defer cancel()
 	switch {
 	case len(pr.Exec) > 0:
-		status, err := w.p.exec.Run(ctx, w.node, pr.Exec)
+		unit := units.UnitName(pod.Metadata.Name)
+		status, err := w.p.exec.Probe(ctx, w.node, ProbeCommand{
+			Unit:            unit,
+			User:            pod.Spec.Template.User,
+			WorkingDir:      pod.Spec.Template.WorkingDir,
+			EnvironmentFile: envFilePath(unit),
+			Timeout:         timeout,
+			Argv:            pr.Exec,
+		})
 		if err != nil {
 			return false, err
 		}

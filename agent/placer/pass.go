@@ -265,6 +265,9 @@ func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*ap
 		}
 	}
 
+	// refused: units whose pod's files the board refused; none of their
+	// later actions run this pass.
+	refused := make(map[string]bool)
 	done := 0
 	for i := 0; i < len(acts); {
 		a := acts[i]
@@ -272,8 +275,24 @@ func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*ap
 		var err error
 		switch a.Type {
 		case units.ActionWrite:
+			pod := pods[a.Unit]
+			if pod != nil && w.refusedRecently(pod, a.Content) {
+				refused[a.Unit] = true
+				i = j
+				continue
+			}
 			if err = w.stillWanted(ctx, acts[i:j]); err == nil {
-				err = w.writeUnit(ctx, a, pods[a.Unit], seen[a.Unit], protected)
+				err = w.writeUnit(ctx, a, pod, seen[a.Unit], protected)
+			}
+			if errors.Is(err, ErrFileRefused) && pod != nil {
+				w.log.Warn("board refused a pod file; not writing or starting its unit", "pod", pod.Metadata.Name, "err", err)
+				w.fileRefused[pod.Metadata.Name] = fileRefusal{content: units.Hash(a.Content), at: p.clock.Now(), msg: err.Error()}
+				refused[a.Unit] = true
+				i = j
+				continue
+			}
+			if err == nil && pod != nil {
+				delete(w.fileRefused, pod.Metadata.Name)
 			}
 			if err == nil && restarts[a.Unit] {
 				w.pendingRestart[a.Unit] = units.Hash(a.Content)
@@ -281,6 +300,10 @@ func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*ap
 		case units.ActionRemove:
 			err = w.removeUnit(ctx, a.Unit, protected)
 		case units.ActionDaemonReload:
+			if !reloadNeeded(acts, refused, observed) {
+				i = j
+				continue
+			}
 			err = p.exec.Systemctl(ctx, w.node, VerbDaemonReload)
 		default:
 			verb, up, ok := verbOf(a.Type)
@@ -291,11 +314,20 @@ func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*ap
 				j++
 			}
 			names := make([]string, 0, j-i)
+			batch := make([]units.Action, 0, j-i)
 			for _, b := range acts[i:j] {
+				if refused[b.Unit] {
+					continue
+				}
 				names = append(names, b.Unit)
+				batch = append(batch, b)
+			}
+			if len(names) == 0 {
+				i = j
+				continue
 			}
 			if up {
-				err = w.stillWanted(ctx, acts[i:j])
+				err = w.stillWanted(ctx, batch)
 			}
 			if err == nil {
 				err = p.exec.Systemctl(ctx, w.node, verb, names...)
@@ -312,10 +344,15 @@ func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*ap
 			}
 			return done, fmt.Errorf("%s: %w", a, err)
 		}
+		n := 0
 		for _, b := range acts[i:j] {
+			if refused[b.Unit] {
+				continue
+			}
 			w.log.Info("unit action", "action", string(b.Type), "unit", b.Unit, "reason", b.Reason)
+			n++
 		}
-		done += j - i
+		done += n
 		i = j
 	}
 	return done, nil
@@ -376,7 +413,8 @@ func (w *worker) stillWanted(ctx context.Context, batch []units.Action) error {
 // unitPath is where a unit's file lives on a board.
 func (w *worker) unitPath(unit string) string { return path.Join(w.p.cfg.UnitDir, unit) }
 
-// writeUnit writes a pod's files, then its unit file. For a unit that
+// writeUnit writes a pod's files, then its environment file (0600 in the
+// root-only env directory), then its unit file. For a unit that
 // already had a file, the files the old unit listed (X-Herd-Files) that
 // neither this pod nor another pod bound here uses any more are removed
 // afterwards.
@@ -391,7 +429,12 @@ func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, ol
 		if err != nil {
 			return fmt.Errorf("pod %s: spec.template.files[%d]: %w", pod.Metadata.Name, i, err)
 		}
-		if err := ex.PutFile(ctx, w.node, f.Path, []byte(f.Content), mode); err != nil {
+		opt := FileOptions{Mode: mode, AllowSetID: allowSetID(f)}
+		if mode&(os.ModeSetuid|os.ModeSetgid) != 0 && !opt.AllowSetID {
+			return fmt.Errorf("pod %s: spec.template.files[%d]: %w: mode %s of %s has setuid/setgid bits and allow_setid is not set",
+				pod.Metadata.Name, i, ErrFileRefused, f.Mode, f.Path)
+		}
+		if err := ex.PutFile(ctx, w.node, f.Path, []byte(f.Content), opt); err != nil {
 			return fmt.Errorf("pod %s: writing %s: %w", pod.Metadata.Name, f.Path, err)
 		}
 		keep[f.Path] = true
@@ -408,20 +451,41 @@ func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, ol
 			}
 		}
 	}
-	if err := ex.PutFile(ctx, w.node, w.unitPath(a.Unit), a.Content, 0o644); err != nil {
+	env, err := renderEnvFile(pod)
+	if err != nil {
+		return fmt.Errorf("pod %s: environment file: %w", pod.Metadata.Name, err)
+	}
+	if err := ex.PutFile(ctx, w.node, envFilePath(a.Unit), env, FileOptions{Mode: 0o600, ParentMode: 0o700}); err != nil {
+		return fmt.Errorf("pod %s: writing its environment file: %w", pod.Metadata.Name, err)
+	}
+	if err := ex.PutFile(ctx, w.node, w.unitPath(a.Unit), a.Content, FileOptions{Mode: 0o644}); err != nil {
 		return fmt.Errorf("writing unit file: %w", err)
 	}
 	for _, f := range obsolete {
-		if err := ex.Remove(ctx, w.node, f); err != nil {
+		if err := w.removePodFile(ctx, a.Unit, f); err != nil {
 			return fmt.Errorf("removing %s, no longer listed by %s: %w", f, a.Unit, err)
 		}
 	}
 	return nil
 }
 
+// removePodFile removes a file a unit listed. A removal the board refuses
+// (a symbolic link in a directory of the path, planted by the pod's user)
+// leaves the file and is only logged: retrying cannot help, and it must not
+// keep the unit, or a fenced board, from being cleaned up.
+func (w *worker) removePodFile(ctx context.Context, unit, f string) error {
+	err := w.p.exec.Remove(ctx, w.node, f)
+	if errors.Is(err, ErrFileRefused) {
+		w.log.Warn("board refused to remove a pod file; leaving it", "unit", unit, "path", f, "err", err)
+		return nil
+	}
+	return err
+}
+
 // removeUnit removes the files a unit lists in X-Herd-Files (except those
-// a pod bound here still uses), then the unit file. Files go first: if the
-// pass stops between the two, the unit file still names what is left.
+// a pod bound here still uses), then its environment file, then the unit
+// file. The unit file goes last: if the pass stops midway, it still names
+// what is left, and the next pass removes the rest.
 func (w *worker) removeUnit(ctx context.Context, unit string, protected map[string]bool) error {
 	ex := w.p.exec
 	files, err := w.unitFiles(ctx, unit)
@@ -432,9 +496,12 @@ func (w *worker) removeUnit(ctx context.Context, unit string, protected map[stri
 		if protected[f] {
 			continue
 		}
-		if err := ex.Remove(ctx, w.node, f); err != nil {
+		if err := w.removePodFile(ctx, unit, f); err != nil {
 			return fmt.Errorf("removing %s, listed by %s: %w", f, unit, err)
 		}
+	}
+	if err := ex.Remove(ctx, w.node, envFilePath(unit)); err != nil {
+		return fmt.Errorf("removing environment file: %w", err)
 	}
 	if err := ex.Remove(ctx, w.node, w.unitPath(unit)); err != nil {
 		return fmt.Errorf("removing unit file: %w", err)
@@ -467,6 +534,36 @@ func (w *worker) unitFiles(ctx context.Context, unit string) ([]string, error) {
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// refusedRecently reports whether the board refused this pod's files
+// within the last ObserveInterval and the pod's unit (content) has not
+// changed since: its write is not tried again yet, so a refusal never
+// retries in a loop.
+func (w *worker) refusedRecently(pod *api.Pod, content []byte) bool {
+	r, ok := w.fileRefused[pod.Metadata.Name]
+	return ok && r.content == units.Hash(content) && w.p.clock.Now().Sub(r.at) < w.p.cfg.ObserveInterval
+}
+
+// reloadNeeded reports whether a planned daemon-reload still has a reason
+// once the writes of refused units are left out: a unit file written or
+// removed in this pass, or a listed unit systemd has a stale or no view
+// of (other than the refused ones).
+func reloadNeeded(acts []units.Action, refused map[string]bool, observed []units.UnitState) bool {
+	if len(refused) == 0 {
+		return true
+	}
+	for _, a := range acts {
+		if (a.Type == units.ActionWrite || a.Type == units.ActionRemove) && !refused[a.Unit] {
+			return true
+		}
+	}
+	for _, u := range observed {
+		if !refused[u.Unit] && (u.NeedDaemonReload || u.FileHash != "" && (u.LoadState == "" || u.LoadState == "not-found")) {
+			return true
+		}
+	}
+	return false
 }
 
 // fileMode parses a pod file's octal mode ("0644", default when empty).

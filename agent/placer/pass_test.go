@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/herd-dev/herd/agent/controller"
+	"github.com/herd-dev/herd/agent/placer/boardapi"
 	"github.com/herd-dev/herd/agent/placer/fakeboard"
 	"github.com/herd-dev/herd/api"
 )
@@ -43,6 +44,7 @@ func TestPassPlacesBoundPod(t *testing.T) {
 	wantCalls(t, b,
 		"ShowUnits",
 		"PutFile /etc/web/web-1.conf",
+		"PutFile "+envDir+"/herd-web-1.env",
 		"PutFile "+unitDir+"herd-web-1.service",
 		"systemctl daemon-reload",
 		"systemctl enable herd-web-1.service",
@@ -112,11 +114,12 @@ func TestPassRemovesStaleUnit(t *testing.T) {
 		"systemctl disable herd-old-1.service",
 		"ReadFile "+unitDir+"herd-old-1.service",
 		"Remove /etc/web/old-1.conf",
+		"Remove "+envDir+"/herd-old-1.env",
 		"Remove "+unitDir+"herd-old-1.service",
 		"systemctl daemon-reload",
 		"ShowUnits",
 	)
-	want := []string{"/etc/shared.conf", unitDir + "herd-web-1.service", "/etc/web/web-1.conf"}
+	want := []string{envDir + "/herd-web-1.env", "/etc/shared.conf", unitDir + "herd-web-1.service", "/etc/web/web-1.conf"}
 	if diff := cmp.Diff(want, b.Files()); diff != "" {
 		t.Errorf("files left (-want +got):\n%s", diff)
 	}
@@ -152,6 +155,7 @@ func TestPassRestartsChangedUnit(t *testing.T) {
 		"ShowUnits",
 		"PutFile /etc/web/new.conf",
 		"ReadFile "+unitDir+"herd-web-1.service",
+		"PutFile "+envDir+"/herd-web-1.env",
 		"PutFile "+unitDir+"herd-web-1.service",
 		"Remove /etc/web/web-1.conf",
 		"systemctl daemon-reload",
@@ -203,6 +207,7 @@ func TestPassFailedUnit(t *testing.T) {
 		"systemctl disable herd-web-1.service",
 		"ReadFile "+unitDir+"herd-web-1.service",
 		"Remove /etc/web/web-1.conf",
+		"Remove "+envDir+"/herd-web-1.env",
 		"Remove "+unitDir+"herd-web-1.service",
 		"systemctl daemon-reload",
 		"systemctl reset-failed herd-web-1.service",
@@ -291,6 +296,7 @@ func TestPassFencesReturningBoard(t *testing.T) {
 		"systemctl disable herd-web-1.service",
 		"ReadFile "+unitDir+"herd-web-1.service",
 		"Remove /etc/web/web-1.conf",
+		"Remove "+envDir+"/herd-web-1.env",
 		"Remove "+unitDir+"herd-web-1.service",
 		"systemctl daemon-reload",
 		"ShowUnits",
@@ -400,6 +406,7 @@ func TestPassNeverStartsUnboundPod(t *testing.T) {
 		"systemctl disable herd-web-1.service",
 		"ReadFile "+unitDir+"herd-web-1.service",
 		"Remove /etc/web/web-1.conf",
+		"Remove "+envDir+"/herd-web-1.env",
 		"Remove "+unitDir+"herd-web-1.service",
 		"systemctl daemon-reload",
 		"ShowUnits",
@@ -524,10 +531,22 @@ func TestPassHTTPReadiness(t *testing.T) {
 func TestPassExecReadiness(t *testing.T) {
 	h := newHarness(t)
 	h.st.putNode(readyNode("n1", "127.0.0.1"))
-	h.st.putPod(probePod(8080, &api.Probe{Exec: []string{"/usr/bin/check", "--quick"}}))
+	pod := probePod(8080, &api.Probe{Exec: []string{"/usr/bin/check", "--quick"}, TimeoutSeconds: 3})
+	pod.Spec.Template.User = "nobody"
+	pod.Spec.Template.WorkingDir = "/srv/web"
+	h.st.putPod(pod)
 	b := h.fleet.Board("n1")
 	status := 1
-	b.SetRun(func(argv []string) (int, error) { return status, nil })
+	var got []boardapi.ProbeCommand
+	b.SetProbe(func(c boardapi.ProbeCommand) (int, error) {
+		got = append(got, c)
+		// A board's `id -u` for the probe's user: the check passes only
+		// when it does not run as root.
+		if c.User != "nobody" {
+			return 99, nil
+		}
+		return status, nil
+	})
 	w := h.p.newWorker("n1")
 	if res := h.pass(w); res.err != nil {
 		t.Fatalf("pass: %v", res.err)
@@ -540,9 +559,17 @@ func TestPassExecReadiness(t *testing.T) {
 	if res := h.pass(w); res.err != nil {
 		t.Fatalf("pass: %v", res.err)
 	}
-	wantCalls(t, b, "ShowUnits", "Run /usr/bin/check --quick")
+	wantCalls(t, b, "ShowUnits", "Probe /usr/bin/check --quick")
 	if p := h.st.pod("web-1"); !p.Status.Ready {
 		t.Fatalf("pod = %+v, want ready", p.Status)
+	}
+	want := boardapi.ProbeCommand{Unit: "herd-web-1.service", User: "nobody", WorkingDir: "/srv/web",
+		EnvironmentFile: envFilePath("herd-web-1.service"), Timeout: 3 * time.Second, Argv: []string{"/usr/bin/check", "--quick"}}
+	if len(got) == 0 {
+		t.Fatal("no probe ran")
+	}
+	if d := cmp.Diff(want, got[len(got)-1]); d != "" {
+		t.Errorf("probe command (-want +got):\n%s", d)
 	}
 }
 

@@ -31,6 +31,17 @@ type worker struct {
 	// pendingRestart: units rewritten for a changed pod whose restart has
 	// not succeeded yet, with the hash of the content written.
 	pendingRestart map[string]string
+	// fileRefused: pods whose files the board refused (ErrFileRefused), by
+	// pod name. Their units are not written or started; observe gives the
+	// pod a FilesWritten=False condition.
+	fileRefused map[string]fileRefusal
+}
+
+// fileRefusal is why and when the board last refused a pod's file.
+type fileRefusal struct {
+	content string // units.Hash of the unit file that was to be written
+	at      time.Time
+	msg     string
 }
 
 func (p *Placer) newWorker(node string) *worker {
@@ -44,6 +55,7 @@ func (p *Placer) newWorker(node string) *worker {
 		renderNoted: make(map[string]string),
 
 		pendingRestart: make(map[string]string),
+		fileRefused:    make(map[string]fileRefusal),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/herd-dev/herd/agent/placer/boardapi"
 	"github.com/herd-dev/herd/units"
 )
 
@@ -29,11 +30,14 @@ var (
 
 // Call is one Executor call a board received.
 type Call struct {
-	// Op is ShowUnits, PutFile, Remove, ReadFile, systemctl or Run.
+	// Op is ShowUnits, PutFile, Remove, ReadFile, systemctl or Probe.
 	Op string
 	// Args are the path (PutFile, Remove, ReadFile), the verb and units
-	// (systemctl), or the argv (Run).
+	// (systemctl), or the check's argv (Probe).
 	Args []string
+	// Probe is the whole check of a Probe call (user, working directory,
+	// environment file), nil for other calls.
+	Probe *boardapi.ProbeCommand
 	// Err is the error the call returned, nil on success.
 	Err error
 }
@@ -64,7 +68,7 @@ func (f *Fleet) Board(node string) *Board {
 	b := f.boards[node]
 	if b == nil {
 		b = &Board{name: node, files: make(map[string]file), loaded: make(map[string]*unit), enabled: make(map[string]bool),
-			startAs: make(map[string][2]string)}
+			startAs: make(map[string][2]string), links: make(map[string]string), dirModes: make(map[string]os.FileMode)}
 		f.boards[node] = b
 	}
 	return b
@@ -89,22 +93,53 @@ func (f *Fleet) ShowUnits(ctx context.Context, node string) ([]units.UnitState, 
 }
 
 // PutFile stores content at path on node's board (parents need no
-// creating).
-func (f *Fleet) PutFile(ctx context.Context, node, p string, content []byte, mode os.FileMode) error {
+// creating), as the real board helper would: a symbolic link (see Symlink)
+// in a directory component of path, or a setuid/setgid mode without
+// opt.AllowSetID, is refused with boardapi.ErrRefused and nothing is
+// written; a link at path itself is replaced. opt.ParentMode is recorded
+// for path's directory (DirMode).
+func (f *Fleet) PutFile(ctx context.Context, node, p string, content []byte, opt boardapi.FileOptions) error {
 	b := f.Board(node)
 	return b.do(ctx, Call{Op: "PutFile", Args: []string{p}}, func() error {
 		if !path.IsAbs(p) || path.Clean(p) != p {
 			return fmt.Errorf("path %q is not absolute and clean", p)
 		}
-		b.files[p] = file{content: bytes.Clone(content), mode: mode}
+		if err := b.linkInPathLocked(p); err != nil {
+			return err
+		}
+		if opt.Mode&(os.ModeSetuid|os.ModeSetgid) != 0 && !opt.AllowSetID {
+			return fmt.Errorf("%w: mode %v of %s has setuid/setgid bits", boardapi.ErrRefused, opt.Mode, p)
+		}
+		delete(b.links, p)
+		b.files[p] = file{content: bytes.Clone(content), mode: opt.Mode}
+		if opt.ParentMode != 0 {
+			b.dirModes[path.Dir(p)] = opt.ParentMode
+		}
 		return nil
 	})
 }
 
-// Remove deletes path on node's board; a missing path is not an error.
+// linkInPathLocked refuses a path with a symbolic link in a directory
+// component.
+func (b *Board) linkInPathLocked(p string) error {
+	for d := path.Dir(p); d != "/"; d = path.Dir(d) {
+		if _, ok := b.links[d]; ok {
+			return fmt.Errorf("%w: %s is a symbolic link", boardapi.ErrRefused, d)
+		}
+	}
+	return nil
+}
+
+// Remove deletes path on node's board; a missing path is not an error. A
+// symbolic link in a directory component is refused (boardapi.ErrRefused);
+// a link at path is removed itself.
 func (f *Fleet) Remove(ctx context.Context, node, p string) error {
 	b := f.Board(node)
 	return b.do(ctx, Call{Op: "Remove", Args: []string{p}}, func() error {
+		if err := b.linkInPathLocked(p); err != nil {
+			return err
+		}
+		delete(b.links, p)
 		delete(b.files, p)
 		return nil
 	})
@@ -135,18 +170,19 @@ func (f *Fleet) Systemctl(ctx context.Context, node, verb string, unitNames ...s
 	})
 }
 
-// Run runs argv on node's board through the board's run function (see
-// SetRun); by default every command exits 0.
-func (f *Fleet) Run(ctx context.Context, node string, argv []string) (int, error) {
+// Probe runs a readiness check on node's board through the board's probe
+// function (see SetProbe); by default every check exits 0.
+func (f *Fleet) Probe(ctx context.Context, node string, c boardapi.ProbeCommand) (int, error) {
 	b := f.Board(node)
 	var status int
-	err := b.do(ctx, Call{Op: "Run", Args: slices.Clone(argv)}, func() error {
-		if b.run != nil {
-			run := b.run
+	c.Argv = slices.Clone(c.Argv)
+	err := b.do(ctx, Call{Op: "Probe", Args: slices.Clone(c.Argv), Probe: &c}, func() error {
+		if b.probe != nil {
+			probe := b.probe
 			b.mu.Unlock()
 			defer b.mu.Lock()
 			var err error
-			status, err = run(argv)
+			status, err = probe(c)
 			return err
 		}
 		return nil
@@ -161,10 +197,12 @@ type Board struct {
 	mu          sync.Mutex
 	unreachable bool
 	hook        func(Call) error
-	run         func(argv []string) (int, error)
+	probe       func(boardapi.ProbeCommand) (int, error)
 	calls       []Call
 	files       map[string]file
-	loaded      map[string]*unit // what systemd has in memory
+	links       map[string]string      // symbolic links: path → target
+	dirModes    map[string]os.FileMode // ParentMode of PutFile, by directory
+	loaded      map[string]*unit       // what systemd has in memory
 	enabled     map[string]bool
 	startAs     map[string][2]string // unit → ActiveState, SubState after start
 	pids        int
@@ -409,12 +447,28 @@ func (b *Board) SetHook(f func(Call) error) {
 	b.hook = f
 }
 
-// SetRun installs the function Run calls (without the board's lock held);
-// nil makes every command exit 0.
-func (b *Board) SetRun(f func(argv []string) (int, error)) {
+// SetProbe installs the function Probe calls (without the board's lock
+// held); nil makes every check exit 0.
+func (b *Board) SetProbe(f func(boardapi.ProbeCommand) (int, error)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.run = f
+	b.probe = f
+}
+
+// Symlink puts a symbolic link at p on the board (test setup, as a pod's
+// user could; not logged). PutFile and Remove refuse paths through it.
+func (b *Board) Symlink(p, target string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.links[p] = target
+}
+
+// DirMode returns the ParentMode a PutFile gave directory d.
+func (b *Board) DirMode(d string) (os.FileMode, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m, ok := b.dirModes[d]
+	return m, ok
 }
 
 // StartAs makes every later start or restart of unit leave it in the given

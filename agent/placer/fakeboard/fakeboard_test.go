@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/herd-dev/herd/agent/placer/boardapi"
 	"github.com/herd-dev/herd/units"
 )
 
@@ -20,7 +21,7 @@ func TestLifecycle(t *testing.T) {
 	content := []byte("[Unit]\nX-Herd-Pod=a\n")
 	path := UnitDir + "/" + unitA
 
-	if err := f.PutFile(ctx, "n1", path, content, 0o644); err != nil {
+	if err := f.PutFile(ctx, "n1", path, content, boardapi.FileOptions{Mode: 0o644}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := f.ShowUnits(ctx, "n1")
@@ -107,7 +108,7 @@ func TestUnreachableAndHook(t *testing.T) {
 	if _, err := f.ShowUnits(ctx, "n1"); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("ShowUnits: %v, want ErrUnreachable", err)
 	}
-	if err := f.PutFile(ctx, "n1", "/x", nil, 0o644); !errors.Is(err, ErrUnreachable) {
+	if err := f.PutFile(ctx, "n1", "/x", nil, boardapi.FileOptions{Mode: 0o644}); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("PutFile: %v", err)
 	}
 	if len(b.Files()) != 0 {
@@ -124,11 +125,11 @@ func TestUnreachableAndHook(t *testing.T) {
 	if err := f.Remove(ctx, "n1", "/x"); !errors.Is(err, boom) {
 		t.Fatalf("Remove with hook: %v", err)
 	}
-	b.SetRun(func(argv []string) (int, error) { return len(argv), nil })
-	if st, err := f.Run(ctx, "n1", []string{"a", "b"}); err != nil || st != 2 {
-		t.Fatalf("Run = %d, %v", st, err)
+	b.SetProbe(func(c boardapi.ProbeCommand) (int, error) { return len(c.Argv), nil })
+	if st, err := f.Probe(ctx, "n1", boardapi.ProbeCommand{Argv: []string{"a", "b"}}); err != nil || st != 2 {
+		t.Fatalf("Probe = %d, %v", st, err)
 	}
-	want := []string{"ShowUnits", "PutFile /x", "Remove /x", "Run a b"}
+	want := []string{"ShowUnits", "PutFile /x", "Remove /x", "Probe a b"}
 	if diff := cmp.Diff(want, b.CallStrings()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}

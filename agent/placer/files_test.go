@@ -1,0 +1,155 @@
+package placer
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/herd-dev/herd/api"
+)
+
+func filesCond(p *api.Pod) *api.Condition {
+	i := slices.IndexFunc(p.Status.Conditions, func(c api.Condition) bool { return c.Type == ConditionFilesWritten })
+	if i < 0 {
+		return nil
+	}
+	return &p.Status.Conditions[i]
+}
+
+func TestPassWritesEnvFilePrivately(t *testing.T) {
+	h := newHarness(t)
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	pod := webPod("web-1", "n1")
+	pod.Spec.Template.Env = map[string]string{"TOKEN": "s3cret"}
+	h.st.putPod(pod)
+	b := h.fleet.Board("n1")
+	if res := h.pass(h.p.newWorker("n1")); res.err != nil {
+		t.Fatalf("pass: %v", res.err)
+	}
+	env := envFilePath("herd-web-1.service")
+	got, ok := b.File(env)
+	if !ok || !strings.Contains(string(got), "s3cret") {
+		t.Fatalf("env file %s = %q, %v; want the pod's environment", env, got, ok)
+	}
+	if m, _ := b.FileMode(env); m != 0o600 {
+		t.Errorf("env file mode = %v, want 0600", m)
+	}
+	if m, _ := b.DirMode(envDir); m != 0o700 {
+		t.Errorf("env dir mode = %v, want 0700", m)
+	}
+}
+
+func TestPassRefusesFileThroughSymlink(t *testing.T) {
+	h := newHarness(t)
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	pod := webPod("web-1", "n1")
+	pod.Spec.Template.User = "nobody"
+	pod.Spec.Template.Files = []api.File{{Path: "/srv/web/conf/app.conf", Content: "x", Mode: "0644"}}
+	h.st.putPod(pod)
+	b := h.fleet.Board("n1")
+	// The pod's user, owning /srv/web, swapped conf for a link to /etc.
+	b.Symlink("/srv/web/conf", "/etc")
+	w := h.p.newWorker("n1")
+
+	res := h.pass(w)
+	if res.err != nil {
+		t.Fatalf("pass = %v, want no error: a refusal is the pod's condition, not a failed pass", res.err)
+	}
+	wantCalls(t, b, "ShowUnits", "PutFile /srv/web/conf/app.conf")
+	if got := b.Files(); len(got) != 0 {
+		t.Errorf("files written: %v, want none", got)
+	}
+	if u := b.ActiveUnits(); len(u) != 0 {
+		t.Errorf("active units %v, want none", u)
+	}
+	c := filesCond(h.st.pod("web-1"))
+	if c == nil || c.Status != api.ConditionFalse || c.Reason != ReasonFileRefused || !strings.Contains(c.Message, "/srv/web/conf is a symbolic link") {
+		t.Fatalf("FilesWritten condition = %+v, want False/%s naming the link", c, ReasonFileRefused)
+	}
+
+	// No retry loop: within ObserveInterval the write is not tried again.
+	b.ResetCalls()
+	if res := h.pass(w); res.err != nil {
+		t.Fatalf("second pass: %v", res.err)
+	}
+	if n := b.CallCount("PutFile"); n != 0 {
+		t.Errorf("%d PutFile calls right after a refusal, want 0", n)
+	}
+
+	// The link is gone and the interval is over: the pod comes up and the
+	// condition is removed.
+	if err := h.fleet.Remove(t.Context(), "n1", "/srv/web/conf"); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(h.p.cfg.ObserveInterval)
+	if res := h.pass(w); res.err != nil {
+		t.Fatalf("third pass: %v", res.err)
+	}
+	if d := cmp.Diff([]string{"herd-web-1.service"}, b.ActiveUnits()); d != "" {
+		t.Errorf("active units (-want +got):\n%s", d)
+	}
+	if c := filesCond(h.st.pod("web-1")); c != nil {
+		t.Errorf("FilesWritten condition still set: %+v", c)
+	}
+}
+
+func TestPassRefusesSetIDWithoutOptIn(t *testing.T) {
+	h := newHarness(t)
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	pod := webPod("web-1", "n1")
+	pod.Spec.Template.Files = []api.File{{Path: "/usr/local/bin/tool", Content: "x", Mode: "4755"}}
+	h.st.putPod(pod)
+	b := h.fleet.Board("n1")
+	if res := h.pass(h.p.newWorker("n1")); res.err != nil {
+		t.Fatalf("pass: %v", res.err)
+	}
+	wantCalls(t, b, "ShowUnits")
+	c := filesCond(h.st.pod("web-1"))
+	if c == nil || !strings.Contains(c.Message, "setuid") {
+		t.Fatalf("FilesWritten condition = %+v, want one naming setuid", c)
+	}
+}
+
+func TestRefusedRemovalDoesNotBlockFencing(t *testing.T) {
+	h := newHarness(t)
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	old := webPod("old-1", "n1")
+	old.Spec.Template.Files = []api.File{{Path: "/srv/old/data/f", Content: "x"}}
+	b := h.fleet.Board("n1")
+	b.Install("herd-old-1.service", render(t, old))
+	b.Symlink("/srv/old/data", "/etc")
+	b.WriteFile("/etc/f", []byte("precious"), 0o644)
+	if res := h.pass(h.p.newWorker("n1")); res.err != nil {
+		t.Fatalf("pass: %v", res.err)
+	}
+	if _, ok := b.Unit("herd-old-1.service"); ok {
+		t.Errorf("stale unit still there")
+	}
+	if got, ok := b.File("/etc/f"); !ok || string(got) != "precious" {
+		t.Errorf("/etc/f = %q, %v; want it untouched", got, ok)
+	}
+}
+
+func TestFilesConditionKeepsTransitionTime(t *testing.T) {
+	h := newHarness(t)
+	w := h.p.newWorker("n1")
+	pod := webPod("web-1", "n1")
+	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w.fileRefused["web-1"] = fileRefusal{msg: "a"}
+	acts := w.filesCondition(t1, pod, nil)
+	if len(acts) != 1 {
+		t.Fatalf("got %d actions, want 1", len(acts))
+	}
+	set := acts[0].Object.(*api.Pod)
+	if again := w.filesCondition(t1.Add(time.Hour), set, nil); len(again) != 0 {
+		t.Errorf("same refusal rewrote status: %v", again)
+	}
+	delete(w.fileRefused, "web-1")
+	cleared := w.filesCondition(t1, set, nil)
+	if len(cleared) != 1 || filesCond(cleared[0].Object.(*api.Pod)) != nil {
+		t.Errorf("cleared = %v, want one write without the condition", cleared)
+	}
+}
