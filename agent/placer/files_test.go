@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/units"
 )
 
 func filesCond(p *api.Pod) *api.Condition {
@@ -151,5 +152,69 @@ func TestFilesConditionKeepsTransitionTime(t *testing.T) {
 	cleared := w.filesCondition(t1, set, nil)
 	if len(cleared) != 1 || filesCond(cleared[0].Object.(*api.Pod)) != nil {
 		t.Errorf("cleared = %v, want one write without the condition", cleared)
+	}
+}
+
+// TestExecuteWriteEnvAction: Plan's write-env action (units' contract)
+// writes the env file privately before the unit; when the pod's files are
+// then refused, the fresh env file is removed again and nothing else runs.
+func TestExecuteWriteEnvAction(t *testing.T) {
+	h := newHarness(t)
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	pod := webPod("web-1", "n1")
+	h.st.putPod(pod)
+	pod = h.st.pod("web-1")
+	b := h.fleet.Board("n1")
+	w := h.p.newWorker("n1")
+	unit := "herd-web-1.service"
+	acts := []units.Action{
+		{Type: actionWriteEnv, Unit: unit, Content: []byte("A='1'\n")},
+		{Type: units.ActionWrite, Unit: unit, Content: render(t, pod)},
+		{Type: units.ActionDaemonReload},
+		{Type: units.ActionEnable, Unit: unit},
+		{Type: units.ActionStart, Unit: unit},
+	}
+	n, err := w.execute(t.Context(), acts, []*api.Pod{pod}, nil)
+	if err != nil || n != 5 {
+		t.Fatalf("execute = %d, %v; want 5, nil", n, err)
+	}
+	wantCalls(t, b,
+		"PutFile "+envDir+"/herd-web-1.env",
+		"PutFile /etc/web/web-1.conf",
+		"PutFile "+unitDir+"herd-web-1.service",
+		"systemctl daemon-reload",
+		"systemctl enable herd-web-1.service",
+		"systemctl start herd-web-1.service",
+	)
+	if got, _ := b.File(envDir + "/herd-web-1.env"); string(got) != "A='1'\n" {
+		t.Errorf("env file = %q", got)
+	}
+
+	// Same plan on a fresh board whose pod file path holds a link.
+	b2 := h.fleet.Board("n2")
+	h.st.putNode(readyNode("n2", "127.0.0.2"))
+	pod2 := webPod("web-2", "n2")
+	h.st.putPod(pod2)
+	pod2 = h.st.pod("web-2")
+	b2.Symlink("/etc/web", "/root")
+	w2 := h.p.newWorker("n2")
+	unit2 := "herd-web-2.service"
+	acts2 := []units.Action{
+		{Type: actionWriteEnv, Unit: unit2, Content: []byte("A='1'\n")},
+		{Type: units.ActionWrite, Unit: unit2, Content: render(t, pod2)},
+		{Type: units.ActionDaemonReload},
+		{Type: units.ActionEnable, Unit: unit2},
+		{Type: units.ActionStart, Unit: unit2},
+	}
+	if _, err := w2.execute(t.Context(), acts2, []*api.Pod{pod2}, nil); err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	wantCalls(t, b2,
+		"PutFile "+envDir+"/herd-web-2.env",
+		"PutFile /etc/web/web-2.conf",
+		"Remove "+envDir+"/herd-web-2.env",
+	)
+	if got := b2.Files(); len(got) != 0 {
+		t.Errorf("files left on the board: %v", got)
 	}
 }

@@ -268,25 +268,56 @@ func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*ap
 	// refused: units whose pod's files the board refused; none of their
 	// later actions run this pass.
 	refused := make(map[string]bool)
+	// envWritten: units whose env file a write-env action of this plan
+	// wrote; writeUnit writes the others' itself.
+	envWritten := make(map[string]bool)
 	done := 0
 	for i := 0; i < len(acts); {
 		a := acts[i]
 		j := i + 1
 		var err error
 		switch a.Type {
-		case units.ActionWrite:
+		case actionWriteEnv:
+			// The unit's environment file (0600, root-only directory),
+			// before its unit file.
 			pod := pods[a.Unit]
-			if pod != nil && w.refusedRecently(pod, a.Content) {
+			if pod != nil && w.refusedRecently(pod, unitContent(acts, a.Unit)) {
 				refused[a.Unit] = true
 				i = j
 				continue
 			}
 			if err = w.stillWanted(ctx, acts[i:j]); err == nil {
-				err = w.writeUnit(ctx, a, pod, seen[a.Unit], protected)
+				err = w.writeEnv(ctx, a.Unit, a.Content)
 			}
 			if errors.Is(err, ErrFileRefused) && pod != nil {
-				w.log.Warn("board refused a pod file; not writing or starting its unit", "pod", pod.Metadata.Name, "err", err)
-				w.fileRefused[pod.Metadata.Name] = fileRefusal{content: units.Hash(a.Content), at: p.clock.Now(), msg: err.Error()}
+				w.refuse(pod, unitContent(acts, a.Unit), err)
+				refused[a.Unit] = true
+				err = nil
+				i = j
+				continue
+			}
+			if err == nil {
+				envWritten[a.Unit] = true
+			}
+		case units.ActionWrite:
+			pod := pods[a.Unit]
+			if refused[a.Unit] || pod != nil && w.refusedRecently(pod, a.Content) {
+				refused[a.Unit] = true
+				i = j
+				continue
+			}
+			if err = w.stillWanted(ctx, acts[i:j]); err == nil {
+				err = w.writeUnit(ctx, a, pod, seen[a.Unit], protected, envWritten[a.Unit])
+			}
+			if errors.Is(err, ErrFileRefused) && pod != nil {
+				w.refuse(pod, a.Content, err)
+				// Leave no secrets behind for a unit that has no file (a
+				// later removal only ever finds units with a file).
+				if envWritten[a.Unit] && seen[a.Unit].FileHash == "" {
+					if rerr := p.exec.Remove(ctx, w.node, envFilePath(a.Unit)); rerr != nil {
+						w.log.Warn("removing the environment file of a refused unit", "unit", a.Unit, "err", rerr)
+					}
+				}
 				refused[a.Unit] = true
 				i = j
 				continue
@@ -418,7 +449,7 @@ func (w *worker) unitPath(unit string) string { return path.Join(w.p.cfg.UnitDir
 // already had a file, the files the old unit listed (X-Herd-Files) that
 // neither this pod nor another pod bound here uses any more are removed
 // afterwards.
-func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, old units.UnitState, protected map[string]bool) error {
+func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, old units.UnitState, protected map[string]bool, envDone bool) error {
 	ex := w.p.exec
 	if pod == nil {
 		return fmt.Errorf("placer: no bound pod for %s", a.Unit)
@@ -451,12 +482,14 @@ func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, ol
 			}
 		}
 	}
-	env, err := renderEnvFile(pod)
-	if err != nil {
-		return fmt.Errorf("pod %s: environment file: %w", pod.Metadata.Name, err)
-	}
-	if err := ex.PutFile(ctx, w.node, envFilePath(a.Unit), env, FileOptions{Mode: 0o600, ParentMode: 0o700}); err != nil {
-		return fmt.Errorf("pod %s: writing its environment file: %w", pod.Metadata.Name, err)
+	if !envDone {
+		env, err := renderEnvFile(pod)
+		if err != nil {
+			return fmt.Errorf("pod %s: environment file: %w", pod.Metadata.Name, err)
+		}
+		if err := w.writeEnv(ctx, a.Unit, env); err != nil {
+			return fmt.Errorf("pod %s: %w", pod.Metadata.Name, err)
+		}
 	}
 	if err := ex.PutFile(ctx, w.node, w.unitPath(a.Unit), a.Content, FileOptions{Mode: 0o644}); err != nil {
 		return fmt.Errorf("writing unit file: %w", err)
@@ -464,6 +497,33 @@ func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, ol
 	for _, f := range obsolete {
 		if err := w.removePodFile(ctx, a.Unit, f); err != nil {
 			return fmt.Errorf("removing %s, no longer listed by %s: %w", f, a.Unit, err)
+		}
+	}
+	return nil
+}
+
+// writeEnv writes a unit's environment file: mode 0600, owned by root, in
+// the env directory, which is made root-only (0700) so no pod user can read
+// another pod's environment or swap anything into the path.
+func (w *worker) writeEnv(ctx context.Context, unit string, content []byte) error {
+	if err := w.p.exec.PutFile(ctx, w.node, envFilePath(unit), content, FileOptions{Mode: 0o600, ParentMode: 0o700}); err != nil {
+		return fmt.Errorf("writing environment file: %w", err)
+	}
+	return nil
+}
+
+// refuse remembers that the board refused a pod's files (for the pod's
+// condition, and so that the write is not retried at once).
+func (w *worker) refuse(pod *api.Pod, unitFile []byte, err error) {
+	w.log.Warn("board refused a pod file; not writing or starting its unit", "pod", pod.Metadata.Name, "err", err)
+	w.fileRefused[pod.Metadata.Name] = fileRefusal{content: units.Hash(unitFile), at: w.p.clock.Now(), msg: err.Error()}
+}
+
+// unitContent returns the unit file acts write for unit, nil if none.
+func unitContent(acts []units.Action, unit string) []byte {
+	for _, a := range acts {
+		if a.Type == units.ActionWrite && a.Unit == unit {
+			return a.Content
 		}
 	}
 	return nil

@@ -7,12 +7,20 @@ import (
 	"strings"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/units"
 )
 
-// STAND-IN (branch board): these three stand for what branch units adds to
-// package units and api (units.EnvFilePath, units.RenderEnvFile and
-// api.File.AllowSetID). At merge, make each one call its counterpart (or
-// replace the calls) and delete the fallback bodies.
+// STAND-IN (branch board): these stand for what branch units adds to
+// package units and api (units.ActionWriteEnv, units.EnvDir,
+// units.EnvFilePath, units.RenderEnvFile and api.File.AllowSetID). At
+// merge, make each one its counterpart (or replace the uses) and delete the
+// fallback bodies.
+
+// actionWriteEnv is units.ActionWriteEnv: Plan's write of a unit's
+// environment file (Content), right before the unit writes. The placer
+// writes it to envFilePath(Unit), mode 0600, whatever Action.Path and
+// Action.Mode say (they are always that).
+const actionWriteEnv units.ActionType = "write-env"
 
 // envDir is the root-only (0700) directory of the pods' env files.
 const envDir = "/etc/herd/env"
