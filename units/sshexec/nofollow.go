@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -182,13 +183,16 @@ type ProbeCommand struct {
 //	  --property=EnvironmentFile=-FILE --property=RuntimeMaxSec=N -- ARGV...
 //
 // (systemd ≥ 236). systemd resolves USER and its groups exactly as for the
-// unit's User=; the check runs outside the leader's root session. Values
-// travel as argv: no shell parses them. systemd expands $VAR and ${VAR}
-// from the unit's environment in ARGV, as in ExecStart ($$ is a literal
-// dollar).
+// unit's User=; the check runs outside the leader's root session, with
+// NoNewPrivileges so a setuid binary cannot take it back to root. Values
+// travel as argv: no shell parses them. The service manager would expand
+// $VAR and ${VAR} in a transient service's arguments as in ExecStart, so
+// every '$' after ARGV[0] is written "$$" and the check gets its arguments
+// byte for byte (its environment still holds the pod's variables). ARGV[0]
+// may not contain '$'.
 func ProbeArgv(c ProbeCommand) ([]string, error) {
-	if len(c.Argv) == 0 || c.Argv[0] == "" || c.Argv[0][0] == '-' {
-		return nil, fmt.Errorf("%w: probe argv %q", ErrInvalidArgument, c.Argv)
+	if len(c.Argv) == 0 || c.Argv[0] == "" || c.Argv[0][0] == '-' || strings.Contains(c.Argv[0], "$") {
+		return nil, fmt.Errorf("%w: probe argv %q (argv[0] must be set, not start with '-' nor contain '$')", ErrInvalidArgument, c.Argv)
 	}
 	if c.User != "" && (c.User[0] == '-' || bytes.ContainsAny([]byte(c.User), "=/ \t\n\x00")) {
 		return nil, fmt.Errorf("%w: probe user %q", ErrInvalidArgument, c.User)
@@ -215,7 +219,11 @@ func ProbeArgv(c ProbeCommand) ([]string, error) {
 		secs := int64((c.Timeout + time.Second - 1) / time.Second)
 		argv = append(argv, "--property=RuntimeMaxSec="+strconv.FormatInt(secs, 10))
 	}
-	return append(append(argv, "--"), c.Argv...), nil
+	argv = append(argv, "--", c.Argv[0])
+	for _, a := range c.Argv[1:] {
+		argv = append(argv, strings.ReplaceAll(a, "$", "$$"))
+	}
+	return argv, nil
 }
 
 // Probe runs a readiness check on node as ProbeArgv describes and returns

@@ -144,7 +144,7 @@ func TestProbeArgv(t *testing.T) {
 	}
 	want := []string{"systemd-run", "--quiet", "--pipe", "--wait", "--collect", "--uid=nobody", "--property=NoNewPrivileges=yes",
 		"--property=WorkingDirectory=/srv/app", "--property=EnvironmentFile=-/etc/herd/env/herd-web.env",
-		"--property=RuntimeMaxSec=2", "--", "sh", "-c", "test -f ready; $(x) `y`"}
+		"--property=RuntimeMaxSec=2", "--", "sh", "-c", "test -f ready; $$(x) `y`"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("ProbeArgv (-want +got):\n%s", d)
 	}
@@ -158,6 +158,7 @@ func TestProbeArgv(t *testing.T) {
 	for _, bad := range []ProbeCommand{
 		{Argv: nil},
 		{Argv: []string{"-x"}},
+		{Argv: []string{"$HOME/check"}},
 		{User: "--uid=0", Argv: []string{"true"}},
 		{User: "a=b", Argv: []string{"true"}},
 		{WorkingDir: "rel", Argv: []string{"true"}},
@@ -166,5 +167,41 @@ func TestProbeArgv(t *testing.T) {
 		if _, err := ProbeArgv(bad); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("ProbeArgv(%+v) = %v, want ErrInvalidArgument", bad, err)
 		}
+	}
+}
+
+// TestProbeRunsAsPodUser runs readiness checks through the real sshd and
+// the board's systemd: a check of a `user = "nobody"` pod runs as nobody,
+// in the pod's working directory, with its env file, and a root pod's as
+// root. It needs systemd as PID 1 (a lab board, a CI host with systemd).
+func TestProbeRunsAsPodUser(t *testing.T) {
+	if _, err := os.Stat("/run/systemd/system"); err != nil {
+		t.Skip("systemd is not running here (no /run/systemd/system); the lab e2e covers probes")
+	}
+	srv := sshdtest.Start(t)
+	e := newTestExecutor(t, srv, nil)
+	ctx := testCtx(t)
+	envDir := t.TempDir()
+	envFile := filepath.Join(envDir, "herd-p.env")
+	if err := os.WriteFile(envFile, []byte("SECRET='s3'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := `[ "$(id -u)" = "$1" ] && [ "$(pwd)" = "$2" ] && [ "$SECRET" = s3 ] && ! cat "$3"`
+	nobody := ProbeCommand{User: "nobody", WorkingDir: "/tmp", EnvironmentFile: envFile, Timeout: 10 * time.Second,
+		Argv: []string{"sh", "-c", check, "probe", "65534", "/tmp", envFile}}
+	if st, err := e.Probe(ctx, "b1", nobody); err != nil || st != 0 {
+		t.Errorf("nobody probe = %d, %v; want 0 (uid 65534, cwd /tmp, env set, env file unreadable)", st, err)
+	}
+	// The same check expecting root fails for the nobody pod.
+	nobody.Argv = []string{"sh", "-c", `[ "$(id -u)" = 0 ]`}
+	if st, err := e.Probe(ctx, "b1", nobody); err != nil || st == 0 {
+		t.Errorf("nobody probe expecting root = %d, %v; want non-zero", st, err)
+	}
+	root := ProbeCommand{Timeout: 10 * time.Second, Argv: []string{"sh", "-c", `[ "$(id -u)" = 0 ]`}}
+	if st, err := e.Probe(ctx, "b1", root); err != nil || st != 0 {
+		t.Errorf("root probe = %d, %v; want 0", st, err)
+	}
+	if st, err := e.Probe(ctx, "b1", ProbeCommand{Argv: []string{"sh", "-c", "exit 7"}}); err != nil || st != 7 {
+		t.Errorf("exit status = %d, %v; want 7", st, err)
 	}
 }
