@@ -19,9 +19,10 @@
 //  3. plans with units.Plan against the pods bound to the board that are
 //     not terminal (Lost, Failed and Succeeded pods have no unit), and
 //     executes the actions in order, stopping at the first error. A pod's
-//     files are written before its unit file; a removed unit's files (its
-//     X-Herd-Files) are removed before the unit file, except paths another
-//     pod bound to the board still uses;
+//     files, then its environment file, are written before its unit file;
+//     a removed unit's files (its X-Herd-Files), then its environment
+//     file, are removed before the unit file, except paths another pod
+//     bound to the board still uses;
 //     Two cases units.Plan does not cover are added: a unit stopped by
 //     hand whose pod has restart policy always is started again (as
 //     ObservePod expects), and a changed unit whose restart an earlier pass
@@ -31,10 +32,39 @@
 //  4. lists the units again if anything was done;
 //  5. reports: ObservePod for every bound pod (with its readiness check:
 //     tcp and http dialled from the leader to the board's address and host
-//     port, exec run on the board; each with the probe's timeout), and
+//     port, exec run on the board as the pod's user; each with the probe's
+//     timeout; a pod whose files were refused also gets its FilesWritten
+//     condition), and
 //     ObservedUnits for a board being fenced, which turns it Ready once no
 //     stale unit is left. The writes go through the Writer, compare-and-swap
 //     on the snapshot they were computed from.
+//
+// # Files, secrets and probes
+//
+// Every file goes through Executor.PutFile and Remove, which must not follow
+// a symbolic link in any component of the path (the SSH executor uses the
+// board helper, `herd board put-file`; see units/sshexec). A pod's user may
+// own the directories its files live in, so a refusal (ErrFileRefused: a
+// link where a directory is expected, or setuid/setgid bits without the
+// file's allow_setid) is the pod's problem, not the pass's: the pod's unit
+// is not written, enabled or started, the pass goes on with the other pods,
+// and the pod gets the condition FilesWritten=False (reason FileRefused,
+// the board's message). The write is tried again only after
+// Config.ObserveInterval or once the pod changes, so a refusal never
+// retries in a loop; the condition goes away once the files are written. A
+// removal the board refuses leaves that file (logged) and does not keep a
+// unit or a fenced board from being cleaned up.
+//
+// A pod's environment goes to its own file (units' env file path, mode
+// 0600, root-owned) in a directory the placer keeps at 0700 root, never in
+// the world-readable unit file; units.Plan's write-env action writes it
+// right before the unit file (when a plan has none, writeUnit does), and it
+// is removed with the unit, fencing included.
+//
+// Exec readiness checks run through Executor.Probe in the pod's unit
+// context: as the template's user (root only for a root pod), in its
+// working directory, with its environment file, never in the executor's
+// root session.
 //
 // # When passes run
 //

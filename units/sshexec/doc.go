@@ -89,7 +89,32 @@
 // chmod'ed before any byte is written, fsync'ed when the server offers
 // fsync@openssh.com) and renames it over path with posix-rename@openssh.com,
 // so a reader sees the old file or the new one, never a torn one. The board's
-// sshd must have the sftp subsystem (Debian's default).
+// sshd must have the sftp subsystem (Debian's default). SFTP resolves paths
+// like any root process, following symbolic links, so PutFile and Remove are
+// only for trees no one but root can write.
+//
+// WriteFileNoFollow and RemoveNoFollow are for everything else (pod files,
+// in directories a pod's user may own; herd uses them for every file it
+// places). The content is staged over SFTP in Config.StageDir (root-only,
+// 0700, under /run), then the board helper, `herd board put-file`
+// (Config.BoardHelper, /usr/local/bin/herd by default), is run as argv
+// through the wrapper: it walks the path from "/" with
+// openat(O_NOFOLLOW|O_DIRECTORY) one component at a time, writes a temporary
+// file in the final directory and renameat's it into place (package
+// boardfs). A link where a directory is expected is refused (exit 3,
+// ErrRefused) and nothing is written; so are setuid/setgid bits without
+// NoFollowOptions.AllowSetID. There is no check-then-write window.
+//
+// # Readiness probes
+//
+// Probe runs an exec readiness check in the pod's unit context rather than
+// in the executor's root session: ProbeArgv wraps it in `systemd-run
+// --quiet --pipe --wait --collect --uid=USER` with the unit's
+// WorkingDirectory, its EnvironmentFile (read by systemd as root, so the
+// check sees the pod's variables but its user cannot read the file),
+// NoNewPrivileges and RuntimeMaxSec (the timeout, enforced by systemd even
+// if the caller goes away). A root pod's check runs as root. Every '$' in
+// the arguments is doubled so systemd passes them literally.
 //
 // # Cancellation
 //

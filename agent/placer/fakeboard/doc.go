@@ -9,7 +9,11 @@
 // in a chosen state, run a hook before every call (to inject an error or
 // change the world at an exact step), and read back what each board was
 // told (a log of calls), which files it holds and which units are active.
-// It backs the placer's tests and the in-process fleet tests.
+// Like the real board helper, it refuses file writes and removals through a
+// symbolic link a test planted (Symlink) and setuid/setgid modes without
+// the opt-in (boardapi.ErrRefused), and it records each readiness Probe
+// with its user, working directory and env file (SetProbe decides the
+// outcome). It backs the placer's tests and the in-process fleet tests.
 //
 // The model follows systemd where herd depends on it: a unit is started
 // only once daemon-reload has loaded its file; a loaded unit whose file was
