@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 )
@@ -104,4 +105,44 @@ func FuzzAPIBodies(f *testing.F) {
 			t.Errorf("%s %s: status %d (body %.200q), want 2xx or 4xx", r.method, r.path, code, resp)
 		}
 	})
+}
+
+// TestAPIRefusesHostileJSON sends bodies that are quadratic or deeply
+// recursive for a naive reader: each is refused with a 4xx JSON error,
+// quickly, and nothing is stored.
+func TestAPIRefusesHostileJSON(t *testing.T) {
+	e := newEnv(t)
+	const n = 512 << 10
+	deep := strings.Repeat("[", n) + strings.Repeat("]", n)
+	bodies := map[string]struct{ method, path, body string }{
+		"apply, nested arrays":        {http.MethodPost, "/v1/apply", `{"objects":[` + deep + `]}`},
+		"create, nested arrays":       {http.MethodPost, "/v1/deployments", deep},
+		"create, nested objects":      {http.MethodPost, "/v1/deployments", strings.Repeat(`{"a":`, n/5) + "1" + strings.Repeat("}", n/5)},
+		"create, long string":         {http.MethodPost, "/v1/deployments", `{"kind":"deployment","metadata":{"name":"` + strings.Repeat("a", 3<<20) + `"}}`},
+		"scale, nested arrays":        {http.MethodPut, "/v1/deployments/web/scale", `{"replicas":` + deep + `}`},
+		"apply, many tiny objects":    {http.MethodPost, "/v1/apply", `{"objects":[` + strings.Repeat(`{},`, n) + `{}]}`},
+		"update, over the body limit": {http.MethodPut, "/v1/deployments/web", strings.Repeat(" ", httpapi.DefaultMaxBodyBytes+1)},
+	}
+	before := e.store.ResourceVersion()
+	for name, b := range bodies {
+		start := time.Now()
+		code, resp := e.raw(t, b.method, b.path, b.body, "Content-Type", "application/json")
+		if code < 400 || code >= 500 {
+			t.Errorf("%s: status %d (%.200s), want 4xx", name, code, resp)
+			continue
+		}
+		if ae := decodeErr(t, resp); ae.Message == "" {
+			t.Errorf("%s: error body %.200q has no message", name, resp)
+		}
+		if len(resp) > 64<<10 {
+			t.Errorf("%s: a %d-byte error answer to a %d-byte body", name, len(resp), len(b.body))
+		}
+		t.Logf("%s: %d in %s, %d-byte answer", name, code, time.Since(start), len(resp))
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%s: took %s", name, d)
+		}
+	}
+	if after := e.store.ResourceVersion(); after != before {
+		t.Errorf("hostile bodies changed the store: resource version %d -> %d", before, after)
+	}
 }
