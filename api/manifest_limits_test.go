@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/BurntSushi/toml"
 )
 
 // hostileSize is the size of the hostile manifests below: the 80 KB of the
@@ -120,4 +122,59 @@ func BenchmarkDecodeHostileManifest(b *testing.B) {
 			}
 		})
 	}
+}
+
+// treeDepth is the nesting depth of a decoded TOML value.
+func treeDepth(v any) int {
+	d := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			d = max(d, treeDepth(e))
+		}
+		return d + 1
+	case []map[string]any:
+		for _, e := range v {
+			d = max(d, treeDepth(e))
+		}
+		return d + 1
+	case []any:
+		for _, e := range v {
+			d = max(d, treeDepth(e))
+		}
+		return d + 1
+	}
+	return 0
+}
+
+// FuzzManifestLimits checks that the pre-pass cannot be fooled: whatever it
+// lets through and the TOML decoder accepts is at most a header's
+// MaxManifestDepth segments plus MaxManifestDepth levels below them deep.
+func FuzzManifestLimits(f *testing.F) {
+	for _, s := range []string{
+		"x = [[1]]", "a.b.c = {d = [1, {e = 2}]}", "[a.b]\nc.d = 1", "[[a]]\n[a.b]\nx='''\n[[['''",
+		"x = \"\\\"[[\"\ny = [ # [[[\n1]", "x = {a=[{b=[]}]}",
+		"x = " + strings.Repeat("[", 40) + strings.Repeat("]", 40),
+		// As deep as the limits allow: a 32-segment header, then 32
+		// levels of keys and arrays below it.
+		"[" + strings.Repeat("h.", MaxManifestDepth-1) + "h]\n" + strings.Repeat("k.", MaxManifestDepth/2-1) + "k = " +
+			strings.Repeat("[", MaxManifestDepth/2) + "1" + strings.Repeat("]", MaxManifestDepth/2),
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 4096 {
+			return
+		}
+		if checkManifestLimits("f.toml", data) != nil {
+			return
+		}
+		var tree map[string]any
+		if _, err := toml.Decode(string(data), &tree); err != nil {
+			return
+		}
+		if d, limit := treeDepth(tree), 2*MaxManifestDepth+1; d > limit {
+			t.Errorf("%q passed the limits but decodes %d deep, over %d", data, d, limit)
+		}
+	})
 }
