@@ -439,7 +439,7 @@ type decodedObject struct {
 // fileDecoder decodes one file, collecting errors.
 type fileDecoder struct {
 	file string
-	pos  map[string]tomlPos
+	pos  *posIndex
 	errs ManifestErrors
 }
 
@@ -481,6 +481,9 @@ func offsetPosition(data []byte, off int) (line, col int) {
 }
 
 func decodeFile(f ManifestFile) ([]decodedObject, ManifestErrors) {
+	if lerr := checkManifestLimits(f.Name, f.Data); lerr != nil {
+		return nil, ManifestErrors{lerr}
+	}
 	root, perr := parseTOML(f.Name, f.Data)
 	if perr != nil {
 		return nil, ManifestErrors{perr}
@@ -562,7 +565,7 @@ func (fd *fileDecoder) errorAt(path, object, field, msg string) {
 // is known.
 func (fd *fileDecoder) lookup(path string) tomlPos {
 	for path != "" {
-		if p, ok := fd.pos[path]; ok {
+		if p, ok := fd.pos.lookup(path); ok {
 			return p
 		}
 		path = parentPath(path)
@@ -659,7 +662,7 @@ func (od *objectDecoder) validationError(p problem) {
 		if rel != "" {
 			abs += "." + rel
 		}
-		if q, found := od.pos[abs]; found {
+		if q, found := od.pos.lookup(abs); found {
 			pos = q
 			break
 		}

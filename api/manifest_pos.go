@@ -54,20 +54,103 @@ func indexKey(base string, i int) string {
 	return base + "[" + strconv.Itoa(i) + "]"
 }
 
-// scanPositions returns the position of every key, table header and array
-// element in data, by path. The first occurrence of a path wins.
-func scanPositions(data []byte) map[string]tomlPos {
-	s := &posScanner{
-		src:    data,
-		line:   1,
-		pos:    make(map[string]tomlPos),
-		arrays: make(map[string]int),
+// posNode is one path segment in a posIndex: a key, or an element of an
+// array. Paths share their prefixes, so recording every element of a
+// document costs memory proportional to the document, not to the sum of
+// its path lengths (which is quadratic for deep or long-keyed documents).
+type posNode struct {
+	pos tomlPos
+	has bool
+	// children by segment as it is written in a path: quoteKey(key) or
+	// "[i]".
+	children map[string]*posNode
+	// arrays counts the elements of an array of tables seen so far.
+	arrays int
+}
+
+func (n *posNode) child(seg string) *posNode {
+	c := n.children[seg]
+	if c == nil {
+		if n.children == nil {
+			n.children = make(map[string]*posNode)
+		}
+		c = &posNode{}
+		n.children[seg] = c
 	}
+	return c
+}
+
+func (n *posNode) key(k string) *posNode { return n.child(quoteKey(k)) }
+func (n *posNode) index(i int) *posNode  { return n.child("[" + strconv.Itoa(i) + "]") }
+
+// posIndex holds the positions scanPositions found.
+type posIndex struct{ root posNode }
+
+// lookup returns the position of path (as built by joinKey and indexKey).
+func (x *posIndex) lookup(path string) (tomlPos, bool) {
+	if x == nil || path == "" {
+		return tomlPos{}, false
+	}
+	n := &x.root
+	for _, seg := range splitPath(path) {
+		if n = n.children[seg]; n == nil {
+			return tomlPos{}, false
+		}
+	}
+	return n.pos, n.has
+}
+
+// splitPath splits a path built by joinKey and indexKey into its segments:
+// keys as quoteKey writes them and indices as "[i]".
+func splitPath(path string) []string {
+	var segs []string
+	inQuote, start := false, 0
+	for i := 0; i < len(path); i++ {
+		switch path[i] {
+		case '\\':
+			if inQuote {
+				i++
+			}
+		case '"':
+			inQuote = !inQuote
+		case '.':
+			if !inQuote {
+				if i > start {
+					segs = append(segs, path[start:i])
+				}
+				start = i + 1
+			}
+		case '[':
+			if !inQuote {
+				if i > start {
+					segs = append(segs, path[start:i])
+				}
+				start = i
+			}
+		}
+	}
+	if start < len(path) {
+		segs = append(segs, path[start:])
+	}
+	return segs
+}
+
+// scanPositions returns the position of every key, table header and array
+// element in data, by path. The first occurrence of a path wins. It runs in
+// time and memory linear in len(data).
+func scanPositions(data []byte) *posIndex {
+	x := &posIndex{}
+	s := &posScanner{
+		src:  data,
+		line: 1,
+		root: &x.root,
+	}
+	s.current = s.root
 	if len(data) >= 3 && string(data[:3]) == "\ufeff" {
 		s.i, s.lineStart = 3, 3
 	}
 	s.document()
-	return s.pos
+	return x
 }
 
 type posScanner struct {
@@ -75,12 +158,9 @@ type posScanner struct {
 	i         int
 	line      int
 	lineStart int
-	pos       map[string]tomlPos
-	// current is the path of the table that key/value pairs go to.
-	current string
-	// arrays counts the elements of each array of tables seen so far, by
-	// resolved path.
-	arrays map[string]int
+	root      *posNode
+	// current is the table that key/value pairs go to.
+	current *posNode
 }
 
 func (s *posScanner) eof() bool { return s.i >= len(s.src) }
@@ -107,9 +187,9 @@ func (s *posScanner) advance() {
 	s.i++
 }
 
-func (s *posScanner) record(path string, p tomlPos) {
-	if _, ok := s.pos[path]; !ok {
-		s.pos[path] = p
+func (s *posScanner) record(n *posNode, p tomlPos) {
+	if !n.has {
+		n.pos, n.has = p, true
 	}
 }
 
@@ -147,7 +227,7 @@ func (s *posScanner) document() {
 			if !s.header() {
 				return
 			}
-		} else if !s.keyValue("") {
+		} else if !s.keyValue(nil) {
 			return
 		}
 		if s.i == start {
@@ -177,24 +257,24 @@ func (s *posScanner) header() bool {
 	if array {
 		s.advance()
 	}
-	parent := ""
+	parent := s.root
 	for i, seg := range segs[:len(segs)-1] {
-		parent = joinKey(parent, seg)
+		parent = parent.key(seg)
 		s.record(parent, poss[i])
-		if n, ok := s.arrays[parent]; ok {
-			parent = indexKey(parent, n-1)
+		if parent.arrays > 0 {
+			parent = parent.index(parent.arrays - 1)
 		}
 	}
-	full := joinKey(parent, segs[len(segs)-1])
+	full := parent.key(segs[len(segs)-1])
 	if array {
-		n := s.arrays[full]
-		s.arrays[full] = n + 1
+		n := full.arrays
+		full.arrays = n + 1
 		s.record(full, at)
-		full = indexKey(full, n)
-	} else if n, ok := s.arrays[full]; ok {
+		full = full.index(n)
+	} else if full.arrays > 0 {
 		// Invalid TOML ([x] after [[x]]); never reached after a
 		// successful parse.
-		full = indexKey(full, n-1)
+		full = full.index(full.arrays - 1)
 	}
 	s.record(full, at)
 	s.current = full
@@ -202,9 +282,9 @@ func (s *posScanner) header() bool {
 }
 
 // keyValue scans key = value under base (the current table when base is
-// "").
-func (s *posScanner) keyValue(base string) bool {
-	if base == "" {
+// nil).
+func (s *posScanner) keyValue(base *posNode) bool {
+	if base == nil {
 		base = s.current
 	}
 	segs, poss, ok := s.key()
@@ -213,7 +293,7 @@ func (s *posScanner) keyValue(base string) bool {
 	}
 	path := base
 	for i, seg := range segs {
-		path = joinKey(path, seg)
+		path = path.key(seg)
 		s.record(path, poss[i])
 	}
 	s.skipBlank()
@@ -272,7 +352,7 @@ func (s *posScanner) key() ([]string, []tomlPos, bool) {
 }
 
 // value scans one value and records the positions inside it.
-func (s *posScanner) value(path string) bool {
+func (s *posScanner) value(path *posNode) bool {
 	switch c := s.peek(0); c {
 	case '"':
 		if s.peek(1) == '"' && s.peek(2) == '"' {
@@ -297,7 +377,7 @@ func (s *posScanner) value(path string) bool {
 				s.advance()
 				return true
 			}
-			elem := indexKey(path, n)
+			elem := path.index(n)
 			s.record(elem, s.here())
 			start := s.i
 			if !s.value(elem) || s.i == start {

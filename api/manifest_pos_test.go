@@ -32,7 +32,7 @@ func TestScanPositions(t *testing.T) {
 	if _, err := toml.Decode(src, &tree); err != nil {
 		t.Fatalf("test input is not valid TOML: %v", err)
 	}
-	got := scanPositions([]byte(src))
+	got := scanPositions([]byte(src)).all()
 	want := map[string]tomlPos{
 		"top":                                            {2, 1, 0},
 		"deployment":                                     {3, 1, 0},
@@ -87,4 +87,26 @@ func TestPathHelpers(t *testing.T) {
 			t.Errorf("stripIndices(%s) = %s, want %s", tt.path, got, tt.stripped)
 		}
 	}
+}
+
+// all returns every recorded position by path, for tests.
+func (x *posIndex) all() map[string]tomlPos {
+	out := map[string]tomlPos{}
+	var walk func(n *posNode, path string)
+	walk = func(n *posNode, path string) {
+		if n.has {
+			out[path] = n.pos
+		}
+		for seg, c := range n.children {
+			p := seg
+			if path != "" && seg[0] != '[' {
+				p = path + "." + seg
+			} else if path != "" {
+				p = path + seg
+			}
+			walk(c, p)
+		}
+	}
+	walk(&x.root, "")
+	return out
 }

@@ -84,9 +84,9 @@ func loadManifests(paths []string, stdin io.Reader, decode func([]api.ManifestFi
 		name := f
 		if f == "-" {
 			name = stdinName
-			data, err = io.ReadAll(stdin)
+			data, err = readManifest(name, stdin)
 		} else {
-			data, err = os.ReadFile(f)
+			data, err = readManifestFile(f)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -126,6 +126,31 @@ func loadManifests(paths []string, stdin io.Reader, decode func([]api.ManifestFi
 		return nil, fmt.Errorf("no objects in %s", strings.Join(paths, ", "))
 	}
 	return out, nil
+}
+
+// readManifestFile reads the manifest at path, refusing one over
+// api.MaxManifestSize without reading it all.
+func readManifestFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readManifest(path, f)
+}
+
+// readManifest reads at most api.MaxManifestSize bytes from r; a longer
+// manifest is an error at name:1:1, before anything decodes it.
+func readManifest(name string, r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, api.MaxManifestSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > api.MaxManifestSize {
+		return nil, &api.ManifestError{File: name, Line: 1, Col: 1,
+			Message: fmt.Sprintf("manifest is over the %d-byte (1 MiB) limit: split it into several files", api.MaxManifestSize)}
+	}
+	return data, nil
 }
 
 // validateManifests runs local validation over objs and returns every

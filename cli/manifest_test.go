@@ -151,3 +151,26 @@ func TestValidateManifestsNamesObjects(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+func TestLoadManifestsRefusesHostileFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"deep.toml": "x = " + strings.Repeat("[", 40000) + strings.Repeat("]", 40000) + "\n",
+		"big.toml":  "# " + strings.Repeat("x", api.MaxManifestSize) + "\n",
+	})
+	tests := []struct{ file, want string }{
+		{"deep.toml", "deep.toml:1:37: nested more than 32 levels deep"},
+		{"big.toml", "big.toml:1:1: manifest is over the 1048576-byte (1 MiB) limit"},
+	}
+	for _, tt := range tests {
+		path := filepath.Join(dir, tt.file)
+		_, err := loadManifests([]string{path}, nil, api.DecodeManifests)
+		if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, tt.want)) {
+			t.Errorf("loadManifests(%s) = %.300v, want %q", tt.file, err, tt.want)
+		}
+	}
+	_, err := loadManifests([]string{"-"}, strings.NewReader(strings.Repeat("#", api.MaxManifestSize+10)), api.DecodeManifests)
+	if err == nil || !strings.Contains(err.Error(), "<stdin>:1:1: manifest is over") {
+		t.Errorf("loadManifests(stdin over the limit) = %.300v", err)
+	}
+}

@@ -84,7 +84,9 @@ type Config struct {
 	// has no deadline.
 	WriteTimeout time.Duration
 	// HandshakeTimeout bounds the TLS handshake and protocol selection of
-	// an incoming connection.
+	// an incoming connection (its first message): a connection that has
+	// not sent its protocol byte by then is closed. It also bounds reading
+	// one forwarded request. Default 3s.
 	HandshakeTimeout time.Duration
 }
 
@@ -103,7 +105,7 @@ func DefaultConfig() Config {
 		WatchBuffer:        128,
 		MaxTxnBytes:        1 << 20,
 		WriteTimeout:       10 * time.Second,
-		HandshakeTimeout:   5 * time.Second,
+		HandshakeTimeout:   3 * time.Second,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -30,9 +31,25 @@ const (
 // tlsInfo is the HKDF info string the transport key is derived with.
 const tlsInfo = "herd raft tls v1"
 
-// maxPendingConns bounds connections that are still in the TLS handshake;
-// more are closed at once, so a flood cannot exhaust memory or CPU.
-const maxPendingConns = 64
+// Limits on connections that have not yet completed the TLS handshake and
+// sent their protocol byte ("pending"). A connection over a limit is closed
+// at once, so a flood cannot exhaust memory, CPU or the slots themselves;
+// every pending connection is closed when the first-message deadline
+// (Config.HandshakeTimeout) passes.
+//
+// A source is an IP address. It is known once a connection from it has
+// completed the handshake (it holds the key) or once this server has
+// dialed it (a peer in the Raft configuration or the leader): known
+// sources share the whole budget, strangers only maxPendingStrangers of
+// it, so however many keyless hosts connect, maxPendingConns -
+// maxPendingStrangers slots stay free for servers.
+const (
+	maxPendingConns       = 64 // all pending connections
+	maxPendingStrangers   = 32 // pending connections from unknown sources
+	maxPendingPerStranger = 4  // from one unknown source
+	maxPendingPerKnown    = 16 // from one known source (a pod on a server shares its IP)
+	maxKnownSources       = 4096
+)
 
 // maxForwardConns bounds forwarded requests served at once; more wait for a
 // slot (bounded by their own deadline).
@@ -132,7 +149,7 @@ type mux struct {
 	handshake time.Duration
 
 	raftConns chan net.Conn
-	sem       chan struct{} // connections in the handshake
+	pending   pendingConns  // connections before their first message
 	fwdSem    chan struct{} // forwarded requests being served
 	done      chan struct{}
 	closeOnce sync.Once
@@ -181,7 +198,7 @@ func listen(bindAddr, advertise string, id *identity, handshake time.Duration, l
 		log:       log,
 		handshake: handshake,
 		raftConns: make(chan net.Conn),
-		sem:       make(chan struct{}, maxPendingConns),
+		pending:   newPendingConns(),
 		fwdSem:    make(chan struct{}, maxForwardConns),
 		done:      make(chan struct{}),
 	}
@@ -223,28 +240,30 @@ func (m *mux) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		select {
-		case m.sem <- struct{}{}:
-		default:
-			m.log.Warn("raft transport busy, dropping connection", "remote", c.RemoteAddr().String())
+		src := sourceOf(c.RemoteAddr())
+		if why := m.pending.admit(src); why != "" {
+			if n, log := m.pending.dropped(time.Now()); log {
+				m.log.Warn("raft transport dropping connections", "remote", c.RemoteAddr().String(), "reason", why, "dropped", n)
+			}
 			c.Close()
 			continue
 		}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			m.serveConn(c)
+			m.serveConn(c, src)
 		}()
 	}
 }
 
-// serveConn authenticates c and dispatches it on its protocol byte.
-func (m *mux) serveConn(c net.Conn) {
+// serveConn authenticates c and dispatches it on its protocol byte. The
+// caller has admitted c as pending from src.
+func (m *mux) serveConn(c net.Conn, src netip.Addr) {
 	released := false
 	release := func() {
 		if !released {
 			released = true
-			<-m.sem
+			m.pending.release(src)
 		}
 	}
 	defer release()
@@ -259,6 +278,7 @@ func (m *mux) serveConn(c net.Conn) {
 		tc.Close()
 		return
 	}
+	m.pending.markKnown(src) // it holds the key
 	var proto [1]byte
 	if _, err := tc.Read(proto[:]); err != nil {
 		m.log.Debug("raft transport connection closed before protocol byte", "remote", remote, "err", err)
@@ -339,6 +359,9 @@ func (m *mux) dial(ctx context.Context, address string, proto byte) (*tls.Conn, 
 	if err != nil {
 		return nil, err
 	}
+	// A server this one dials (a Raft peer, the leader) keeps pending
+	// slots when it connects back, even before its first handshake here.
+	m.pending.markKnown(sourceOf(c.RemoteAddr()))
 	tc := tls.Client(c, m.clientTLS)
 	if dl, ok := ctx.Deadline(); ok {
 		_ = tc.SetDeadline(dl)
@@ -353,4 +376,106 @@ func (m *mux) dial(ctx context.Context, address string, proto byte) (*tls.Conn, 
 	}
 	_ = tc.SetDeadline(time.Time{})
 	return tc, nil
+}
+
+// sourceOf returns the IP address of a TCP address (IPv4-mapped addresses
+// unmapped), or the zero Addr for anything else.
+func sourceOf(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// pendingConns counts connections before their first message, by source,
+// and enforces the limits above.
+//
+// Safe for concurrent use.
+type pendingConns struct {
+	mu        sync.Mutex
+	total     int
+	strangers int
+	bySource  map[netip.Addr]int
+	known     map[netip.Addr]struct{}
+	// Drops are logged at most once a second, with the count since.
+	drops   int
+	lastLog time.Time
+}
+
+func newPendingConns() pendingConns {
+	return pendingConns{bySource: make(map[netip.Addr]int), known: make(map[netip.Addr]struct{})}
+}
+
+// admit counts a new connection from src, or returns why it is refused.
+func (p *pendingConns) admit(src netip.Addr) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, known := p.known[src]
+	switch {
+	case p.total >= maxPendingConns:
+		return "too many connections in the handshake"
+	case known && p.bySource[src] >= maxPendingPerKnown:
+		return "too many connections in the handshake from this server's address"
+	case !known && p.strangers >= maxPendingStrangers:
+		return "too many connections in the handshake from unknown addresses"
+	case !known && p.bySource[src] >= maxPendingPerStranger:
+		return "too many connections in the handshake from this unknown address"
+	}
+	p.total++
+	p.bySource[src]++
+	if !known {
+		p.strangers++
+	}
+	return ""
+}
+
+// release uncounts a connection admitted from src. If src became known
+// meanwhile, markKnown has already moved it out of the strangers' count.
+func (p *pendingConns) release(src netip.Addr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.total--
+	if p.bySource[src]--; p.bySource[src] <= 0 {
+		delete(p.bySource, src)
+	}
+	if _, known := p.known[src]; !known {
+		p.strangers--
+	}
+}
+
+// markKnown records src as a server's address. Its pending connections
+// stop counting as strangers'.
+func (p *pendingConns) markKnown(src netip.Addr) {
+	if !src.IsValid() {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.known[src]; ok || len(p.known) >= maxKnownSources {
+		return
+	}
+	p.known[src] = struct{}{}
+	p.strangers -= p.bySource[src]
+}
+
+// dropped counts a refused connection and says whether to log it now, with
+// the number of drops since the last log line.
+func (p *pendingConns) dropped(now time.Time) (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drops++
+	if now.Sub(p.lastLog) < time.Second {
+		return 0, false
+	}
+	n := p.drops
+	p.drops, p.lastLog = 0, now
+	return n, true
+}
+
+// counts returns the pending connections in all, from strangers and from
+// src, for tests.
+func (p *pendingConns) counts(src netip.Addr) (total, strangers, fromSrc int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.total, p.strangers, p.bySource[src]
 }

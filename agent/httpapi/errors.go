@@ -55,6 +55,13 @@ func badRequest(format string, args ...any) *httpError {
 
 func invalid(fields []api.FieldError) *httpError {
 	msg := fmt.Sprintf("%d invalid field(s): ", len(fields))
+	more := ""
+	if len(fields) > maxReportedFields {
+		// A small body can hold very many bad objects; the answer stays
+		// small.
+		more = fmt.Sprintf("; and %d more", len(fields)-maxReportedFields)
+		fields = fields[:maxReportedFields]
+	}
 	parts := make([]string, 0, len(fields))
 	for _, f := range fields {
 		p := f.Field
@@ -63,12 +70,15 @@ func invalid(fields []api.FieldError) *httpError {
 		}
 		parts = append(parts, strings.TrimSpace(p)+": "+f.Message)
 	}
-	if len(fields) == 1 {
+	if len(fields) == 1 && more == "" {
 		msg = ""
 	}
 	return &httpError{status: http.StatusBadRequest, code: CodeInvalid,
-		msg: msg + strings.Join(parts, "; "), fields: fields}
+		msg: msg + strings.Join(parts, "; ") + more, fields: fields}
 }
+
+// maxReportedFields caps the field errors one answer lists.
+const maxReportedFields = 100
 
 func unknownKind(k string) *httpError {
 	names := make([]string, len(api.Kinds))
