@@ -118,7 +118,9 @@ func validateObject(o Object) []problem {
 		v.service(spec, &x.Spec)
 	case *Pod:
 		v.meta(meta, x.Metadata)
+		v.podSpec(spec, &x.Spec)
 		v.template(spec.field("template", "template"), &x.Spec.Template)
+		v.hostPorts(spec.field("hostPorts", "-"), &x.Spec, false)
 	case *Node:
 		v.nodeName(meta.field("name", "name"), x.Metadata.Name)
 		v.labels(meta.field("labels", "labels"), x.Metadata.Labels)
@@ -401,22 +403,7 @@ func portRefProblem(ref string) string {
 
 func (v *validator) template(p fieldPath, t *PodTemplate) {
 	v.labels(p.field("labels", "labels"), t.Labels)
-	v.argv(p.field("exec", "exec"), t.Exec, true)
-	v.env(p.field("env", "env"), t.Env)
-	if t.WorkingDir != "" {
-		v.absPath(p.field("workingDir", "working_dir"), t.WorkingDir)
-	}
-	if t.User != "" {
-		v.user(p.field("user", "user"), t.User)
-	}
-	v.files(p.field("files", "files"), t.Files)
-	portNames := v.ports(p.field("ports", "ports"), t.Ports)
-	v.resources(p.field("resources", "resources"), t.Resources)
-	switch t.RestartPolicy {
-	case RestartAlways, RestartOnFailure, RestartNever:
-	default:
-		v.addf(p.field("restartPolicy", "restart"), "%q: must be always, on-failure or never", t.RestartPolicy)
-	}
+	portNames := v.unitTemplate(p, t)
 	if t.Readiness != nil {
 		v.probe(p.field("readiness", "readiness"), t.Readiness, portNames, len(t.Ports) > 0)
 	}
@@ -430,6 +417,7 @@ func (v *validator) template(p fieldPath, t *PodTemplate) {
 			}
 		}
 	}
+	v.templateBudget(p, t)
 }
 
 // text checks a string that reaches a board: no NUL, valid UTF-8.
@@ -480,7 +468,9 @@ func (v *validator) env(p fieldPath, env map[string]string) {
 		case k == reservedEnvPort || strings.HasPrefix(k, reservedEnvPortPfx):
 			v.addf(kp, "%q is reserved: herd sets PORT and PORT_<NAME> to the ports it assigns", k)
 		}
-		v.text(kp, env[k])
+		if v.text(kp, env[k]) && len(k)+1+len(env[k]) > MaxEnvAssignment {
+			v.addf(kp, "%s=VALUE is %d bytes; Linux passes at most %d bytes per environment variable", k, len(k)+1+len(env[k]), MaxEnvAssignment)
+		}
 	}
 }
 
@@ -528,7 +518,7 @@ func (v *validator) user(p fieldPath, u string) {
 	}
 }
 
-func (v *validator) files(p fieldPath, files []File) {
+func (v *validator) files(p fieldPath, files []File, sandbox string) {
 	seen := map[string]int{}
 	for i, f := range files {
 		ip := p.index(i)
@@ -544,9 +534,22 @@ func (v *validator) files(p fieldPath, files []File) {
 			} else {
 				seen[f.Path] = i
 			}
+			if n := len(QuoteUnitWord(f.Path, UnitQuoting{})); n > filesWordMax {
+				v.addf(pp, "is %d bytes once quoted; a file path may take at most %d (one unit file line)", n, filesWordMax)
+			}
+			if sandbox != SandboxNone {
+				for _, tmp := range []string{"/tmp", "/var/tmp"} {
+					if strings.HasPrefix(f.Path, tmp+"/") {
+						v.addf(pp, "%q is under %s, which a sandboxed process does not see (PrivateTmp=yes): place it elsewhere or set sandbox = \"none\"", f.Path, tmp)
+					}
+				}
+			}
 		}
-		if _, ok := parseFileMode(f.Mode); !ok {
-			v.addf(ip.field("mode", "mode"), "%q: must be an octal permission string such as \"0644\", at most \"07777\"", f.Mode)
+		mp := ip.field("mode", "mode")
+		if m, ok := parseFileMode(f.Mode); !ok {
+			v.addf(mp, "%q: must be an octal permission string such as \"0644\", at most \"07777\"", f.Mode)
+		} else if m&0o6000 != 0 && !f.AllowSetID {
+			v.addf(mp, "%q sets the setuid or setgid bit on %s: set allow_setid = true on this file to allow it", f.Mode, f.Path)
 		}
 		cp := ip.field("content", "content")
 		if !utf8.ValidString(f.Content) {

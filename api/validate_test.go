@@ -75,7 +75,7 @@ func TestValidateValid(t *testing.T) {
 		})},
 		{"percent memory limit", tmpl(func(t *PodTemplate) { t.Resources = Resources{MemoryLimit: "50%"} })},
 		{"files", tmpl(func(t *PodTemplate) {
-			t.Files = []File{{Path: "/etc/a", Content: "x\x00y"}, {Path: "/etc/b", Mode: "755"}, {Path: "/etc/c", Mode: "07777"}}
+			t.Files = []File{{Path: "/etc/a", Content: "x\x00y"}, {Path: "/etc/b", Mode: "755"}, {Path: "/etc/c", Mode: "07777", AllowSetID: true}}
 		})},
 		{"user and working dir", tmpl(func(t *PodTemplate) { t.User = "_web-1"; t.WorkingDir = "/srv/web" })},
 		{"http probe on first port", probe(func(p *Probe) { *p = Probe{HTTP: "/healthz?full=1"} })},
