@@ -464,7 +464,9 @@ func TestRenderErrors(t *testing.T) {
 		{"env key empty", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"": "1"} }, `spec.template.env[""]`},
 		{"env key digit first", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"1A": "1"} }, `spec.template.env[1A]`},
 		{"env key space", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"A B": "1"} }, `spec.template.env["A B"]`},
-		{"env value too long", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"A": strings.Repeat("x", api.MaxEnvAssignment)} }, `spec.template.env[A]`},
+		{"env value too long", func(p *api.Pod) {
+			p.Spec.Template.Env = map[string]string{"A": strings.Repeat("x", api.MaxEnvAssignment)}
+		}, `spec.template.env[A]`},
 		{"env invalid UTF-8", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"A": "\xc3"} }, `spec.template.env[A]`},
 		{"dynamic port unassigned", func(p *api.Pod) { p.Spec.Template.Ports = []api.Port{{Name: "http"}} }, `spec.hostPorts[http]`},
 		{"host port out of range", func(p *api.Pod) {
@@ -503,7 +505,9 @@ func TestRenderErrors(t *testing.T) {
 		{"setgid file", func(p *api.Pod) { p.Spec.Template.Files = []api.File{{Path: "/opt/x", Mode: "2755"}} }, "spec.template.files[0].mode"},
 		{"sandboxed file in /tmp", func(p *api.Pod) { p.Spec.Template.Files = []api.File{{Path: "/tmp/x"}} }, "spec.template.files[0].path"},
 		{"bad sandbox", func(p *api.Pod) { p.Spec.Template.Sandbox = "strict" }, "spec.template.sandbox"},
-		{"env too large", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"A": strings.Repeat("\n", api.MaxEnvAssignment)} }, "spec.template.env[A]"},
+		{"env too large", func(p *api.Pod) {
+			p.Spec.Template.Env = map[string]string{"A": strings.Repeat("\n", api.MaxEnvAssignment)}
+		}, "spec.template.env[A]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := base()
