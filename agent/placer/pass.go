@@ -278,6 +278,10 @@ func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*ap
 			if err == nil && restarts[a.Unit] {
 				w.pendingRestart[a.Unit] = units.Hash(a.Content)
 			}
+		case units.ActionWriteEnv:
+			if err = w.stillWanted(ctx, acts[i:j]); err == nil {
+				err = p.exec.PutFile(ctx, w.node, a.Path, a.Content, a.Mode)
+			}
 		case units.ActionRemove:
 			err = w.removeUnit(ctx, a.Unit, protected)
 		case units.ActionDaemonReload:
@@ -438,6 +442,9 @@ func (w *worker) removeUnit(ctx context.Context, unit string, protected map[stri
 	}
 	if err := ex.Remove(ctx, w.node, w.unitPath(unit)); err != nil {
 		return fmt.Errorf("removing unit file: %w", err)
+	}
+	if err := ex.Remove(ctx, w.node, units.EnvFilePath(unit)); err != nil {
+		return fmt.Errorf("removing environment file: %w", err)
 	}
 	return nil
 }

@@ -37,11 +37,12 @@ func TestPassPlacesBoundPod(t *testing.T) {
 	w := h.p.newWorker("n1")
 
 	res := h.pass(w)
-	if res.err != nil || res.acted != 4 || res.skip {
-		t.Fatalf("first pass = %+v, want 4 actions", res)
+	if res.err != nil || res.acted != 5 || res.skip {
+		t.Fatalf("first pass = %+v, want 5 actions", res)
 	}
 	wantCalls(t, b,
 		"ShowUnits",
+		"PutFile /etc/herd/env/herd-web-1.env",
 		"PutFile /etc/web/web-1.conf",
 		"PutFile "+unitDir+"herd-web-1.service",
 		"systemctl daemon-reload",
@@ -113,10 +114,11 @@ func TestPassRemovesStaleUnit(t *testing.T) {
 		"ReadFile "+unitDir+"herd-old-1.service",
 		"Remove /etc/web/old-1.conf",
 		"Remove "+unitDir+"herd-old-1.service",
+		"Remove /etc/herd/env/herd-old-1.env",
 		"systemctl daemon-reload",
 		"ShowUnits",
 	)
-	want := []string{"/etc/shared.conf", unitDir + "herd-web-1.service", "/etc/web/web-1.conf"}
+	want := []string{"/etc/herd/env/herd-web-1.env", "/etc/shared.conf", unitDir + "herd-web-1.service", "/etc/web/web-1.conf"}
 	if diff := cmp.Diff(want, b.Files()); diff != "" {
 		t.Errorf("files left (-want +got):\n%s", diff)
 	}
@@ -150,6 +152,7 @@ func TestPassRestartsChangedUnit(t *testing.T) {
 	}
 	wantCalls(t, b,
 		"ShowUnits",
+		"PutFile /etc/herd/env/herd-web-1.env",
 		"PutFile /etc/web/new.conf",
 		"ReadFile "+unitDir+"herd-web-1.service",
 		"PutFile "+unitDir+"herd-web-1.service",
@@ -204,6 +207,7 @@ func TestPassFailedUnit(t *testing.T) {
 		"ReadFile "+unitDir+"herd-web-1.service",
 		"Remove /etc/web/web-1.conf",
 		"Remove "+unitDir+"herd-web-1.service",
+		"Remove /etc/herd/env/herd-web-1.env",
 		"systemctl daemon-reload",
 		"systemctl reset-failed herd-web-1.service",
 		"ShowUnits",
@@ -292,6 +296,7 @@ func TestPassFencesReturningBoard(t *testing.T) {
 		"ReadFile "+unitDir+"herd-web-1.service",
 		"Remove /etc/web/web-1.conf",
 		"Remove "+unitDir+"herd-web-1.service",
+		"Remove /etc/herd/env/herd-web-1.env",
 		"systemctl daemon-reload",
 		"ShowUnits",
 	)
@@ -401,6 +406,7 @@ func TestPassNeverStartsUnboundPod(t *testing.T) {
 		"ReadFile "+unitDir+"herd-web-1.service",
 		"Remove /etc/web/web-1.conf",
 		"Remove "+unitDir+"herd-web-1.service",
+		"Remove /etc/herd/env/herd-web-1.env",
 		"systemctl daemon-reload",
 		"ShowUnits",
 	)
