@@ -169,10 +169,23 @@ func TemplateBytes(t *PodTemplate) int {
 // ValidateRenderable checks what a pod needs to be written as a systemd
 // unit and environment file on its node: the unit rules of Validate (name,
 // owner, revision, exec, env, user, working directory, files, ports,
-// resources, restart policy, sandbox) plus a host port, 1-65535, for every
-// port that has no fixed one. It validates a defaulted copy, as Validate
-// does. Package units calls it before rendering.
+// resource limits, restart policy, sandbox) plus a host port, 1-65535, for
+// every port that has no fixed one. It validates a defaulted copy, as
+// Validate does. Package units calls it before rendering.
 func ValidateRenderable(p *Pod) error {
+	return validateUnit(p, true)
+}
+
+// ValidateBindable checks what a pending pod needs to be bound: the unit
+// rules of ValidateRenderable except the host ports (the bind assigns
+// them), and the template budget (MaxTemplateBytes). The scheduler calls it
+// before placing a pod, so a pod stored before a rule existed gets a clear
+// condition instead of a bind that fails or a unit that cannot be written.
+func ValidateBindable(p *Pod) error {
+	return validateUnit(p, false)
+}
+
+func validateUnit(p *Pod, placed bool) error {
 	if p == nil {
 		return FieldErrors{{Field: "pod", Message: "no pod"}}
 	}
@@ -183,8 +196,12 @@ func ValidateRenderable(p *Pod) error {
 	v.name(root.field("metadata", "").field("name", "name"), c.Metadata.Name)
 	spec := root.field("spec", "")
 	v.podSpec(spec, &c.Spec)
-	v.unitTemplate(spec.field("template", "template"), &c.Spec.Template)
-	v.hostPorts(spec.field("hostPorts", "-"), &c.Spec, true)
+	tp := spec.field("template", "template")
+	v.unitTemplate(tp, &c.Spec.Template)
+	v.hostPorts(spec.field("hostPorts", "-"), &c.Spec, placed)
+	if !placed {
+		v.templateBudget(tp, &c.Spec.Template)
+	}
 	if len(v.probs) == 0 {
 		return nil
 	}
@@ -257,7 +274,7 @@ func (v *validator) unitTemplate(p fieldPath, t *PodTemplate) (portNames map[str
 	}
 	v.files(p.field("files", "files"), t.Files, t.Sandbox)
 	portNames = v.ports(p.field("ports", "ports"), t.Ports)
-	v.resources(p.field("resources", "resources"), t.Resources)
+	v.resources(p.field("resources", "resources"), t.Resources, false)
 	switch t.RestartPolicy {
 	case RestartAlways, RestartOnFailure, RestartNever:
 	default:

@@ -404,6 +404,7 @@ func portRefProblem(ref string) string {
 func (v *validator) template(p fieldPath, t *PodTemplate) {
 	v.labels(p.field("labels", "labels"), t.Labels)
 	portNames := v.unitTemplate(p, t)
+	v.resources(p.field("resources", "resources"), t.Resources, true)
 	if t.Readiness != nil {
 		v.probe(p.field("readiness", "readiness"), t.Readiness, portNames, len(t.Ports) > 0)
 	}
@@ -595,22 +596,28 @@ func (v *validator) ports(p fieldPath, ports []Port) map[string]bool {
 	return names
 }
 
-func (v *validator) resources(p fieldPath, r Resources) {
+// resources checks the limits (they reach the unit file) or the requests
+// the scheduler reserves (against the limits).
+func (v *validator) resources(p fieldPath, r Resources, requests bool) {
+	limits := !requests
 	var limBytes int64
 	var limCPU int
 	if r.MemoryLimit != "" {
 		b, _, err := ParseMemory(r.MemoryLimit)
-		if err != nil {
+		if err != nil && limits {
 			v.addf(p.field("memoryLimit", "memory_limit"), "%s", quantityMsg(err))
 		}
 		limBytes = b
 	}
 	if r.CPULimit != "" {
 		c, err := ParseCPU(r.CPULimit)
-		if err != nil {
+		if err != nil && limits {
 			v.addf(p.field("cpuLimit", "cpu_limit"), "%s", quantityMsg(err))
 		}
 		limCPU = c
+	}
+	if limits {
+		return
 	}
 	if r.MemoryRequest != "" {
 		mp := p.field("memoryRequest", "memory_request")
