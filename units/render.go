@@ -162,9 +162,14 @@ func (r *renderer) add(section, name, value string) {
 }
 
 // sandboxOptions are the [Service] options of api.SandboxDefault, in file
-// order: what ordinary servers tolerate (they may still bind any port the
-// user may bind, write outside /usr, /boot, /efi and /etc, and read and
-// write their home).
+// order: what ordinary servers tolerate. They may still bind any port the
+// user may bind, use any socket family (Bluetooth and raw sockets
+// included), reach devices (GPIO, I2C, serial), write outside /usr, /boot,
+// /efi and /etc, read and write their home, and run JITs; they may not gain
+// privileges (setuid programs, file capabilities), see the host's /tmp,
+// change kernel tunables, modules, logs, the clock or the host name, create
+// namespaces or setuid files, or make the denied system calls (which fail
+// with EPERM). The package documentation lists them for users.
 var sandboxOptions = [][2]string{
 	{"NoNewPrivileges", "yes"},
 	{"PrivateTmp", "yes"},
@@ -177,7 +182,11 @@ var sandboxOptions = [][2]string{
 	{"ProtectHostname", "yes"},
 	{"RestrictSUIDSGID", "yes"},
 	{"RestrictRealtime", "yes"},
+	{"RestrictNamespaces", "yes"},
 	{"LockPersonality", "yes"},
+	{"PrivateMounts", "yes"},
+	{"SystemCallFilter", "~@cpu-emulation @debug @module @mount @obsolete @raw-io @reboot @swap"},
+	{"SystemCallErrorNumber", "EPERM"},
 }
 
 // render writes the options of a pod that passed check.
