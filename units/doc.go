@@ -13,8 +13,7 @@
 //	[Unit]     Description, After/Wants=network-online.target,
 //	           StartLimitIntervalSec=0 when systemd restarts the process,
 //	           X-Herd-Pod, X-Herd-Owner, X-Herd-Revision, X-Herd-Generation,
-//	           X-Herd-Files, X-Herd-EnvHash (systemd ignores keys starting
-//	           with "X-")
+//	           X-Herd-Files (systemd ignores keys starting with "X-")
 //	[Service]  Type=exec, ExecStart, EnvironmentFile, User,
 //	           WorkingDirectory, MemoryMax, CPUQuota, Restart, RestartSec=1,
 //	           KillMode=mixed, TimeoutStopSec=10, SyslogIdentifier=<pod>,
@@ -42,9 +41,12 @@
 // /etc/herd/env/herd-<pod>.env, which the executor writes root-owned with
 // mode 0600 (EnvFileMode) before the unit file; the unit names it in
 // EnvironmentFile= (without '-': a unit whose file is missing does not
-// start) and carries its hash in X-Herd-EnvHash, so a changed value changes
-// the unit, and Plan rewrites both and restarts. Removing a unit removes
-// its environment file.
+// start). The unit carries no function of the values (a hash of them in a
+// world-readable file would let a local user confirm guesses of a weak
+// secret): a changed value is a changed spec, which moves
+// metadata.generation, which the unit carries in X-Herd-Generation, so Plan
+// rewrites both files and restarts. Removing a unit removes its environment
+// file.
 //
 // Each assignment is KEY='value': systemd takes everything up to the next '
 // literally (newlines, backslashes, $, ", %), and a ' inside a value is

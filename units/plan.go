@@ -175,9 +175,8 @@ const (
 	ActionRemove ActionType = "remove"
 	// ActionWriteEnv writes Action.Content, the pod's environment file
 	// (RenderEnvFile), to Action.Path (EnvFilePath(Unit)) with Action.Mode
-	// (0600), owned by root, atomically. Plan emits it before the
-	// ActionWrite of the same unit, whose X-Herd-EnvHash is the file's
-	// Hash.
+	// (0600), owned by root, atomically. Plan emits it right before
+	// the ActionWrite of the same unit, in the same phase order.
 	ActionWriteEnv ActionType = "write-env"
 	// ActionWrite writes Action.Content as the unit file (atomically:
 	// temporary file and rename), after the pod's files are in place.

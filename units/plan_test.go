@@ -304,7 +304,7 @@ func applyPlan(t *testing.T, observed []UnitState, acts []Action) []UnitState {
 		case ActionDisable:
 			get(a.Unit).UnitFileState = "disabled"
 		case ActionWriteEnv:
-			// Not observed: the unit's X-Herd-EnvHash stands for it.
+			// Not observed: the unit's X-Herd-Generation stands for it.
 		case ActionRemove:
 			u := get(a.Unit)
 			u.FileHash, u.UnitFileState = "", ""
@@ -458,11 +458,13 @@ func BenchmarkPlan(b *testing.B) {
 }
 
 // TestPlanEnvChangeRewritesUnit: a changed environment value changes the
-// unit file (X-Herd-EnvHash), so Plan rewrites both files and restarts.
+// spec, so the store moves the generation, which the unit carries: Plan
+// rewrites both files and restarts, and the unit holds no trace of the value.
 func TestPlanEnvChangeRewritesUnit(t *testing.T) {
 	old := planPod("a")
 	old.Spec.Template.Env = map[string]string{"TOKEN": "one"}
 	cur := planPod("a")
+	cur.Metadata.Generation = old.Metadata.Generation + 1
 	cur.Spec.Template.Env = map[string]string{"TOKEN": "s3cr3t-value"}
 	acts, err := Plan([]*api.Pod{cur}, []UnitState{running(t, old)})
 	if err != nil {

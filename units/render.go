@@ -36,7 +36,6 @@ const (
 	keyRevision   = "X-Herd-Revision"
 	keyGeneration = "X-Herd-Generation"
 	keyFiles      = "X-Herd-Files"
-	keyEnvHash    = "X-Herd-EnvHash"
 
 	// envPort is the variable holding the first port's host port;
 	// api.PortEnvName(NAME) holds each named port's.
@@ -192,8 +191,6 @@ var sandboxOptions = [][2]string{
 // render writes the options of a pod that passed check.
 func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 	t := &p.Spec.Template
-	env := environment(p)
-
 	// [Unit]
 	desc := "herd pod " + p.Metadata.Name
 	owner := ""
@@ -225,7 +222,6 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 		}
 		r.add(sectionUnit, keyFiles, joinWords(keyFiles, words))
 	}
-	r.add(sectionUnit, keyEnvHash, Hash(envFile(env)))
 
 	// [Service]
 	r.add(sectionService, "Type", "exec")
