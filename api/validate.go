@@ -78,7 +78,14 @@ func PortEnvName(name string) string {
 // 0 (pick one) to 65535 with unique DNS-label names; a readiness probe has
 // exactly one check; a deployment has 0 to MaxReplicas replicas and a
 // non-empty selector matching its template; a service has a selector and
-// ports.
+// ports. Templates also pass the rules of a systemd unit (unitrules.go,
+// which the renderer applies too through ValidateRenderable): exec[0]
+// without '$', words that fit on a unit line, a working directory systemd
+// takes verbatim, env assignments Linux can pass, file modes with the
+// setuid or setgid bit only with AllowSetID, no files under /tmp for a
+// sandboxed template, a known sandbox, and at most MaxTemplateBytes in all
+// so every pod made from the template can be bound. A pod's owner,
+// revision and host ports are checked too.
 func Validate(o Object) error {
 	if o == nil {
 		return FieldErrors{{Field: "kind", Message: "no object"}}
