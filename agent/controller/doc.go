@@ -14,7 +14,7 @@
 // work queue over a State (read side) and a Writer (write side); the agent
 // wires those to the raftstore and gossip. A failed write is retried with
 // the queue's capped backoff, except a Terminal one (the store refused it
-// as invalid), which waits for the next change or resync. What runs on the boards (systemd
-// units over SSH) is not decided here: the controllers only write desired
-// and observed state.
+// as invalid), which waits for the next change or resync. What runs on the
+// boards (systemd units over SSH) is not decided here: the controllers only
+// write desired and observed state.
 package controller
