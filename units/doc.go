@@ -57,14 +57,19 @@
 //
 // A template's sandbox is "default" unless it says "none". The default adds
 // NoNewPrivileges=yes, PrivateTmp=yes, ProtectSystem=full,
-// ProtectKernelTunables, ProtectKernelModules, ProtectKernelLogs,
-// ProtectControlGroups, ProtectClock, ProtectHostname, RestrictSUIDSGID,
-// RestrictRealtime, RestrictNamespaces, LockPersonality, PrivateMounts
-// (all yes), and SystemCallFilter=~@cpu-emulation @debug @module @mount
-// @obsolete @raw-io @reboot @swap with SystemCallErrorNumber=EPERM. The
-// process keeps the network, devices, its home and every writable path
+// ProtectKernelModules, ProtectKernelLogs, ProtectControlGroups,
+// ProtectHostname, RestrictSUIDSGID, RestrictRealtime, RestrictNamespaces,
+// LockPersonality, PrivateMounts (all yes), a capability bounding set
+// without CAP_SYS_BOOT, CAP_SYS_TIME, CAP_WAKE_ALARM, CAP_SYS_PACCT,
+// CAP_LINUX_IMMUTABLE, CAP_SYS_TTY_CONFIG, CAP_MAC_*, CAP_AUDIT_CONTROL,
+// CAP_AUDIT_READ, CAP_BLOCK_SUSPEND and CAP_LEASE, and SystemCallFilter=~@clock
+// @cpu-emulation @debug @module @mount @obsolete @raw-io @reboot @swap with
+// SystemCallErrorNumber=EPERM. The process keeps the network, devices
+// (GPIO, I2C, SPI, serial) and sysfs, its home and every writable path
 // outside /usr, /boot, /efi and /etc; pod files under /etc are written by
 // herd, not the process, so ProtectSystem=full does not get in their way.
+// ProtectClock= is not used because it implies a device allow-list, nor
+// ProtectKernelTunables= because it makes /sys read-only.
 // Pod files under /tmp and /var/tmp are refused at admission for sandboxed
 // templates (the process would not see them). Options a systemd does not
 // know are ignored by it with a warning.

@@ -161,30 +161,35 @@ func (r *renderer) add(section, name, value string) {
 }
 
 // sandboxOptions are the [Service] options of api.SandboxDefault, in file
-// order: what ordinary servers tolerate. They may still bind any port the
-// user may bind, use any socket family (Bluetooth and raw sockets
-// included), reach devices (GPIO, I2C, serial), write outside /usr, /boot,
-// /efi and /etc, read and write their home, and run JITs; they may not gain
-// privileges (setuid programs, file capabilities), see the host's /tmp,
-// change kernel tunables, modules, logs, the clock or the host name, create
-// namespaces or setuid files, or make the denied system calls (which fail
-// with EPERM). The package documentation lists them for users.
+// order: what ordinary servers and board hardware tolerate. They may still
+// bind any port the user may bind, use any socket family (Bluetooth and
+// raw sockets included), reach devices (GPIO, I2C, SPI, serial) and sysfs
+// (LEDs, PWM, GPIO through /sys), write outside /usr, /boot, /efi and /etc,
+// read and write their home, and run JITs; they may not gain privileges
+// (setuid programs, file capabilities), see the host's /tmp, load kernel
+// modules, read the kernel log, write cgroups, set the clock or the host
+// name, create namespaces or setuid files, or make the denied system calls
+// (which fail with EPERM). ProtectClock= and ProtectKernelTunables= are
+// left out on purpose: the first implies a device allow-list (DeviceAllow=
+// char-rtc), which would cut a pod off from GPIO and serial devices (the
+// @clock filter denies setting the clock instead); the second makes /sys
+// read-only, which breaks LEDs, PWM and sysfs GPIO. The package
+// documentation lists them for users.
 var sandboxOptions = [][2]string{
 	{"NoNewPrivileges", "yes"},
 	{"PrivateTmp", "yes"},
 	{"ProtectSystem", "full"},
-	{"ProtectKernelTunables", "yes"},
 	{"ProtectKernelModules", "yes"},
 	{"ProtectKernelLogs", "yes"},
 	{"ProtectControlGroups", "yes"},
-	{"ProtectClock", "yes"},
 	{"ProtectHostname", "yes"},
 	{"RestrictSUIDSGID", "yes"},
 	{"RestrictRealtime", "yes"},
 	{"RestrictNamespaces", "yes"},
 	{"LockPersonality", "yes"},
 	{"PrivateMounts", "yes"},
-	{"SystemCallFilter", "~@cpu-emulation @debug @module @mount @obsolete @raw-io @reboot @swap"},
+	{"CapabilityBoundingSet", "~CAP_SYS_BOOT CAP_SYS_TIME CAP_WAKE_ALARM CAP_SYS_PACCT CAP_LINUX_IMMUTABLE CAP_SYS_TTY_CONFIG CAP_MAC_ADMIN CAP_MAC_OVERRIDE CAP_AUDIT_CONTROL CAP_AUDIT_READ CAP_BLOCK_SUSPEND CAP_LEASE"},
+	{"SystemCallFilter", "~@clock @cpu-emulation @debug @module @mount @obsolete @raw-io @reboot @swap"},
 	{"SystemCallErrorNumber", "EPERM"},
 }
 
