@@ -837,6 +837,13 @@ func (od *objectDecoder) typeError(abs, rel string, v any, want reflect.Type) {
 			msg += fmt.Sprintf(": write [[%s]] (double brackets) for each element", header)
 		}
 	}
+	if b, isBool := v.(bool); isBool && strings.HasSuffix(rel, "sandbox") && want.Kind() == reflect.String {
+		if b {
+			msg += fmt.Sprintf(" (write %q, the default)", SandboxDefault)
+		} else {
+			msg += fmt.Sprintf(" (write %q to turn the sandbox off)", SandboxNone)
+		}
+	}
 	if want.Kind() == reflect.Int {
 		if s, isString := v.(string); isString {
 			if _, err := strconv.Atoi(s); err == nil {
