@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -193,6 +194,7 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 
 // Apply implements controller.Writer: each action is one raftstore
 // transaction (a bind is the spec update and the status update together).
+// A write the store refuses as invalid is a controller.Terminal error.
 func (s *clusterState) Apply(ctx context.Context, actions []controller.Action) error {
 	for _, a := range actions {
 		ops, err := opsFor(a)
@@ -201,6 +203,11 @@ func (s *clusterState) Apply(ctx context.Context, actions []controller.Action) e
 		}
 		_, err = s.store.Txn(ctx, ops)
 		s.gen.Add(1)
+		if errors.Is(err, raftstore.ErrInvalid) {
+			// The store refused the write itself (too large, invalid):
+			// retrying cannot help.
+			return controller.Terminal(fmt.Errorf("agent: %s: %w", a, err))
+		}
 		if err != nil {
 			return fmt.Errorf("agent: %s: %w", a, err)
 		}

@@ -36,7 +36,7 @@ const (
 //   - Daemon: template labels default to {"app": name}.
 //   - Service: a port's name defaults to its target.
 //   - Pod: template defaults only.
-//   - Pod templates: restart "always"; port protocol "tcp"; port names
+//   - Pod templates: restart "always"; sandbox "default"; port protocol "tcp"; port names
 //     "p0", "p1", ... by index; file mode "0644", and modes are written with
 //     four octal digits ("644" becomes "0644"); memory and CPU requests
 //     default to the limits when those are absolute; quantities lose leading
@@ -92,6 +92,9 @@ func defaultTemplateLabels(t *PodTemplate, name string) {
 func defaultTemplate(t *PodTemplate) {
 	if t.RestartPolicy == "" {
 		t.RestartPolicy = DefaultRestartPolicy
+	}
+	if t.Sandbox == "" {
+		t.Sandbox = SandboxDefault
 	}
 	for i := range t.Ports {
 		p := &t.Ports[i]

@@ -32,8 +32,8 @@ func TestSetDefaultsDeployment(t *testing.T) {
 				Ports:         []Port{{Name: "p0", Port: 8080, Protocol: "tcp"}, {Name: "admin", Protocol: "tcp"}},
 				Files:         []File{{Path: "/a", Mode: "0644"}, {Path: "/b", Mode: "0755"}, {Path: "/c", Mode: "0600"}},
 				Resources:     Resources{MemoryLimit: "64M", CPULimit: "50%", MemoryRequest: "64M", CPURequest: "50%"},
-				RestartPolicy: RestartAlways,
-				Readiness:     &Probe{HTTP: "/healthz", HTTPPort: "p0", PeriodSeconds: 5, TimeoutSeconds: 2},
+				RestartPolicy: RestartAlways, Sandbox: SandboxDefault,
+				Readiness: &Probe{HTTP: "/healthz", HTTPPort: "p0", PeriodSeconds: 5, TimeoutSeconds: 2},
 			},
 		},
 	}
@@ -59,10 +59,10 @@ func TestSetDefaultsKeepsUserValues(t *testing.T) {
 			Strategy: RolloutStrategy{MaxSurge: intp(0), MaxUnavailable: intp(2)},
 			Template: PodTemplate{
 				Labels:        map[string]string{"app": "x", "v": "2"},
-				RestartPolicy: RestartNever,
-				Ports:         []Port{{Name: "dns", Protocol: "udp"}},
-				Resources:     Resources{MemoryLimit: "1024K", MemoryRequest: "512K", CPULimit: "200%", CPURequest: "10%"},
-				Readiness:     &Probe{TCP: "dns", PeriodSeconds: 1},
+				RestartPolicy: RestartNever, Sandbox: SandboxDefault,
+				Ports:     []Port{{Name: "dns", Protocol: "udp"}},
+				Resources: Resources{MemoryLimit: "1024K", MemoryRequest: "512K", CPULimit: "200%", CPURequest: "10%"},
+				Readiness: &Probe{TCP: "dns", PeriodSeconds: 1},
 			},
 		},
 	}
@@ -87,8 +87,8 @@ func TestSetDefaultsOther(t *testing.T) {
 			}}},
 			&Daemon{Kind: KindDaemon, Metadata: ObjectMeta{Name: "exporter"}, Spec: DaemonSpec{Template: PodTemplate{
 				Labels:        map[string]string{"app": "exporter"},
-				RestartPolicy: RestartAlways,
-				NodeSelector:  map[string]string{LabelArch: "arm64", LabelModel: "rpi4", "zone": "a"},
+				RestartPolicy: RestartAlways, Sandbox: SandboxDefault,
+				NodeSelector: map[string]string{LabelArch: "arm64", LabelModel: "rpi4", "zone": "a"},
 			}}},
 		},
 		{
@@ -99,8 +99,8 @@ func TestSetDefaultsOther(t *testing.T) {
 			}}},
 			&Daemon{Kind: KindDaemon, Metadata: ObjectMeta{Name: "x"}, Spec: DaemonSpec{Template: PodTemplate{
 				Labels:        map[string]string{"k": "v"},
-				RestartPolicy: RestartAlways,
-				NodeSelector:  map[string]string{"arch": "arm64", LabelArch: "amd64"},
+				RestartPolicy: RestartAlways, Sandbox: SandboxDefault,
+				NodeSelector: map[string]string{"arch": "arm64", LabelArch: "amd64"},
 			}}},
 		},
 		{
@@ -111,7 +111,7 @@ func TestSetDefaultsOther(t *testing.T) {
 		{
 			"percent memory limit gives no request",
 			&Pod{Metadata: ObjectMeta{Name: "p"}, Spec: PodSpec{Template: PodTemplate{Resources: Resources{MemoryLimit: "50%"}}}},
-			&Pod{Kind: KindPod, Metadata: ObjectMeta{Name: "p"}, Spec: PodSpec{Template: PodTemplate{RestartPolicy: RestartAlways, Resources: Resources{MemoryLimit: "50%"}}}},
+			&Pod{Kind: KindPod, Metadata: ObjectMeta{Name: "p"}, Spec: PodSpec{Template: PodTemplate{RestartPolicy: RestartAlways, Sandbox: SandboxDefault, Resources: Resources{MemoryLimit: "50%"}}}},
 		},
 		{
 			"invalid values are left alone",
@@ -120,15 +120,15 @@ func TestSetDefaultsOther(t *testing.T) {
 				Files:     []File{{Path: "/x", Mode: "0999"}},
 			}}},
 			&Pod{Kind: KindPod, Metadata: ObjectMeta{Name: "p"}, Spec: PodSpec{Template: PodTemplate{
-				RestartPolicy: RestartAlways,
-				Resources:     Resources{MemoryLimit: "064m", CPULimit: "0.5"},
-				Files:         []File{{Path: "/x", Mode: "0999"}},
+				RestartPolicy: RestartAlways, Sandbox: SandboxDefault,
+				Resources: Resources{MemoryLimit: "064m", CPULimit: "0.5"},
+				Files:     []File{{Path: "/x", Mode: "0999"}},
 			}}},
 		},
 		{
 			"invalid name gives no labels",
 			&Daemon{Metadata: ObjectMeta{Name: "A;b"}},
-			&Daemon{Kind: KindDaemon, Metadata: ObjectMeta{Name: "A;b"}, Spec: DaemonSpec{Template: PodTemplate{RestartPolicy: RestartAlways}}},
+			&Daemon{Kind: KindDaemon, Metadata: ObjectMeta{Name: "A;b"}, Spec: DaemonSpec{Template: PodTemplate{RestartPolicy: RestartAlways, Sandbox: SandboxDefault}}},
 		},
 		{
 			"node",

@@ -154,6 +154,7 @@ type manifestTemplate struct {
 	Readiness    *manifestProbe     `toml:"readiness"`
 	Ports        []manifestPort     `toml:"ports"`
 	Files        []manifestFileSpec `toml:"files"`
+	Sandbox      string             `toml:"sandbox"`
 }
 
 type manifestPort struct {
@@ -163,9 +164,10 @@ type manifestPort struct {
 }
 
 type manifestFileSpec struct {
-	Path    string `toml:"path"`
-	Mode    string `toml:"mode"`
-	Content string `toml:"content"`
+	Path       string `toml:"path"`
+	Mode       string `toml:"mode"`
+	AllowSetID bool   `toml:"allow_setid"`
+	Content    string `toml:"content"`
 }
 
 type manifestResources struct {
@@ -268,9 +270,10 @@ func (m *manifestTemplate) toAPI() PodTemplate {
 		User:          m.User,
 		RestartPolicy: RestartPolicy(m.Restart),
 		NodeSelector:  nilIfEmptyMap(m.NodeSelector),
+		Sandbox:       m.Sandbox,
 	}
 	for _, f := range m.Files {
-		t.Files = append(t.Files, File{Path: f.Path, Content: f.Content, Mode: f.Mode})
+		t.Files = append(t.Files, File{Path: f.Path, Content: f.Content, Mode: f.Mode, AllowSetID: f.AllowSetID})
 	}
 	for _, p := range m.Ports {
 		t.Ports = append(t.Ports, Port(p))
@@ -300,9 +303,10 @@ func templateToManifest(t PodTemplate) *manifestTemplate {
 		User:         t.User,
 		Restart:      string(t.RestartPolicy),
 		NodeSelector: t.NodeSelector,
+		Sandbox:      t.Sandbox,
 	}
 	for _, f := range t.Files {
-		m.Files = append(m.Files, manifestFileSpec{Path: f.Path, Mode: f.Mode, Content: f.Content})
+		m.Files = append(m.Files, manifestFileSpec{Path: f.Path, Mode: f.Mode, AllowSetID: f.AllowSetID, Content: f.Content})
 	}
 	for _, p := range t.Ports {
 		m.Ports = append(m.Ports, manifestPort(p))
@@ -751,6 +755,13 @@ func (od *objectDecoder) decode(abs, rel string, v any, rv reflect.Value) {
 			return
 		}
 		rv.SetInt(n)
+	case reflect.Bool:
+		b, ok := v.(bool)
+		if !ok {
+			od.typeError(abs, rel, v, rv.Type())
+			return
+		}
+		rv.SetBool(b)
 	default:
 		panic("api: manifest struct with unsupported field type " + rv.Type().String())
 	}
@@ -791,6 +802,8 @@ func describeGo(t reflect.Type) string {
 		return "a string"
 	case reflect.Int:
 		return "an integer"
+	case reflect.Bool:
+		return "a boolean (true or false)"
 	}
 	return t.String()
 }
@@ -825,6 +838,13 @@ func (od *objectDecoder) typeError(abs, rel string, v any, want reflect.Type) {
 		if _, isTable := v.(map[string]any); isTable {
 			header := stripIndices(abs)
 			msg += fmt.Sprintf(": write [[%s]] (double brackets) for each element", header)
+		}
+	}
+	if b, isBool := v.(bool); isBool && strings.HasSuffix(rel, "sandbox") && want.Kind() == reflect.String {
+		if b {
+			msg += fmt.Sprintf(" (write %q, the default)", SandboxDefault)
+		} else {
+			msg += fmt.Sprintf(" (write %q to turn the sandbox off)", SandboxNone)
 		}
 	}
 	if want.Kind() == reflect.Int {

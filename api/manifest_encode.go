@@ -101,6 +101,8 @@ func isEmptyValue(v reflect.Value) bool {
 		return v.IsNil()
 	case reflect.Int:
 		return v.Int() == 0
+	case reflect.Bool:
+		return !v.Bool()
 	}
 	return false
 }
@@ -141,6 +143,8 @@ func (e *manifestEncoder) value(v reflect.Value, multiline bool) {
 			e.b.WriteString(quoteKey(k) + " = " + quoteString(m[k]))
 		}
 		e.b.WriteString(" }")
+	case reflect.Bool:
+		e.b.WriteString(strconv.FormatBool(v.Bool()))
 	default:
 		panic("api: manifest struct with unsupported field type " + v.Type().String())
 	}

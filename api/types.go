@@ -105,6 +105,11 @@ type PodTemplate struct {
 	// well-known labels herd.dev/arch, herd.dev/model and herd.dev/node are
 	// set from gossip facts; "arch" and "model" are accepted as shorthands.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty" toml:"node_selector,omitempty"`
+	// Sandbox is how tightly systemd confines the process: "default"
+	// (SandboxDefault, what SetDefaults fills in: NoNewPrivileges,
+	// PrivateTmp, ProtectSystem=full and similar options ordinary servers
+	// tolerate) or "none" (SandboxNone).
+	Sandbox string `json:"sandbox,omitempty" toml:"sandbox,omitempty"`
 }
 
 // File is a file placed on the board for a pod.
@@ -114,7 +119,10 @@ type File struct {
 	// Content is written exactly.
 	Content string `json:"content" toml:"content"`
 	// Mode is an octal permission string such as "0644". Default "0644".
+	// The setuid and setgid bits (04000, 02000) need AllowSetID.
 	Mode string `json:"mode,omitempty" toml:"mode,omitempty"`
+	// AllowSetID permits a Mode with the setuid or setgid bit.
+	AllowSetID bool `json:"allowSetID,omitempty" toml:"allow_setid,omitempty"`
 }
 
 // Port is a port a pod listens on.

@@ -78,7 +78,14 @@ func PortEnvName(name string) string {
 // 0 (pick one) to 65535 with unique DNS-label names; a readiness probe has
 // exactly one check; a deployment has 0 to MaxReplicas replicas and a
 // non-empty selector matching its template; a service has a selector and
-// ports.
+// ports. Templates also pass the rules of a systemd unit (unitrules.go,
+// which the renderer applies too through ValidateRenderable): exec[0]
+// without '$', words that fit on a unit line, a working directory systemd
+// takes verbatim, env assignments Linux can pass, file modes with the
+// setuid or setgid bit only with AllowSetID, no files under /tmp for a
+// sandboxed template, a known sandbox, and at most MaxTemplateBytes in all
+// so every pod made from the template can be bound. A pod's owner,
+// revision and host ports are checked too.
 func Validate(o Object) error {
 	if o == nil {
 		return FieldErrors{{Field: "kind", Message: "no object"}}
@@ -118,7 +125,9 @@ func validateObject(o Object) []problem {
 		v.service(spec, &x.Spec)
 	case *Pod:
 		v.meta(meta, x.Metadata)
+		v.podSpec(spec, &x.Spec)
 		v.template(spec.field("template", "template"), &x.Spec.Template)
+		v.hostPorts(spec.field("hostPorts", "-"), &x.Spec, false)
 	case *Node:
 		v.nodeName(meta.field("name", "name"), x.Metadata.Name)
 		v.labels(meta.field("labels", "labels"), x.Metadata.Labels)
@@ -401,22 +410,8 @@ func portRefProblem(ref string) string {
 
 func (v *validator) template(p fieldPath, t *PodTemplate) {
 	v.labels(p.field("labels", "labels"), t.Labels)
-	v.argv(p.field("exec", "exec"), t.Exec, true)
-	v.env(p.field("env", "env"), t.Env)
-	if t.WorkingDir != "" {
-		v.absPath(p.field("workingDir", "working_dir"), t.WorkingDir)
-	}
-	if t.User != "" {
-		v.user(p.field("user", "user"), t.User)
-	}
-	v.files(p.field("files", "files"), t.Files)
-	portNames := v.ports(p.field("ports", "ports"), t.Ports)
-	v.resources(p.field("resources", "resources"), t.Resources)
-	switch t.RestartPolicy {
-	case RestartAlways, RestartOnFailure, RestartNever:
-	default:
-		v.addf(p.field("restartPolicy", "restart"), "%q: must be always, on-failure or never", t.RestartPolicy)
-	}
+	portNames := v.unitTemplate(p, t)
+	v.resources(p.field("resources", "resources"), t.Resources, true)
 	if t.Readiness != nil {
 		v.probe(p.field("readiness", "readiness"), t.Readiness, portNames, len(t.Ports) > 0)
 	}
@@ -430,6 +425,7 @@ func (v *validator) template(p fieldPath, t *PodTemplate) {
 			}
 		}
 	}
+	v.templateBudget(p, t)
 }
 
 // text checks a string that reaches a board: no NUL, valid UTF-8.
@@ -480,7 +476,9 @@ func (v *validator) env(p fieldPath, env map[string]string) {
 		case k == reservedEnvPort || strings.HasPrefix(k, reservedEnvPortPfx):
 			v.addf(kp, "%q is reserved: herd sets PORT and PORT_<NAME> to the ports it assigns", k)
 		}
-		v.text(kp, env[k])
+		if v.text(kp, env[k]) && len(k)+1+len(env[k]) > MaxEnvAssignment {
+			v.addf(kp, "%s=VALUE is %d bytes; Linux passes at most %d bytes per environment variable", k, len(k)+1+len(env[k]), MaxEnvAssignment)
+		}
 	}
 }
 
@@ -528,7 +526,7 @@ func (v *validator) user(p fieldPath, u string) {
 	}
 }
 
-func (v *validator) files(p fieldPath, files []File) {
+func (v *validator) files(p fieldPath, files []File, sandbox string) {
 	seen := map[string]int{}
 	for i, f := range files {
 		ip := p.index(i)
@@ -544,9 +542,22 @@ func (v *validator) files(p fieldPath, files []File) {
 			} else {
 				seen[f.Path] = i
 			}
+			if n := len(QuoteUnitWord(f.Path, UnitQuoting{})); n > filesWordMax {
+				v.addf(pp, "is %d bytes once quoted; a file path may take at most %d (one unit file line)", n, filesWordMax)
+			}
+			if sandbox != SandboxNone {
+				for _, tmp := range []string{"/tmp", "/var/tmp"} {
+					if strings.HasPrefix(f.Path, tmp+"/") {
+						v.addf(pp, "%q is under %s, which a sandboxed process does not see (PrivateTmp=yes): place it elsewhere or set sandbox = \"none\"", f.Path, tmp)
+					}
+				}
+			}
 		}
-		if _, ok := parseFileMode(f.Mode); !ok {
-			v.addf(ip.field("mode", "mode"), "%q: must be an octal permission string such as \"0644\", at most \"07777\"", f.Mode)
+		mp := ip.field("mode", "mode")
+		if m, ok := parseFileMode(f.Mode); !ok {
+			v.addf(mp, "%q: must be an octal permission string such as \"0644\", at most \"07777\"", f.Mode)
+		} else if m&0o6000 != 0 && !f.AllowSetID {
+			v.addf(mp, "%q sets the setuid or setgid bit on %s: set allow_setid = true on this file to allow it", f.Mode, f.Path)
 		}
 		cp := ip.field("content", "content")
 		if !utf8.ValidString(f.Content) {
@@ -592,22 +603,28 @@ func (v *validator) ports(p fieldPath, ports []Port) map[string]bool {
 	return names
 }
 
-func (v *validator) resources(p fieldPath, r Resources) {
+// resources checks the limits (they reach the unit file) or the requests
+// the scheduler reserves (against the limits).
+func (v *validator) resources(p fieldPath, r Resources, requests bool) {
+	limits := !requests
 	var limBytes int64
 	var limCPU int
 	if r.MemoryLimit != "" {
 		b, _, err := ParseMemory(r.MemoryLimit)
-		if err != nil {
+		if err != nil && limits {
 			v.addf(p.field("memoryLimit", "memory_limit"), "%s", quantityMsg(err))
 		}
 		limBytes = b
 	}
 	if r.CPULimit != "" {
 		c, err := ParseCPU(r.CPULimit)
-		if err != nil {
+		if err != nil && limits {
 			v.addf(p.field("cpuLimit", "cpu_limit"), "%s", quantityMsg(err))
 		}
 		limCPU = c
+	}
+	if limits {
+		return
 	}
 	if r.MemoryRequest != "" {
 		mp := p.field("memoryRequest", "memory_request")

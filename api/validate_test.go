@@ -75,7 +75,7 @@ func TestValidateValid(t *testing.T) {
 		})},
 		{"percent memory limit", tmpl(func(t *PodTemplate) { t.Resources = Resources{MemoryLimit: "50%"} })},
 		{"files", tmpl(func(t *PodTemplate) {
-			t.Files = []File{{Path: "/etc/a", Content: "x\x00y"}, {Path: "/etc/b", Mode: "755"}, {Path: "/etc/c", Mode: "07777"}}
+			t.Files = []File{{Path: "/etc/a", Content: "x\x00y"}, {Path: "/etc/b", Mode: "755"}, {Path: "/etc/c", Mode: "07777", AllowSetID: true}}
 		})},
 		{"user and working dir", tmpl(func(t *PodTemplate) { t.User = "_web-1"; t.WorkingDir = "/srv/web" })},
 		{"http probe on first port", probe(func(p *Probe) { *p = Probe{HTTP: "/healthz?full=1"} })},
@@ -169,6 +169,30 @@ func TestValidateRules(t *testing.T) {
 		{"file mode too big", tmpl(func(t *PodTemplate) { t.Files = []File{{Path: "/x", Mode: "10000"}} }), "spec.template.files[0].mode", "octal"},
 		{"file content UTF-8", tmpl(func(t *PodTemplate) { t.Files = []File{{Path: "/x", Content: "\xff"}} }), "spec.template.files[0].content", "UTF-8"},
 		{"file content size", tmpl(func(t *PodTemplate) { t.Files = []File{{Path: "/x", Content: strings.Repeat("x", MaxFileSize+1)}} }), "spec.template.files[0].content", "at most"},
+		{"file setuid", tmpl(func(t *PodTemplate) { t.Files = []File{{Path: "/opt/x", Mode: "4755"}} }), "spec.template.files[0].mode", "allow_setid = true"},
+		{"file setgid", tmpl(func(t *PodTemplate) { t.Files = []File{{Path: "/opt/x", Mode: "2711"}} }), "spec.template.files[0].mode", "setuid or setgid bit on /opt/x"},
+		{"file in private tmp", tmpl(func(t *PodTemplate) { t.Files = []File{{Path: "/var/tmp/x"}} }), "spec.template.files[0].path", "PrivateTmp"},
+		{"file path too long", tmpl(func(t *PodTemplate) { t.Files = []File{{Path: "/" + strings.Repeat("\"", 1100)}} }), "spec.template.files[0].path", "one unit file line"},
+		// unit file rules
+		{"exec0 pipe", tmpl(func(t *PodTemplate) { t.Exec = []string{"|/bin/true"} }), "spec.template.exec[0]", "'|'"},
+		{"exec0 dollar", tmpl(func(t *PodTemplate) { t.Exec = []string{"/opt/${PORT}/run"} }), "spec.template.exec[0]", "must not contain '$'"},
+		{"exec0 dotdot", tmpl(func(t *PodTemplate) { t.Exec = []string{".."} }), "spec.template.exec[0]", "bare command name"},
+		{"exec arg too long", tmpl(func(t *PodTemplate) { t.Exec = []string{"/bin/echo", strings.Repeat("%", 1020)} }), "spec.template.exec[1]", "once quoted"},
+		{"env assignment too long", tmpl(func(t *PodTemplate) { t.Env = map[string]string{"A": strings.Repeat("x", MaxEnvAssignment-1)} }), "spec.template.env[A]", "131071"},
+		{"working dir trailing blank", tmpl(func(t *PodTemplate) { t.WorkingDir = "/srv/app " }), "spec.template.workingDir", "blank"},
+		{"working dir trailing backslash", tmpl(func(t *PodTemplate) { t.WorkingDir = `/srv/app\` }), "spec.template.workingDir", "backslash"},
+		{"working dir control", tmpl(func(t *PodTemplate) { t.WorkingDir = "/srv/\x1b" }), "spec.template.workingDir", "control"},
+		{"sandbox unknown", tmpl(func(t *PodTemplate) { t.Sandbox = "strict" }), "spec.template.sandbox", `"default" or "none"`},
+		{"template budget", tmpl(func(t *PodTemplate) {
+			t.Files = []File{{Path: "/a", Content: strings.Repeat("<", MaxTemplateBytes/6)}}
+		}), "spec.template", "Raft transaction of 1048576"},
+		// pods
+		{"pod owner kind", &Pod{Metadata: ObjectMeta{Name: "p"}, Spec: PodSpec{Owner: OwnerRef{Kind: KindService, Name: "x"}, Template: PodTemplate{Exec: []string{"/x"}}}}, "spec.owner.kind", "deployments or daemons"},
+		{"pod revision", &Pod{Metadata: ObjectMeta{Name: "p"}, Spec: PodSpec{Revision: "a b", Template: PodTemplate{Exec: []string{"/x"}}}}, "spec.revision", "printable ASCII"},
+		{"pod host port", &Pod{Metadata: ObjectMeta{Name: "p"}, Spec: PodSpec{HostPorts: map[string]int{"http": 0},
+			Template: PodTemplate{Exec: []string{"/x"}, Ports: []Port{{Name: "http"}}}}}, "spec.hostPorts[http]", "outside 1-65535"},
+		{"pod host port unknown", &Pod{Metadata: ObjectMeta{Name: "p"}, Spec: PodSpec{HostPorts: map[string]int{"web": 80},
+			Template: PodTemplate{Exec: []string{"/x"}}}}, "spec.hostPorts[web]", "no port named"},
 		// working dir and user
 		{"working dir relative", tmpl(func(t *PodTemplate) { t.WorkingDir = "srv" }), "spec.template.workingDir", "absolute"},
 		{"working dir dotdot", tmpl(func(t *PodTemplate) { t.WorkingDir = "/srv/.." }), "spec.template.workingDir", `".."`},

@@ -8,23 +8,20 @@
 //
 // # Rendered unit
 //
-// A pod becomes one unit:
+// A pod becomes one unit and one environment file:
 //
 //	[Unit]     Description, After/Wants=network-online.target,
 //	           StartLimitIntervalSec=0 when systemd restarts the process,
 //	           X-Herd-Pod, X-Herd-Owner, X-Herd-Revision, X-Herd-Generation,
 //	           X-Herd-Files (systemd ignores keys starting with "X-")
-//	[Service]  Type=exec, ExecStart, Environment (one per variable, sorted),
-//	           User, WorkingDirectory, MemoryMax, CPUQuota, Restart,
-//	           RestartSec=1, KillMode=mixed, TimeoutStopSec=10,
-//	           SyslogIdentifier=<pod>
+//	[Service]  Type=exec, ExecStart, EnvironmentFile, User,
+//	           WorkingDirectory, MemoryMax, CPUQuota, Restart, RestartSec=1,
+//	           KillMode=mixed, TimeoutStopSec=10, SyslogIdentifier=<pod>,
+//	           and the sandbox options
 //	[Install]  WantedBy=multi-user.target
 //
-// The environment is the template's env plus PORT (the first port's host
-// port) and PORT_<NAME> for every port, from spec.hostPorts (a fixed port
-// missing there uses its template port); herd's port variables win over env
-// keys of the same name. StartLimitIntervalSec=0 is set for restart policies
-// always and on-failure, so systemd never stops restarting on its own.
+// StartLimitIntervalSec=0 is set for restart policies always and
+// on-failure, so systemd never stops restarting on its own.
 //
 // Rendering is deterministic: the same pod always yields the same bytes, so
 // a hash of the bytes tells whether a board runs the current unit.
@@ -33,32 +30,78 @@
 // and fall back to Type=simple. Exec[0] may be a bare command name: systemd
 // 239 and later search PATH for it; older versions need an absolute path.
 //
+// # Environment file
+//
+// No environment value is written into the unit file (unit files are
+// world-readable). The environment is the template's env plus PORT (the
+// first port's host port) and PORT_<NAME> for every port, from
+// spec.hostPorts (a fixed port missing there uses its template port);
+// admission reserves PORT and PORT_* so the two never collide. RenderEnvFile
+// writes it, sorted by key, to EnvFilePath(unit) =
+// /etc/herd/env/herd-<pod>.env, which the executor writes root-owned with
+// mode 0600 (EnvFileMode) before the unit file; the unit names it in
+// EnvironmentFile= (without '-': a unit whose file is missing does not
+// start). The unit carries no function of the values (a hash of them in a
+// world-readable file would let a local user confirm guesses of a weak
+// secret): a changed value is a changed spec, which moves
+// metadata.generation, which the unit carries in X-Herd-Generation, so Plan
+// rewrites both files and restarts. Removing a unit removes its environment
+// file.
+//
+// Each assignment is KEY='value': systemd takes everything up to the next '
+// literally (newlines, backslashes, $, ", %), and a ' inside a value is
+// written '"'"' (close, a double-quoted ', reopen), which systemd joins into
+// the same value. systemd does not expand variables in an environment file.
+//
+// # Sandbox
+//
+// A template's sandbox is "default" unless it says "none". The default adds
+// NoNewPrivileges=yes, PrivateTmp=yes, ProtectSystem=full,
+// ProtectKernelModules, ProtectKernelLogs, ProtectControlGroups,
+// ProtectHostname, RestrictSUIDSGID, RestrictRealtime, RestrictNamespaces,
+// LockPersonality, PrivateMounts (all yes), a capability bounding set
+// without CAP_SYS_BOOT, CAP_SYS_TIME, CAP_WAKE_ALARM, CAP_SYS_PACCT,
+// CAP_LINUX_IMMUTABLE, CAP_SYS_TTY_CONFIG, CAP_MAC_*, CAP_AUDIT_CONTROL,
+// CAP_AUDIT_READ, CAP_BLOCK_SUSPEND and CAP_LEASE, and SystemCallFilter=~@clock
+// @cpu-emulation @debug @module @mount @obsolete @raw-io @reboot @swap with
+// SystemCallErrorNumber=EPERM. The process keeps the network, devices
+// (GPIO, I2C, SPI, serial) and sysfs, its home and every writable path
+// outside /usr, /boot, /efi and /etc; pod files under /etc are written by
+// herd, not the process, so ProtectSystem=full does not get in their way.
+// ProtectClock= is not used because it implies a device allow-list, nor
+// ProtectKernelTunables= because it makes /sys read-only.
+// Pod files under /tmp and /var/tmp are refused at admission for sandboxed
+// templates (the process would not see them). Options a systemd does not
+// know are ignored by it with a warning.
+//
 // # Quoting
 //
-// Every ExecStart argument and every Environment assignment is written as a
-// double-quoted word with C-style escapes: `\"`, `\\`, `\n`, `\t`, `\r`, and
-// `\xNN` for other control characters. Everything else, Unicode included, is
+// Every ExecStart argument is written as a double-quoted word with C-style
+// escapes (api.QuoteUnitWord): `\"`, `\\`, `\n`, `\t`, `\r`, and `\xNN`
+// for other control characters. Everything else, Unicode included, is
 // written as is. `%` is written `%%` so systemd does not expand specifiers.
 //
-// In ExecStart (and only there) systemd also expands environment variables
-// when it starts the process. Every `$` is written `$$` (a literal dollar)
-// except a `${NAME}` reference whose NAME is a variable herd sets in the
-// unit: a key of the pod's env, PORT, or PORT_<NAME> for each port (NAME upper
-// case, '-' becoming '_'). Those are left for systemd to expand, which is
-// what a manifest means by
+// In ExecStart systemd also expands environment variables when it starts
+// the process. Every `$` is written `$$` (a literal dollar) except a
+// `${NAME}` reference whose NAME is a variable herd sets for the pod (see
+// api.ExecVars): a key of the pod's env, PORT, or PORT_<NAME> for each port
+// (NAME upper case, '-' becoming '_'). Those are left for systemd to expand
+// from the environment file, which is what a manifest means by
 //
 //	exec = ["python3", "-m", "http.server", "${PORT}"]
 //
 // Anything else is passed literally: `$HOME`, `${HOME}`, `$(reboot)` and
 // backticks reach the process byte for byte. Nothing goes through a shell.
-// Environment= values are never expanded by systemd, so `$` is written as is
-// there: env = {A = "${PORT}"} gives the process the literal text ${PORT}.
+// Environment values are never expanded: env = {A = "${PORT}"} gives the
+// process the literal text ${PORT}.
 //
 // Long ExecStart lines are continued over several physical lines at argument
-// boundaries; a single argument or assignment whose line would exceed
-// SYSTEMD_LINE_MAX (2048 bytes, the limit go-systemd's parser enforces) is
-// rejected, as are NUL bytes, invalid UTF-8 and anything else a unit file
-// cannot carry exactly. Rejections are *RenderError values matching
+// boundaries. What a unit file cannot carry exactly (an argument whose
+// quoted form does not fit on one line of SYSTEMD_LINE_MAX, 2048 bytes, NUL
+// bytes, invalid UTF-8, a '$' in exec[0], a working directory with edge
+// blanks or a trailing backslash, ...) is refused by api.ValidateRenderable,
+// the same rules admission applies (api.Validate), so an admitted pod
+// always renders. Rejections are *RenderError values matching
 // ErrUnrenderable.
 //
 // # Plan and fencing

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -168,9 +169,15 @@ const (
 	ActionStop ActionType = "stop"
 	// ActionDisable is `systemctl disable`.
 	ActionDisable ActionType = "disable"
-	// ActionRemove deletes the unit file (and the files listed in its
-	// X-Herd-Files, which the executor reads with ReadMeta first).
+	// ActionRemove deletes the unit file, the files listed in its
+	// X-Herd-Files (which the executor reads with ReadMeta first) and its
+	// environment file EnvFilePath(Unit) (a missing one is not an error).
 	ActionRemove ActionType = "remove"
+	// ActionWriteEnv writes Action.Content, the pod's environment file
+	// (RenderEnvFile), to Action.Path (EnvFilePath(Unit)) with Action.Mode
+	// (0600), owned by root, atomically. Plan emits it right before
+	// the ActionWrite of the same unit, in the same phase order.
+	ActionWriteEnv ActionType = "write-env"
 	// ActionWrite writes Action.Content as the unit file (atomically:
 	// temporary file and rename), after the pod's files are in place.
 	ActionWrite ActionType = "write"
@@ -194,9 +201,20 @@ type Action struct {
 	Unit string
 	// Reason is a short human explanation, for logs and `herdctl diff`.
 	Reason string
-	// Content is the unit file for ActionWrite, nil otherwise.
+	// Content is the unit file for ActionWrite, the environment file for
+	// ActionWriteEnv, nil otherwise.
 	Content []byte
+	// Path is where ActionWriteEnv writes (EnvFilePath(Unit)); empty for
+	// other types.
+	Path string
+	// Mode is the permission of the file ActionWriteEnv writes (0600);
+	// zero for other types.
+	Mode os.FileMode
 }
+
+// EnvFileMode is the permission of a pod's environment file: read and
+// written by root only, since it holds the pod's secrets.
+const EnvFileMode os.FileMode = 0o600
 
 // String formats an action for logs: "stop herd-web-1.service: not placed
 // on this node".
@@ -217,16 +235,18 @@ func phase(t ActionType) int {
 		return 1
 	case ActionRemove:
 		return 2
-	case ActionWrite:
+	case ActionWriteEnv:
 		return 3
-	case ActionDaemonReload:
+	case ActionWrite:
 		return 4
-	case ActionResetFailed:
+	case ActionDaemonReload:
 		return 5
-	case ActionEnable:
+	case ActionResetFailed:
 		return 6
+	case ActionEnable:
+		return 7
 	}
-	return 7 // start, restart
+	return 8 // start, restart
 }
 
 // Plan compares the pods placed on one board (desired: every pod the store
@@ -235,7 +255,8 @@ func phase(t ActionType) int {
 // in this fixed order:
 //
 //  1. stop, disable and remove units of pods not placed here (fencing);
-//  2. write new and changed unit files;
+//  2. write the environment files, then the unit files, of new and changed
+//     units;
 //  3. one daemon-reload, if anything was written or removed or systemd has
 //     a stale view of a file;
 //  4. reset-failed for removed units that had failed;
@@ -285,9 +306,19 @@ func Plan(desired []*api.Pod, observed []UnitState) ([]Action, error) {
 			errs = append(errs, err)
 			continue
 		}
+		envFile, err := RenderEnvFile(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		writeEnv := func(reason string) {
+			acts = append(acts, Action{Type: ActionWriteEnv, Unit: name, Reason: reason,
+				Content: envFile, Path: EnvFilePath(name), Mode: EnvFileMode})
+		}
 		u, ok := seen[name]
 		switch {
 		case !ok || u.FileHash == "":
+			writeEnv("new pod placed on this node")
 			acts = append(acts, Action{Type: ActionWrite, Unit: name, Reason: "new pod placed on this node", Content: content})
 			reload = append(reload, name)
 			add(ActionEnable, name, "new pod placed on this node")
@@ -297,6 +328,7 @@ func Plan(desired []*api.Pod, observed []UnitState) ([]Action, error) {
 				add(ActionStart, name, "new pod placed on this node")
 			}
 		case u.FileHash != Hash(content):
+			writeEnv("pod spec changed")
 			acts = append(acts, Action{Type: ActionWrite, Unit: name, Reason: "pod spec changed", Content: content})
 			reload = append(reload, name)
 			if u.UnitFileState == "disabled" {

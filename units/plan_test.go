@@ -200,7 +200,18 @@ func TestPlan(t *testing.T) {
 				t.Fatalf("Plan: %v", err)
 			}
 			var got []string
+			envWritten := map[string]bool{}
 			for _, a := range acts {
+				switch a.Type {
+				case ActionWriteEnv:
+					checkWriteEnv(t, a, tc.desired)
+					envWritten[a.Unit] = true
+					continue // checked here, left out of want
+				case ActionWrite:
+					if !envWritten[a.Unit] {
+						t.Errorf("write %s comes without an earlier write-env", a.Unit)
+					}
+				}
 				s := string(a.Type)
 				if a.Unit != "" {
 					s += " " + a.Unit
@@ -209,7 +220,7 @@ func TestPlan(t *testing.T) {
 				if a.Reason == "" {
 					t.Errorf("%s has no reason", s)
 				}
-				if (a.Type == ActionWrite) != (a.Content != nil) {
+				if (a.Type == ActionWrite || a.Type == ActionWriteEnv) != (a.Content != nil) {
 					t.Errorf("%s: content set = %v", s, a.Content != nil)
 				}
 			}
@@ -244,6 +255,25 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// checkWriteEnv checks a write-env action: the pod's environment file, to
+// EnvFilePath, mode 0600.
+func checkWriteEnv(t *testing.T, a Action, desired []*api.Pod) {
+	t.Helper()
+	if a.Path != EnvFilePath(a.Unit) || a.Mode != 0o600 {
+		t.Errorf("write-env %s: path %q mode %v, want %q 0600", a.Unit, a.Path, a.Mode, EnvFilePath(a.Unit))
+	}
+	for _, p := range desired {
+		if p != nil && UnitName(p.Metadata.Name) == a.Unit {
+			want, err := RenderEnvFile(p)
+			if err != nil || !bytes.Equal(want, a.Content) {
+				t.Errorf("write-env %s: content is not RenderEnvFile(pod) (err %v)", a.Unit, err)
+			}
+			return
+		}
+	}
+	t.Errorf("write-env %s: no desired pod", a.Unit)
+}
+
 // applyPlan simulates a board that carries out acts perfectly: a map-backed
 // fake unit manager, as in fleet's tests.
 func applyPlan(t *testing.T, observed []UnitState, acts []Action) []UnitState {
@@ -273,6 +303,8 @@ func applyPlan(t *testing.T, observed []UnitState, acts []Action) []UnitState {
 			u.ActiveState, u.SubState, u.MainPID = "inactive", "dead", 0
 		case ActionDisable:
 			get(a.Unit).UnitFileState = "disabled"
+		case ActionWriteEnv:
+			// Not observed: the unit's X-Herd-Generation stands for it.
 		case ActionRemove:
 			u := get(a.Unit)
 			u.FileHash, u.UnitFileState = "", ""
@@ -422,5 +454,31 @@ func BenchmarkPlan(b *testing.B) {
 		if _, err := Plan(desired, observed); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestPlanEnvChangeRewritesUnit: a changed environment value changes the
+// spec, so the store moves the generation, which the unit carries: Plan
+// rewrites both files and restarts, and the unit holds no trace of the value.
+func TestPlanEnvChangeRewritesUnit(t *testing.T) {
+	old := planPod("a")
+	old.Spec.Template.Env = map[string]string{"TOKEN": "one"}
+	cur := planPod("a")
+	cur.Metadata.Generation = old.Metadata.Generation + 1
+	cur.Spec.Template.Env = map[string]string{"TOKEN": "s3cr3t-value"}
+	acts, err := Plan([]*api.Pod{cur}, []UnitState{running(t, old)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range acts {
+		got = append(got, string(a.Type))
+	}
+	if diff := cmp.Diff([]string{"write-env", "write", "daemon-reload", "restart"}, got); diff != "" {
+		t.Errorf("Plan (-want +got):\n%s", diff)
+	}
+	unit, _ := Render(cur)
+	if bytes.Contains(unit, []byte("s3cr3t-value")) {
+		t.Errorf("the unit file carries an environment value:\n%s", unit)
 	}
 }

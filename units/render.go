@@ -1,13 +1,14 @@
 package units
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/coreos/go-systemd/v22/unit"
 
@@ -17,11 +18,11 @@ import (
 const (
 	unitPrefix = "herd-"
 	unitSuffix = ".service"
+	envSuffix  = ".env"
 
-	// maxLine is the longest physical line a rendered unit may hold, without
-	// its newline: go-systemd's parser refuses SYSTEMD_LINE_MAX bytes without
-	// a newline, and the executor reads units back with it.
-	maxLine = unit.SYSTEMD_LINE_MAX - 1
+	// EnvDir is the directory of the pods' environment files on a board
+	// (root-owned, 0700; each file root-owned, 0600).
+	EnvDir = "/etc/herd/env"
 
 	// Section names.
 	sectionUnit    = "Unit"
@@ -37,9 +38,8 @@ const (
 	keyFiles      = "X-Herd-Files"
 
 	// envPort is the variable holding the first port's host port;
-	// envPortPrefix+NAME holds each named port's.
-	envPort       = "PORT"
-	envPortPrefix = "PORT_"
+	// api.PortEnvName(NAME) holds each named port's.
+	envPort = "PORT"
 )
 
 // ErrUnrenderable is matched (errors.Is) by every error Render returns for a
@@ -68,6 +68,12 @@ func (e *RenderError) Unwrap() error { return ErrUnrenderable }
 // UnitName returns the systemd unit name of a pod: herd-<pod>.service.
 func UnitName(podName string) string {
 	return unitPrefix + podName + unitSuffix
+}
+
+// EnvFilePath returns where the environment file of a unit lives on a
+// board: EnvDir/herd-<pod>.env for unit herd-<pod>.service.
+func EnvFilePath(unit string) string {
+	return EnvDir + "/" + strings.TrimSuffix(unit, unitSuffix) + envSuffix
 }
 
 // PodFromUnitName returns the pod name inside a unit name made by UnitName,
@@ -102,15 +108,46 @@ func Render(p *api.Pod) ([]byte, error) {
 	return io.ReadAll(unit.Serialize(opts))
 }
 
+// RenderEnvFile returns the environment file of a pod (EnvironmentFile=
+// syntax; see the package documentation). The same pod always gives the
+// same bytes. Errors are *RenderError.
+func RenderEnvFile(p *api.Pod) ([]byte, error) {
+	if err := check(p); err != nil {
+		return nil, err
+	}
+	return envFile(environment(p)), nil
+}
+
 // RenderOptions returns the options of a pod's unit file in file order. See
 // the package documentation for what goes in and how values are quoted.
 // Errors are *RenderError.
 func RenderOptions(p *api.Pod) ([]*unit.UnitOption, error) {
-	if p == nil {
-		return nil, &RenderError{Field: "pod", Reason: "is nil"}
+	if err := check(p); err != nil {
+		return nil, err
 	}
 	r := &renderer{pod: p.Metadata.Name}
-	return r.render(p)
+	return r.render(p), nil
+}
+
+// check runs api.ValidateRenderable, the one home of the rules a pod must
+// meet to be rendered, and turns its first problem into a *RenderError.
+func check(p *api.Pod) error {
+	if p == nil {
+		return &RenderError{Field: "pod", Reason: "is nil"}
+	}
+	err := api.ValidateRenderable(p)
+	if err == nil {
+		return nil
+	}
+	var fes api.FieldErrors
+	if !errors.As(err, &fes) || len(fes) == 0 {
+		return &RenderError{Pod: p.Metadata.Name, Field: "pod", Reason: err.Error()}
+	}
+	reason := fes[0].Message
+	if len(fes) > 1 {
+		reason += fmt.Sprintf(" (and %d more problems)", len(fes)-1)
+	}
+	return &RenderError{Pod: p.Metadata.Name, Field: fes[0].Field, Reason: reason}
 }
 
 // renderer holds what the steps of one rendering share.
@@ -119,49 +156,54 @@ type renderer struct {
 	opts []*unit.UnitOption
 }
 
-func (r *renderer) errorf(field, format string, args ...any) error {
-	return &RenderError{Pod: r.pod, Field: field, Reason: fmt.Sprintf(format, args...)}
-}
-
 func (r *renderer) add(section, name, value string) {
 	r.opts = append(r.opts, unit.NewUnitOption(section, name, value))
 }
 
-func (r *renderer) render(p *api.Pod) ([]*unit.UnitOption, error) {
-	t := &p.Spec.Template
-	if !isDNSLabel(p.Metadata.Name) {
-		return nil, r.errorf("metadata.name", "must be 1-63 characters of [a-z0-9-], starting and ending with a letter or digit")
-	}
-	restart, err := r.restart(t.RestartPolicy)
-	if err != nil {
-		return nil, err
-	}
-	env, err := r.environment(p)
-	if err != nil {
-		return nil, err
-	}
-	known := make(map[string]bool, len(env))
-	for _, kv := range env {
-		known[kv.key] = true
-	}
-	execStart, err := r.execStart(t.Exec, known)
-	if err != nil {
-		return nil, err
-	}
+// sandboxOptions are the [Service] options of api.SandboxDefault, in file
+// order: what ordinary servers and board hardware tolerate. They may still
+// bind any port the user may bind, use any socket family (Bluetooth and
+// raw sockets included), reach devices (GPIO, I2C, SPI, serial) and sysfs
+// (LEDs, PWM, GPIO through /sys), write outside /usr, /boot, /efi and /etc,
+// read and write their home, and run JITs; they may not gain privileges
+// (setuid programs, file capabilities), see the host's /tmp, load kernel
+// modules, read the kernel log, write cgroups, set the clock or the host
+// name, create namespaces or setuid files, or make the denied system calls
+// (which fail with EPERM). ProtectClock= and ProtectKernelTunables= are
+// left out on purpose: the first implies a device allow-list (DeviceAllow=
+// char-rtc), which would cut a pod off from GPIO and serial devices (the
+// @clock filter denies setting the clock instead); the second makes /sys
+// read-only, which breaks LEDs, PWM and sysfs GPIO. The package
+// documentation lists them for users.
+var sandboxOptions = [][2]string{
+	{"NoNewPrivileges", "yes"},
+	{"PrivateTmp", "yes"},
+	{"ProtectSystem", "full"},
+	{"ProtectKernelModules", "yes"},
+	{"ProtectKernelLogs", "yes"},
+	{"ProtectControlGroups", "yes"},
+	{"ProtectHostname", "yes"},
+	{"RestrictSUIDSGID", "yes"},
+	{"RestrictRealtime", "yes"},
+	{"RestrictNamespaces", "yes"},
+	{"LockPersonality", "yes"},
+	{"PrivateMounts", "yes"},
+	{"CapabilityBoundingSet", "~CAP_SYS_BOOT CAP_SYS_TIME CAP_WAKE_ALARM CAP_SYS_PACCT CAP_LINUX_IMMUTABLE CAP_SYS_TTY_CONFIG CAP_MAC_ADMIN CAP_MAC_OVERRIDE CAP_AUDIT_CONTROL CAP_AUDIT_READ CAP_BLOCK_SUSPEND CAP_LEASE"},
+	{"SystemCallFilter", "~@clock @cpu-emulation @debug @module @mount @obsolete @raw-io @reboot @swap"},
+	{"SystemCallErrorNumber", "EPERM"},
+}
 
+// render writes the options of a pod that passed check.
+func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
+	t := &p.Spec.Template
 	// [Unit]
 	desc := "herd pod " + p.Metadata.Name
 	owner := ""
 	if p.Spec.Owner.Kind != "" || p.Spec.Owner.Name != "" {
-		if !isKind(string(p.Spec.Owner.Kind)) {
-			return nil, r.errorf("spec.owner.kind", "must be a lower-case kind such as deployments")
-		}
-		if !isDNSLabel(p.Spec.Owner.Name) {
-			return nil, r.errorf("spec.owner.name", "must be 1-63 characters of [a-z0-9-], starting and ending with a letter or digit")
-		}
 		owner = string(p.Spec.Owner.Kind) + "/" + p.Spec.Owner.Name
 		desc += " (" + owner + ")"
 	}
+	restart := restartValue(t.RestartPolicy)
 	r.add(sectionUnit, "Description", desc)
 	r.add(sectionUnit, "After", "network-online.target")
 	r.add(sectionUnit, "Wants", "network-online.target")
@@ -175,63 +217,36 @@ func (r *renderer) render(p *api.Pod) ([]*unit.UnitOption, error) {
 		r.add(sectionUnit, keyOwner, owner)
 	}
 	if rev := p.Spec.Revision; rev != "" {
-		if !isToken(rev) {
-			return nil, r.errorf("spec.revision", "must be printable ASCII without spaces, quotes or backslashes")
-		}
 		r.add(sectionUnit, keyRevision, rev)
 	}
 	r.add(sectionUnit, keyGeneration, strconv.FormatInt(p.Metadata.Generation, 10))
 	if len(t.Files) > 0 {
 		words := make([]string, 0, len(t.Files))
-		for i, f := range t.Files {
-			field := fmt.Sprintf("spec.template.files[%d].path", i)
-			if !strings.HasPrefix(f.Path, "/") {
-				return nil, r.errorf(field, "must be an absolute path")
-			}
-			if err := r.checkText(field, f.Path); err != nil {
-				return nil, err
-			}
-			words = append(words, quote(f.Path, quoting{}))
+		for _, f := range t.Files {
+			words = append(words, api.QuoteUnitWord(f.Path, api.UnitQuoting{}))
 		}
-		v, err := r.joinWords(keyFiles, "spec.template.files", words)
-		if err != nil {
-			return nil, err
-		}
-		r.add(sectionUnit, keyFiles, v)
+		r.add(sectionUnit, keyFiles, joinWords(keyFiles, words))
 	}
 
 	// [Service]
 	r.add(sectionService, "Type", "exec")
-	r.add(sectionService, "ExecStart", execStart)
-	for _, kv := range env {
-		w := quote(kv.key+"="+kv.value, quoting{percent: true})
-		if len("Environment=")+len(w) > maxLine {
-			return nil, r.errorf(kv.field, "is %d bytes once quoted; a unit file line holds at most %d", len(w), maxLine-len("Environment="))
-		}
-		r.add(sectionService, "Environment", w)
+	q := api.ExecQuoting(t)
+	words := make([]string, 0, len(t.Exec))
+	for _, a := range t.Exec {
+		words = append(words, api.QuoteUnitWord(a, q))
 	}
+	r.add(sectionService, "ExecStart", joinWords("ExecStart", words))
+	r.add(sectionService, "EnvironmentFile", EnvFilePath(UnitName(p.Metadata.Name)))
 	if t.User != "" {
-		if !isUserName(t.User) {
-			return nil, r.errorf("spec.template.user", "must match [a-z_][a-z0-9_-]* and be at most 32 characters")
-		}
 		r.add(sectionService, "User", t.User)
 	}
 	if t.WorkingDir != "" {
-		if err := r.checkWorkingDir(t.WorkingDir); err != nil {
-			return nil, err
-		}
 		r.add(sectionService, "WorkingDirectory", strings.ReplaceAll(t.WorkingDir, "%", "%%"))
 	}
 	if v := t.Resources.MemoryLimit; v != "" {
-		if !isQuantity(v) {
-			return nil, r.errorf("spec.template.resources.memoryLimit", "%q is not a systemd MemoryMax= value (such as 512M or 20%%)", v)
-		}
 		r.add(sectionService, "MemoryMax", v)
 	}
 	if v := t.Resources.CPULimit; v != "" {
-		if !isQuantity(v) || !strings.HasSuffix(v, "%") {
-			return nil, r.errorf("spec.template.resources.cpuLimit", "%q is not a systemd CPUQuota= value (such as 50%%)", v)
-		}
 		r.add(sectionService, "CPUQuota", v)
 	}
 	r.add(sectionService, "Restart", restart)
@@ -239,124 +254,92 @@ func (r *renderer) render(p *api.Pod) ([]*unit.UnitOption, error) {
 	r.add(sectionService, "KillMode", "mixed")
 	r.add(sectionService, "TimeoutStopSec", "10")
 	r.add(sectionService, "SyslogIdentifier", p.Metadata.Name)
+	if t.Sandbox != api.SandboxNone {
+		for _, o := range sandboxOptions {
+			r.add(sectionService, o[0], o[1])
+		}
+	}
 
 	// [Install]
 	r.add(sectionInstall, "WantedBy", "multi-user.target")
-	return r.opts, nil
+	return r.opts
 }
 
-// restart maps a restart policy to systemd's Restart= value.
-func (r *renderer) restart(p api.RestartPolicy) (string, error) {
+// restartValue maps a restart policy (checked) to systemd's Restart= value.
+func restartValue(p api.RestartPolicy) string {
 	switch p {
-	case api.RestartAlways, "":
-		return "always", nil
 	case api.RestartOnFailure:
-		return "on-failure", nil
+		return "on-failure"
 	case api.RestartNever:
-		return "no", nil
+		return "no"
 	}
-	return "", r.errorf("spec.template.restartPolicy", "%q is not always, on-failure or never", string(p))
+	return "always"
 }
 
-// envVar is one rendered environment variable.
-type envVar struct {
-	key, value string
-	field      string // where it came from, for errors
-}
+// envVar is one environment variable.
+type envVar struct{ key, value string }
 
-// environment returns the process environment sorted by key: the template's
-// env plus PORT and PORT_<NAME> from the pod's ports. herd's port variables
-// win over env keys of the same name.
-func (r *renderer) environment(p *api.Pod) ([]envVar, error) {
+// environment returns the process environment of a checked pod, sorted by
+// key: the template's env plus PORT and PORT_<NAME> from the pod's ports
+// (spec.hostPorts, or the fixed port). Admission reserves PORT and PORT_*,
+// so the two never collide.
+func environment(p *api.Pod) []envVar {
 	t := &p.Spec.Template
-	vars := make(map[string]envVar, len(t.Env)+len(t.Ports)+1)
+	vars := make(map[string]string, len(t.Env)+len(t.Ports)+1)
 	for k, v := range t.Env {
-		field := fmt.Sprintf("spec.template.env[%q]", k)
-		if !isEnvName(k) {
-			return nil, r.errorf(field, "key must match [A-Za-z_][A-Za-z0-9_]*")
-		}
-		if err := r.checkText(field, v); err != nil {
-			return nil, err
-		}
-		vars[k] = envVar{key: k, value: v, field: field}
+		vars[k] = v
 	}
 	for i, port := range t.Ports {
-		field := fmt.Sprintf("spec.template.ports[%d]", i)
 		name := port.Name
 		if name == "" {
 			name = "p" + strconv.Itoa(i)
 		}
-		if !isDNSLabel(name) {
-			return nil, r.errorf(field+".name", "must be 1-63 characters of [a-z0-9-], starting and ending with a letter or digit")
-		}
 		host, ok := p.Spec.HostPorts[name]
 		if !ok {
-			if port.Port == 0 {
-				return nil, r.errorf(fmt.Sprintf("spec.hostPorts[%q]", name), "no host port assigned to dynamic port %s", field)
-			}
 			host = port.Port
 		}
-		if host < 1 || host > 65535 {
-			return nil, r.errorf(fmt.Sprintf("spec.hostPorts[%q]", name), "host port %d is outside 1-65535", host)
-		}
-		key := envPortPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-		if prev, dup := vars[key]; dup && strings.HasPrefix(prev.field, "spec.template.ports") {
-			return nil, r.errorf(field+".name", "%q repeats the name of %s", name, strings.TrimSuffix(prev.field, ".name"))
-		}
 		value := strconv.Itoa(host)
-		vars[key] = envVar{key: key, value: value, field: field + ".name"}
+		vars[api.PortEnvName(name)] = value
 		if i == 0 {
-			vars[envPort] = envVar{key: envPort, value: value, field: field}
+			vars[envPort] = value
 		}
 	}
 	out := make([]envVar, 0, len(vars))
-	for _, kv := range vars {
-		out = append(out, kv)
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		out = append(out, envVar{k, vars[k]})
 	}
-	slices.SortFunc(out, func(a, b envVar) int { return strings.Compare(a.key, b.key) })
-	return out, nil
+	return out
 }
 
-// execStart returns the ExecStart= value for argv.
-func (r *renderer) execStart(argv []string, known map[string]bool) (string, error) {
-	if len(argv) == 0 {
-		return "", r.errorf("spec.template.exec", "is empty; it needs at least the program")
+// envFile writes env in systemd's EnvironmentFile= syntax: one KEY='value'
+// per variable, each value single-quoted (systemd takes everything up to
+// the next ' literally: newlines, backslashes, $ and quotes), a ' inside a
+// value written as '"'"' (close, a double-quoted ', reopen), which
+// systemd's parser joins into one value.
+func envFile(env []envVar) []byte {
+	var b bytes.Buffer
+	b.WriteString("# Written by herd. Do not edit: herd rewrites it.\n")
+	for _, kv := range env {
+		b.WriteString(kv.key)
+		b.WriteString("='")
+		b.WriteString(strings.ReplaceAll(kv.value, "'", `'"'"'`))
+		b.WriteString("'\n")
 	}
-	a0 := argv[0]
-	switch {
-	case a0 == "":
-		return "", r.errorf("spec.template.exec[0]", "is empty")
-	case strings.IndexByte("-@:+!|", a0[0]) >= 0:
-		return "", r.errorf("spec.template.exec[0]", "starts with %q, which systemd reads as an ExecStart= prefix", a0[:1])
-	case strings.Contains(a0, "$"):
-		return "", r.errorf("spec.template.exec[0]", "contains '$', which systemd would not pass to the program path as written")
-	case !strings.HasPrefix(a0, "/") && (strings.Contains(a0, "/") || a0 == "." || a0 == ".."):
-		return "", r.errorf("spec.template.exec[0]", "%q is neither an absolute path nor a bare command name", a0)
-	}
-	words := make([]string, 0, len(argv))
-	for i, a := range argv {
-		if err := r.checkText(fmt.Sprintf("spec.template.exec[%d]", i), a); err != nil {
-			return "", err
-		}
-		words = append(words, quote(a, quoting{percent: true, dollar: true, vars: known}))
-	}
-	return r.joinWords("ExecStart", "spec.template.exec", words)
+	return b.Bytes()
 }
 
 // joinWords joins quoted words into the value of option name, continuing it
 // on further physical lines (a trailing backslash, which systemd reads as a
-// space) so no line exceeds maxLine.
-func (r *renderer) joinWords(name, field string, words []string) (string, error) {
+// space) so no line exceeds api.MaxUnitLine. api.ValidateRenderable has
+// checked that every word fits on a line of its own.
+func joinWords(name string, words []string) string {
 	var b strings.Builder
 	line := len(name) + 1
 	// Every line but the last ends with " \"; keep room for it.
 	const cont = len(" \\")
 	for i, w := range words {
-		if len(name)+1+len(w)+cont > maxLine {
-			return "", r.errorf(fmt.Sprintf("%s[%d]", field, i), "is %d bytes once quoted; a unit file line holds at most %d", len(w), maxLine-len(name)-1-cont)
-		}
 		if i > 0 {
-			if line+1+len(w)+cont > maxLine {
+			if line+1+len(w)+cont > api.MaxUnitLine {
 				b.WriteString(" \\\n")
 				line = 0
 			} else {
@@ -367,123 +350,7 @@ func (r *renderer) joinWords(name, field string, words []string) (string, error)
 		b.WriteString(w)
 		line += len(w)
 	}
-	return b.String(), nil
-}
-
-// checkText rejects strings a unit file cannot carry exactly.
-func (r *renderer) checkText(field, s string) error {
-	if i := strings.IndexByte(s, 0); i >= 0 {
-		return r.errorf(field, "contains a NUL byte at offset %d", i)
-	}
-	if !utf8.ValidString(s) {
-		return r.errorf(field, "is not valid UTF-8")
-	}
-	return nil
-}
-
-// checkWorkingDir accepts an absolute, normalized path; WorkingDirectory= is
-// taken verbatim (no quoting), so it must not need any.
-func (r *renderer) checkWorkingDir(dir string) error {
-	const field = "spec.template.workingDir"
-	if err := r.checkText(field, dir); err != nil {
-		return err
-	}
-	if !strings.HasPrefix(dir, "/") {
-		return r.errorf(field, "%q is not an absolute path", dir)
-	}
-	if strings.TrimSpace(dir) != dir || strings.HasSuffix(dir, "\\") {
-		return r.errorf(field, "%q has leading or trailing space or a trailing backslash", dir)
-	}
-	for i := 0; i < len(dir); i++ {
-		if c := dir[i]; c < 0x20 || c == 0x7f {
-			return r.errorf(field, "contains control character 0x%02x", c)
-		}
-	}
-	for _, part := range strings.Split(dir[1:], "/") {
-		if part == "." || part == ".." || (part == "" && dir != "/") {
-			return r.errorf(field, "%q is not a normalized path (no '.', '..', '//' or trailing '/')", dir)
-		}
-	}
-	return nil
-}
-
-// quoting says which systemd expansions a quoted word must defeat.
-type quoting struct {
-	// percent escapes % as %% (specifier expansion).
-	percent bool
-	// dollar escapes $ as $$ (ExecStart variable expansion), except ${NAME}
-	// references whose NAME is in vars.
-	dollar bool
-	vars   map[string]bool
-}
-
-// quote returns s as one double-quoted systemd word with C-style escapes.
-func quote(s string, q quoting) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"':
-			b.WriteString(`\"`)
-		case c == '\\':
-			b.WriteString(`\\`)
-		case c == '\n':
-			b.WriteString(`\n`)
-		case c == '\t':
-			b.WriteString(`\t`)
-		case c == '\r':
-			b.WriteString(`\r`)
-		case c < 0x20 || c == 0x7f:
-			const hex = "0123456789abcdef"
-			b.WriteString(`\x`)
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&0xf])
-		case c == '%' && q.percent:
-			b.WriteString("%%")
-		case c == '$' && q.dollar:
-			if n := varRef(s[i:]); n > 0 && q.vars[s[i+2:i+n-1]] {
-				b.WriteString(s[i : i+n])
-				i += n - 1
-				continue
-			}
-			b.WriteString("$$")
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
 	return b.String()
-}
-
-// varRef returns the length of the ${NAME} reference s starts with, or 0.
-func varRef(s string) int {
-	if !strings.HasPrefix(s, "${") {
-		return 0
-	}
-	end := strings.IndexByte(s, '}')
-	if end < 0 || !isEnvName(s[2:end]) {
-		return 0
-	}
-	return end + 1
-}
-
-// isEnvName reports whether s matches [A-Za-z_][A-Za-z0-9_]*.
-func isEnvName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
-		case '0' <= c && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // isDNSLabel reports whether s is a herd name: [a-z0-9-], 1-63 characters,
@@ -495,67 +362,6 @@ func isDNSLabel(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// isKind reports whether s looks like a kind: lower-case letters.
-func isKind(s string) bool {
-	if s == "" || len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 'a' || c > 'z' {
-			return false
-		}
-	}
-	return true
-}
-
-// isUserName reports whether s matches [a-z_][a-z0-9_-]{0,31}.
-func isUserName(s string) bool {
-	if s == "" || len(s) > 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '_', 'a' <= c && c <= 'z':
-		case ('0' <= c && c <= '9' || c == '-') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// isQuantity is the minimal check on a limit that admission already
-// validated: a digit first, then only [0-9A-Za-z.%], which cannot break out
-// of its line or trigger an expansion. systemd parses the rest.
-func isQuantity(s string) bool {
-	if s == "" || s[0] < '0' || s[0] > '9' || len(s) > 64 {
-		return s == "infinity"
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '.' || c == '%') {
-			return false
-		}
-	}
-	return true
-}
-
-// isToken reports whether s is non-empty printable ASCII without spaces,
-// quotes or backslashes.
-func isToken(s string) bool {
-	if s == "" || len(s) > 256 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || c == '"' || c == '\'' || c == '\\' {
 			return false
 		}
 	}

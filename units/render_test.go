@@ -119,6 +119,39 @@ func TestRenderGolden(t *testing.T) {
 				t.Errorf("Render(%s) differs from %s (-want +got):\n%s", g.name, g.unit, diff)
 			}
 
+			// The environment file, and the unit's hash of it.
+			envGot, err := RenderEnvFile(g.pod)
+			if err != nil {
+				t.Fatalf("RenderEnvFile: %v", err)
+			}
+			envPath := strings.TrimSuffix(g.unit, ".service") + ".env"
+			if *update {
+				if err := os.WriteFile(envPath, envGot, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			envWant, err := os.ReadFile(envPath)
+			if err != nil {
+				t.Fatalf("%v (run go test ./units -run TestRenderGolden -update)", err)
+			}
+			if diff := cmp.Diff(string(envWant), string(envGot)); diff != "" {
+				t.Errorf("RenderEnvFile(%s) differs from %s (-want +got):\n%s", g.name, envPath, diff)
+			}
+			for _, v := range g.pod.Spec.Template.Env {
+				if len(v) >= 4 && bytes.Contains(got, []byte(v)) {
+					t.Errorf("unit file carries the environment value %q", v)
+				}
+			}
+			if bytes.Contains(got, []byte(Hash(envGot))) {
+				t.Errorf("unit file carries the environment file's hash")
+			}
+			if !bytes.Contains(got, []byte("\nEnvironmentFile="+EnvFilePath(UnitName(g.pod.Metadata.Name))+"\n")) {
+				t.Errorf("unit does not name its environment file %s", EnvFilePath(UnitName(g.pod.Metadata.Name)))
+			}
+			if bytes.Contains(got, []byte("\nEnvironment=")) {
+				t.Errorf("unit file carries Environment= lines: values belong in the 0600 environment file")
+			}
+
 			// Deterministic: map order must not leak into the bytes.
 			for range 20 {
 				again, err := Render(g.pod)
@@ -141,7 +174,7 @@ func TestRenderGolden(t *testing.T) {
 			}
 
 			// The process gets exactly the argv and environment asked for.
-			env := renderedEnv(t, opts)
+			env := renderedEnv(t, envGot)
 			wantEnv := expectedEnv(g.pod)
 			if diff := cmp.Diff(wantEnv, env); diff != "" {
 				t.Errorf("environment as systemd sees it (-want +got):\n%s", diff)
@@ -240,31 +273,166 @@ func optionValue(t *testing.T, opts []*unit.UnitOption, section, name string) st
 }
 
 // renderedEnv decodes the Environment= options the way systemd does.
-func renderedEnv(t *testing.T, opts []*unit.UnitOption) map[string]string {
+func renderedEnv(t *testing.T, envFile []byte) map[string]string {
 	t.Helper()
-	env := map[string]string{}
-	var keys []string
-	for _, o := range opts {
-		if o.Section != sectionService || o.Name != "Environment" {
-			continue
-		}
-		words, err := sdLoadWords(o.Value)
-		if err != nil {
-			t.Fatalf("Environment=%s: %v", o.Value, err)
-		}
-		for _, w := range words {
-			k, v, ok := strings.Cut(w, "=")
-			if !ok {
-				t.Fatalf("Environment word %q has no '='", w)
-			}
-			env[k] = v
-			keys = append(keys, k)
-		}
+	env, keys, err := sdEnvFile(string(envFile))
+	if err != nil {
+		t.Fatalf("environment file: %v\n%s", err, envFile)
 	}
 	if !slices.IsSorted(keys) {
-		t.Errorf("Environment= not sorted by key: %q", keys)
+		t.Errorf("environment file not sorted by key: %q", keys)
 	}
 	return env
+}
+
+// sdEnvFile parses an environment file the way systemd's
+// parse_env_file_internal does (src/basic/env-file.c): lines of KEY=VALUE,
+// '#' and ';' start comment lines, blanks around the key and before the
+// value are skipped; in a value, '...' is literal up to the next ', "..."
+// takes \", \\, \`, \$ as escapes and a backslash-newline as nothing,
+// an unquoted backslash escapes the next character, unquoted trailing
+// blanks are dropped, and quoted and unquoted parts join into one value.
+func sdEnvFile(s string) (map[string]string, []string, error) {
+	env := map[string]string{}
+	var keys []string
+	const (
+		preKey = iota
+		inKey
+		preValue
+		inValue
+		valueEscape
+		single
+		double
+		doubleEscape
+		comment
+	)
+	state := preKey
+	var key, value strings.Builder
+	lastWS := -1 // length of value before unquoted trailing blanks
+	push := func() error {
+		k := strings.TrimRight(key.String(), " \t")
+		v := value.String()
+		if lastWS >= 0 {
+			v = v[:lastWS]
+		}
+		if k == "" {
+			return errors.New("empty key")
+		}
+		if _, dup := env[k]; dup {
+			return fmt.Errorf("key %s twice", k)
+		}
+		env[k] = v
+		keys = append(keys, k)
+		key.Reset()
+		value.Reset()
+		lastWS = -1
+		return nil
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch state {
+		case preKey:
+			switch {
+			case c == '#' || c == ';':
+				state = comment
+			case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			default:
+				state = inKey
+				key.WriteByte(c)
+			}
+		case inKey:
+			switch {
+			case c == '\n' || c == '\r':
+				return nil, nil, fmt.Errorf("key %q without '='", key.String())
+			case c == '=':
+				state = preValue
+			default:
+				key.WriteByte(c)
+			}
+		case preValue:
+			switch {
+			case c == '\n' || c == '\r':
+				state = preKey
+				if err := push(); err != nil {
+					return nil, nil, err
+				}
+			case c == '\'':
+				state = single
+			case c == '"':
+				state = double
+			case c == '\\':
+				state = valueEscape
+			case c == ' ' || c == '\t':
+			default:
+				state = inValue
+				value.WriteByte(c)
+			}
+		case inValue:
+			switch {
+			case c == '\n' || c == '\r':
+				state = preKey
+				if err := push(); err != nil {
+					return nil, nil, err
+				}
+			case c == '\\':
+				state = valueEscape
+				lastWS = -1
+			default:
+				if c == ' ' || c == '\t' {
+					if lastWS < 0 {
+						lastWS = value.Len()
+					}
+				} else {
+					lastWS = -1
+				}
+				value.WriteByte(c)
+			}
+		case valueEscape:
+			state = inValue
+			if c != '\n' {
+				value.WriteByte(c)
+			}
+		case single:
+			if c == '\'' {
+				state = preValue
+			} else {
+				value.WriteByte(c)
+			}
+		case double:
+			switch c {
+			case '"':
+				state = preValue
+			case '\\':
+				state = doubleEscape
+			default:
+				value.WriteByte(c)
+			}
+		case doubleEscape:
+			state = double
+			switch {
+			case strings.IndexByte("\"\\`$", c) >= 0:
+				value.WriteByte(c)
+			case c == '\n':
+			default:
+				value.WriteByte('\\')
+				value.WriteByte(c)
+			}
+		case comment:
+			if c == '\n' || c == '\r' {
+				state = preKey
+			}
+		}
+	}
+	switch state {
+	case preKey, comment:
+	case preValue, inValue, valueEscape:
+		if err := push(); err != nil {
+			return nil, nil, err
+		}
+	default:
+		return nil, nil, fmt.Errorf("file ends inside a key or a quoted value (state %d)", state)
+	}
+	return env, keys, nil
 }
 
 func TestRenderErrors(t *testing.T) {
@@ -296,18 +464,20 @@ func TestRenderErrors(t *testing.T) {
 		{"NUL in argv", func(p *api.Pod) { p.Spec.Template.Exec = []string{"/bin/echo", "a\x00b"} }, "spec.template.exec[1]"},
 		{"invalid UTF-8 in argv", func(p *api.Pod) { p.Spec.Template.Exec = []string{"/bin/echo", "\xff"} }, "spec.template.exec[1]"},
 		{"argv too long", func(p *api.Pod) { p.Spec.Template.Exec = []string{"/bin/echo", strings.Repeat("a", 2040)} }, "spec.template.exec[1]"},
-		{"NUL in env value", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"A": "\x00"} }, `spec.template.env["A"]`},
+		{"NUL in env value", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"A": "\x00"} }, `spec.template.env[A]`},
 		{"env key with =", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"A=B": "1"} }, `spec.template.env["A=B"]`},
 		{"env key empty", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"": "1"} }, `spec.template.env[""]`},
-		{"env key digit first", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"1A": "1"} }, `spec.template.env["1A"]`},
+		{"env key digit first", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"1A": "1"} }, `spec.template.env[1A]`},
 		{"env key space", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"A B": "1"} }, `spec.template.env["A B"]`},
-		{"env value too long", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"A": strings.Repeat("x", 2100)} }, `spec.template.env["A"]`},
-		{"env invalid UTF-8", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"A": "\xc3"} }, `spec.template.env["A"]`},
-		{"dynamic port unassigned", func(p *api.Pod) { p.Spec.Template.Ports = []api.Port{{Name: "http"}} }, `spec.hostPorts["http"]`},
+		{"env value too long", func(p *api.Pod) {
+			p.Spec.Template.Env = map[string]string{"A": strings.Repeat("x", api.MaxEnvAssignment)}
+		}, `spec.template.env[A]`},
+		{"env invalid UTF-8", func(p *api.Pod) { p.Spec.Template.Env = map[string]string{"A": "\xc3"} }, `spec.template.env[A]`},
+		{"dynamic port unassigned", func(p *api.Pod) { p.Spec.Template.Ports = []api.Port{{Name: "http"}} }, `spec.hostPorts[http]`},
 		{"host port out of range", func(p *api.Pod) {
 			p.Spec.Template.Ports = []api.Port{{Name: "http"}}
 			p.Spec.HostPorts = map[string]int{"http": 70000}
-		}, `spec.hostPorts["http"]`},
+		}, `spec.hostPorts[http]`},
 		{"duplicate port name", func(p *api.Pod) {
 			p.Spec.Template.Ports = []api.Port{{Name: "http", Port: 80}, {Name: "http", Port: 81}}
 		}, "spec.template.ports[1].name"},
@@ -328,6 +498,21 @@ func TestRenderErrors(t *testing.T) {
 		{"bad owner name", func(p *api.Pod) { p.Spec.Owner.Name = "%n" }, "spec.owner.name"},
 		{"relative file path", func(p *api.Pod) { p.Spec.Template.Files = []api.File{{Path: "etc/x"}} }, "spec.template.files[0].path"},
 		{"NUL in file path", func(p *api.Pod) { p.Spec.Template.Files = []api.File{{Path: "/etc/x\x00"}} }, "spec.template.files[0].path"},
+		{"file path too long", func(p *api.Pod) { p.Spec.Template.Files = []api.File{{Path: "/" + strings.Repeat("d", 2040)}} }, "spec.template.files[0].path"},
+		{"exec0 prefix |", func(p *api.Pod) { p.Spec.Template.Exec = []string{"|true"} }, "spec.template.exec[0]"},
+		{"exec0 dollar bare", func(p *api.Pod) { p.Spec.Template.Exec = []string{"${PORT}"} }, "spec.template.exec[0]"},
+		{"exec0 dot", func(p *api.Pod) { p.Spec.Template.Exec = []string{"."} }, "spec.template.exec[0]"},
+		{"argv too long with dollars", func(p *api.Pod) { p.Spec.Template.Exec = []string{"/bin/echo", strings.Repeat("$", 1100)} }, "spec.template.exec[1]"},
+		{"working dir trailing blank", func(p *api.Pod) { p.Spec.Template.WorkingDir = "/srv " }, "spec.template.workingDir"},
+		{"working dir tab", func(p *api.Pod) { p.Spec.Template.WorkingDir = "/srv/a\tb" }, "spec.template.workingDir"},
+		{"working dir too long", func(p *api.Pod) { p.Spec.Template.WorkingDir = "/" + strings.Repeat("%", 1100) }, "spec.template.workingDir"},
+		{"setuid file", func(p *api.Pod) { p.Spec.Template.Files = []api.File{{Path: "/opt/x", Mode: "4755"}} }, "spec.template.files[0].mode"},
+		{"setgid file", func(p *api.Pod) { p.Spec.Template.Files = []api.File{{Path: "/opt/x", Mode: "2755"}} }, "spec.template.files[0].mode"},
+		{"sandboxed file in /tmp", func(p *api.Pod) { p.Spec.Template.Files = []api.File{{Path: "/tmp/x"}} }, "spec.template.files[0].path"},
+		{"bad sandbox", func(p *api.Pod) { p.Spec.Template.Sandbox = "strict" }, "spec.template.sandbox"},
+		{"env too large", func(p *api.Pod) {
+			p.Spec.Template.Env = map[string]string{"A": strings.Repeat("\n", api.MaxEnvAssignment)}
+		}, "spec.template.env[A]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := base()
@@ -349,6 +534,23 @@ func TestRenderErrors(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), "units: pod ") {
 				t.Errorf("error %q lacks the package prefix", err)
 			}
+
+			// Admission is the one gate: it refuses the same field, for
+			// the pod and, for template fields, for a deployment holding
+			// the template. Only a host port missing for a dynamic port is
+			// left to the bind, which assigns it.
+			if tc.name == "dynamic port unassigned" {
+				if err := api.Validate(p); err != nil {
+					t.Errorf("admission refuses a pending pod without host ports: %v", err)
+				}
+				return
+			}
+			admissionRefuses(t, p, tc.field)
+			if rest, ok := strings.CutPrefix(tc.field, "spec.template"); ok {
+				d := &api.Deployment{Kind: api.KindDeployment, Metadata: api.ObjectMeta{Name: "web"},
+					Spec: api.DeploymentSpec{Template: p.Spec.Template}}
+				admissionRefuses(t, d, "spec.template"+rest)
+			}
 		})
 	}
 	t.Run("nil pod", func(t *testing.T) {
@@ -358,21 +560,37 @@ func TestRenderErrors(t *testing.T) {
 	})
 }
 
+// admissionRefuses checks that api.Validate reports field of o.
+func admissionRefuses(t *testing.T, o api.Object, field string) {
+	t.Helper()
+	err := api.Validate(o)
+	var fes api.FieldErrors
+	if !errors.As(err, &fes) {
+		t.Fatalf("admission accepts %s %s, which the renderer refuses (err %v)", o.GetKind(), o.GetMeta().Name, err)
+	}
+	for _, fe := range fes {
+		if fe.Field == field {
+			return
+		}
+	}
+	t.Errorf("admission refuses %s but not on %s:\n%v", o.GetKind(), field, err)
+}
+
 func TestRenderLongArgvContinues(t *testing.T) {
 	var argv []string
 	argv = append(argv, "/bin/echo")
 	for i := range 300 {
 		argv = append(argv, fmt.Sprintf("arg-%d-%s", i, strings.Repeat("y", i%50)))
 	}
-	argv = append(argv, strings.Repeat("z", maxLine-len("ExecStart=")-5))
+	argv = append(argv, strings.Repeat("z", api.MaxUnitLine-len("ExecStart=")-5))
 	p := &api.Pod{Metadata: api.ObjectMeta{Name: "long"}, Spec: api.PodSpec{Template: api.PodTemplate{Exec: argv}}}
 	b, err := Render(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, line := range strings.Split(string(b), "\n") {
-		if len(line) > maxLine {
-			t.Errorf("line %d is %d bytes, more than %d", i+1, len(line), maxLine)
+		if len(line) > api.MaxUnitLine {
+			t.Errorf("line %d is %d bytes, more than %d", i+1, len(line), api.MaxUnitLine)
 		}
 	}
 	opts, err := unit.DeserializeOptions(bytes.NewReader(b))
@@ -413,7 +631,7 @@ func TestQuoteManyInputs(t *testing.T) {
 		inputs = append(inputs, string(r))
 	}
 	for _, s := range inputs {
-		w := quote(s, quoting{percent: true, dollar: true})
+		w := api.QuoteUnitWord(s, api.UnitQuoting{Percent: true, Dollar: true})
 		words, err := sdLoadWords(w)
 		if err != nil {
 			t.Fatalf("quote(%q) = %s: %v", s, w, err)
@@ -429,7 +647,7 @@ func TestQuoteManyInputs(t *testing.T) {
 			t.Errorf("quote(%q) = %s reads back as %q", s, w, got)
 		}
 		// The X-Herd-Files flavour reads back with splitQuoted.
-		back, err := splitQuoted(quote(s, quoting{}) + " \\\n" + quote(s, quoting{}))
+		back, err := splitQuoted(api.QuoteUnitWord(s, api.UnitQuoting{}) + " \\\n" + api.QuoteUnitWord(s, api.UnitQuoting{}))
 		if err != nil || len(back) != 2 || back[0] != s || back[1] != s {
 			t.Errorf("splitQuoted(quote(%q)) = %q, %v", s, back, err)
 		}
@@ -438,7 +656,7 @@ func TestQuoteManyInputs(t *testing.T) {
 
 func TestQuoteKnownVariables(t *testing.T) {
 	env := map[string]string{"PORT": "8080", "A": "x y"}
-	q := quoting{percent: true, dollar: true, vars: map[string]bool{"PORT": true, "A": true}}
+	q := api.UnitQuoting{Percent: true, Dollar: true, Vars: map[string]bool{"PORT": true, "A": true}}
 	for _, tc := range []struct{ in, quoted, expanded string }{
 		{"${PORT}", `"${PORT}"`, "8080"},
 		{"--port=${PORT}", `"--port=${PORT}"`, "--port=8080"},
@@ -452,7 +670,7 @@ func TestQuoteKnownVariables(t *testing.T) {
 		{"%${PORT}%", `"%%${PORT}%%"`, "%8080%"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			w := quote(tc.in, q)
+			w := api.QuoteUnitWord(tc.in, q)
 			if w != tc.quoted {
 				t.Errorf("quote(%q) = %s, want %s", tc.in, w, tc.quoted)
 			}
@@ -494,7 +712,7 @@ func FuzzRenderExec(f *testing.F) {
 				t.Fatalf("error %v is not ErrUnrenderable", err)
 			}
 			for _, s := range argv {
-				if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) || len(quote(s, quoting{percent: true, dollar: true})) > maxLine-len("ExecStart=")-3 {
+				if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) || len(api.QuoteUnitWord(s, api.UnitQuoting{Percent: true, Dollar: true})) > api.MaxUnitLine-len("ExecStart=")-3 {
 					return
 				}
 			}
@@ -980,4 +1198,70 @@ func parseDumpCommandLine(s string) ([]string, error) {
 		s = s[i+1:]
 	}
 	return words, nil
+}
+
+// FuzzAdmittedRenders checks the promise of admission: every pod that
+// api.Validate accepts (once bound: host ports assigned) renders, its unit
+// file parses back, and its environment file gives the process exactly the
+// template's environment.
+func FuzzAdmittedRenders(f *testing.F) {
+	for _, seed := range [][6]string{
+		{"/bin/echo", "${PORT}", "v", "/srv", "/srv/a", "0644"},
+		{"python3", "$HOME %n", "it's \"q\" \\ $x\n", "/srv/a b", "/etc/x y", "4755"},
+		{"/opt/$x", "a\x00", "\xff", "/srv ", "/tmp/x", "2755"},
+		{"|true", strings.Repeat("$", 1100), strings.Repeat("'", 3000), `/srv\`, "/" + strings.Repeat("p", 2100), "755"},
+	} {
+		f.Add(seed[0], seed[1], seed[2], seed[3], seed[4], seed[5], false)
+	}
+	f.Fuzz(func(t *testing.T, exec0, arg, envValue, workDir, filePath, mode string, none bool) {
+		p := &api.Pod{
+			Kind:     api.KindPod,
+			Metadata: api.ObjectMeta{Name: "fuzz-1"},
+			Spec: api.PodSpec{
+				Owner:     api.OwnerRef{Kind: api.KindDeployment, Name: "fuzz"},
+				HostPorts: map[string]int{"http": 30000},
+				Template: api.PodTemplate{
+					Exec:       []string{exec0, arg, "${V}"},
+					Env:        map[string]string{"V": envValue},
+					WorkingDir: workDir,
+					Files:      []api.File{{Path: filePath, Mode: mode}},
+					Ports:      []api.Port{{Name: "http"}},
+				},
+			},
+		}
+		if none {
+			p.Spec.Template.Sandbox = api.SandboxNone
+		}
+		if api.Validate(p) != nil {
+			return
+		}
+		api.SetDefaults(p)
+		b, err := Render(p)
+		if err != nil {
+			t.Fatalf("admission accepts the pod, Render refuses it: %v", err)
+		}
+		envFile, err := RenderEnvFile(p)
+		if err != nil {
+			t.Fatalf("admission accepts the pod, RenderEnvFile refuses it: %v", err)
+		}
+		opts, err := unit.DeserializeOptions(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("unit does not parse back: %v\n%s", err, b)
+		}
+		env, _, err := sdEnvFile(string(envFile))
+		if err != nil {
+			t.Fatalf("environment file does not parse: %v\n%s", err, envFile)
+		}
+		want := map[string]string{"V": envValue, "PORT": "30000", "PORT_HTTP": "30000"}
+		if diff := cmp.Diff(want, env); diff != "" {
+			t.Fatalf("environment (-want +got):\n%s", diff)
+		}
+		argv, err := sdExecArgv(optionValue(t, opts, sectionService, "ExecStart"), env)
+		if err != nil {
+			t.Fatalf("ExecStart: %v", err)
+		}
+		if diff := cmp.Diff(expectedArgv(p.Spec.Template.Exec, env), argv); diff != "" {
+			t.Fatalf("argv (-want +got):\n%s", diff)
+		}
+	})
 }

@@ -12,7 +12,9 @@
 //
 // The package also holds a thin Runner that drives the reconcilers from a
 // work queue over a State (read side) and a Writer (write side); the agent
-// wires those to the raftstore and gossip. What runs on the boards (systemd
-// units over SSH) is not decided here: the controllers only write desired
-// and observed state.
+// wires those to the raftstore and gossip. A failed write is retried with
+// the queue's capped backoff, except a Terminal one (the store refused it
+// as invalid), which waits for the next change or resync. What runs on the
+// boards (systemd units over SSH) is not decided here: the controllers only
+// write desired and observed state.
 package controller

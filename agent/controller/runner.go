@@ -17,6 +17,27 @@ import (
 // ErrInvalidConfig: a RunnerConfig failed Validate.
 var ErrInvalidConfig = errors.New("controller: invalid config")
 
+// ErrTerminal is matched by the errors of Terminal: writes that would fail
+// the same way however often they were retried (the store refused them as
+// invalid or too large). The Runner does not retry a key whose actions
+// failed with one; a later change to the key's objects, or the periodic
+// resync, reconciles it again.
+var ErrTerminal = errors.New("controller: terminal error")
+
+// Terminal marks err as terminal (matching ErrTerminal and still err).
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &terminalError{err}
+}
+
+type terminalError struct{ err error }
+
+func (e *terminalError) Error() string        { return e.err.Error() }
+func (e *terminalError) Unwrap() error        { return e.err }
+func (e *terminalError) Is(target error) bool { return target == ErrTerminal }
+
 // Change says that an object (or a gossip member) may have changed. It only
 // names what to look at: the Runner re-reads State before reconciling.
 type Change struct {
@@ -53,7 +74,9 @@ type Writer interface {
 	// compare-and-swap conflict is an ordinary error: the key is retried
 	// against fresh state. When Apply returns nil, the next
 	// State.Snapshot must reflect every action (read your writes), or a
-	// following reconcile could repeat them.
+	// following reconcile could repeat them. An error that retrying
+	// cannot fix (the store refused the write as invalid) should be
+	// wrapped with Terminal, so the Runner does not retry it.
 	Apply(ctx context.Context, actions []Action) error
 }
 
@@ -200,6 +223,11 @@ func (r *Runner) process(ctx context.Context, q *workqueue.Queue, key Key) {
 	}
 	if err := r.writer.Apply(ctx, acts); err != nil {
 		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, ErrTerminal) {
+			r.log.Error("applying actions failed for good; not retrying", "key", key, "err", err)
+			q.Forget(key)
 			return
 		}
 		r.log.Warn("applying actions", "key", key, "retries", q.NumRequeues(key), "err", err)

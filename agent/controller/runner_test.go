@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -204,5 +205,49 @@ func TestRunnerConfigValidate(t *testing.T) {
 	}
 	if _, err := NewRunner(DefaultRunnerConfig(), nil, nil, workqueue.RealClock(), nil); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("NewRunner without State: %v", err)
+	}
+}
+
+// failingWriter fails every Apply with err.
+type failingWriter struct{ err error }
+
+func (f failingWriter) Apply(context.Context, []Action) error { return f.err }
+
+// TestRunnerTerminalErrorNotRetried: a write the store refuses for good
+// is not retried (no backoff entry for the key), an ordinary failure is.
+func TestRunnerTerminalErrorNotRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		retries int
+	}{
+		{"transient", errInjected, 1},
+		{"terminal", Terminal(fmt.Errorf("agent: bind pods/web-x: %w", errInjected)), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.add(deployment("web", 1))
+			st := &fakeState{w: w}
+			cfg := DefaultRunnerConfig()
+			cfg.Queue.QPS = 0
+			clk := clocktest.New(t0)
+			r, err := NewRunner(cfg, st, failingWriter{tc.err}, clk, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := workqueue.New(cfg.Queue, clk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.ShutDown()
+			key := KeyOf(api.KindDeployment, "web")
+			r.process(context.Background(), q, key)
+			if got := q.NumRequeues(key); got != tc.retries {
+				t.Errorf("NumRequeues = %d, want %d", got, tc.retries)
+			}
+		})
+	}
+	if !errors.Is(Terminal(errInjected), errInjected) || !errors.Is(Terminal(errInjected), ErrTerminal) || Terminal(nil) != nil {
+		t.Error("Terminal(err) must match both err and ErrTerminal, and Terminal(nil) be nil")
 	}
 }

@@ -30,7 +30,7 @@ func TestPassWritesEnvFilePrivately(t *testing.T) {
 	if res := h.pass(h.p.newWorker("n1")); res.err != nil {
 		t.Fatalf("pass: %v", res.err)
 	}
-	env := envFilePath("herd-web-1.service")
+	env := units.EnvFilePath("herd-web-1.service")
 	got, ok := b.File(env)
 	if !ok || !strings.Contains(string(got), "s3cret") {
 		t.Fatalf("env file %s = %q, %v; want the pod's environment", env, got, ok)
@@ -38,7 +38,7 @@ func TestPassWritesEnvFilePrivately(t *testing.T) {
 	if m, _ := b.FileMode(env); m != 0o600 {
 		t.Errorf("env file mode = %v, want 0600", m)
 	}
-	if m, _ := b.DirMode(envDir); m != 0o700 {
+	if m, _ := b.DirMode(units.EnvDir); m != 0o700 {
 		t.Errorf("env dir mode = %v, want 0700", m)
 	}
 }
@@ -168,7 +168,7 @@ func TestExecuteWriteEnvAction(t *testing.T) {
 	w := h.p.newWorker("n1")
 	unit := "herd-web-1.service"
 	acts := []units.Action{
-		{Type: actionWriteEnv, Unit: unit, Content: []byte("A='1'\n")},
+		{Type: units.ActionWriteEnv, Unit: unit, Content: []byte("A='1'\n")},
 		{Type: units.ActionWrite, Unit: unit, Content: render(t, pod)},
 		{Type: units.ActionDaemonReload},
 		{Type: units.ActionEnable, Unit: unit},
@@ -179,14 +179,14 @@ func TestExecuteWriteEnvAction(t *testing.T) {
 		t.Fatalf("execute = %d, %v; want 5, nil", n, err)
 	}
 	wantCalls(t, b,
-		"PutFile "+envDir+"/herd-web-1.env",
+		"PutFile "+units.EnvDir+"/herd-web-1.env",
 		"PutFile /etc/web/web-1.conf",
 		"PutFile "+unitDir+"herd-web-1.service",
 		"systemctl daemon-reload",
 		"systemctl enable herd-web-1.service",
 		"systemctl start herd-web-1.service",
 	)
-	if got, _ := b.File(envDir + "/herd-web-1.env"); string(got) != "A='1'\n" {
+	if got, _ := b.File(units.EnvDir + "/herd-web-1.env"); string(got) != "A='1'\n" {
 		t.Errorf("env file = %q", got)
 	}
 
@@ -200,7 +200,7 @@ func TestExecuteWriteEnvAction(t *testing.T) {
 	w2 := h.p.newWorker("n2")
 	unit2 := "herd-web-2.service"
 	acts2 := []units.Action{
-		{Type: actionWriteEnv, Unit: unit2, Content: []byte("A='1'\n")},
+		{Type: units.ActionWriteEnv, Unit: unit2, Content: []byte("A='1'\n")},
 		{Type: units.ActionWrite, Unit: unit2, Content: render(t, pod2)},
 		{Type: units.ActionDaemonReload},
 		{Type: units.ActionEnable, Unit: unit2},
@@ -210,9 +210,9 @@ func TestExecuteWriteEnvAction(t *testing.T) {
 		t.Fatalf("execute: %v", err)
 	}
 	wantCalls(t, b2,
-		"PutFile "+envDir+"/herd-web-2.env",
+		"PutFile "+units.EnvDir+"/herd-web-2.env",
 		"PutFile /etc/web/web-2.conf",
-		"Remove "+envDir+"/herd-web-2.env",
+		"Remove "+units.EnvDir+"/herd-web-2.env",
 	)
 	if got := b2.Files(); len(got) != 0 {
 		t.Errorf("files left on the board: %v", got)

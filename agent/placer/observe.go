@@ -262,7 +262,7 @@ func (w *worker) check(ctx context.Context, node *api.Node, pod *api.Pod, pr *ap
 			Unit:            unit,
 			User:            pod.Spec.Template.User,
 			WorkingDir:      pod.Spec.Template.WorkingDir,
-			EnvironmentFile: envFilePath(unit),
+			EnvironmentFile: units.EnvFilePath(unit),
 			Timeout:         timeout,
 			Argv:            pr.Exec,
 		})

@@ -277,7 +277,7 @@ func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*ap
 		j := i + 1
 		var err error
 		switch a.Type {
-		case actionWriteEnv:
+		case units.ActionWriteEnv:
 			// The unit's environment file (0600, root-only directory),
 			// before its unit file.
 			pod := pods[a.Unit]
@@ -314,7 +314,7 @@ func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*ap
 				// Leave no secrets behind for a unit that has no file (a
 				// later removal only ever finds units with a file).
 				if envWritten[a.Unit] && seen[a.Unit].FileHash == "" {
-					if rerr := p.exec.Remove(ctx, w.node, envFilePath(a.Unit)); rerr != nil {
+					if rerr := p.exec.Remove(ctx, w.node, units.EnvFilePath(a.Unit)); rerr != nil {
 						w.log.Warn("removing the environment file of a refused unit", "unit", a.Unit, "err", rerr)
 					}
 				}
@@ -460,7 +460,7 @@ func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, ol
 		if err != nil {
 			return fmt.Errorf("pod %s: spec.template.files[%d]: %w", pod.Metadata.Name, i, err)
 		}
-		opt := FileOptions{Mode: mode, AllowSetID: allowSetID(f)}
+		opt := FileOptions{Mode: mode, AllowSetID: f.AllowSetID}
 		if mode&(os.ModeSetuid|os.ModeSetgid) != 0 && !opt.AllowSetID {
 			return fmt.Errorf("pod %s: spec.template.files[%d]: %w: mode %s of %s has setuid/setgid bits and allow_setid is not set",
 				pod.Metadata.Name, i, ErrFileRefused, f.Mode, f.Path)
@@ -483,7 +483,7 @@ func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, ol
 		}
 	}
 	if !envDone {
-		env, err := renderEnvFile(pod)
+		env, err := units.RenderEnvFile(pod)
 		if err != nil {
 			return fmt.Errorf("pod %s: environment file: %w", pod.Metadata.Name, err)
 		}
@@ -506,7 +506,7 @@ func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, ol
 // the env directory, which is made root-only (0700) so no pod user can read
 // another pod's environment or swap anything into the path.
 func (w *worker) writeEnv(ctx context.Context, unit string, content []byte) error {
-	if err := w.p.exec.PutFile(ctx, w.node, envFilePath(unit), content, FileOptions{Mode: 0o600, ParentMode: 0o700}); err != nil {
+	if err := w.p.exec.PutFile(ctx, w.node, units.EnvFilePath(unit), content, FileOptions{Mode: 0o600, ParentMode: 0o700}); err != nil {
 		return fmt.Errorf("writing environment file: %w", err)
 	}
 	return nil
@@ -560,7 +560,7 @@ func (w *worker) removeUnit(ctx context.Context, unit string, protected map[stri
 			return fmt.Errorf("removing %s, listed by %s: %w", f, unit, err)
 		}
 	}
-	if err := ex.Remove(ctx, w.node, envFilePath(unit)); err != nil {
+	if err := ex.Remove(ctx, w.node, units.EnvFilePath(unit)); err != nil {
 		return fmt.Errorf("removing environment file: %w", err)
 	}
 	if err := ex.Remove(ctx, w.node, w.unitPath(unit)); err != nil {

@@ -2,6 +2,7 @@ package placer
 
 import (
 	"errors"
+	"github.com/herd-dev/herd/units"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -38,13 +39,14 @@ func TestPassPlacesBoundPod(t *testing.T) {
 	w := h.p.newWorker("n1")
 
 	res := h.pass(w)
-	if res.err != nil || res.acted != 4 || res.skip {
-		t.Fatalf("first pass = %+v, want 4 actions", res)
+	if res.err != nil || res.acted != 5 || res.skip {
+		t.Fatalf("first pass = %+v, want 5 actions", res)
 	}
 	wantCalls(t, b,
 		"ShowUnits",
+		"PutFile /etc/herd/env/herd-web-1.env",
 		"PutFile /etc/web/web-1.conf",
-		"PutFile "+envDir+"/herd-web-1.env",
+		"PutFile "+units.EnvDir+"/herd-web-1.env",
 		"PutFile "+unitDir+"herd-web-1.service",
 		"systemctl daemon-reload",
 		"systemctl enable herd-web-1.service",
@@ -114,12 +116,12 @@ func TestPassRemovesStaleUnit(t *testing.T) {
 		"systemctl disable herd-old-1.service",
 		"ReadFile "+unitDir+"herd-old-1.service",
 		"Remove /etc/web/old-1.conf",
-		"Remove "+envDir+"/herd-old-1.env",
+		"Remove "+units.EnvDir+"/herd-old-1.env",
 		"Remove "+unitDir+"herd-old-1.service",
 		"systemctl daemon-reload",
 		"ShowUnits",
 	)
-	want := []string{envDir + "/herd-web-1.env", "/etc/shared.conf", unitDir + "herd-web-1.service", "/etc/web/web-1.conf"}
+	want := []string{units.EnvDir + "/herd-web-1.env", "/etc/shared.conf", unitDir + "herd-web-1.service", "/etc/web/web-1.conf"}
 	if diff := cmp.Diff(want, b.Files()); diff != "" {
 		t.Errorf("files left (-want +got):\n%s", diff)
 	}
@@ -153,9 +155,10 @@ func TestPassRestartsChangedUnit(t *testing.T) {
 	}
 	wantCalls(t, b,
 		"ShowUnits",
+		"PutFile /etc/herd/env/herd-web-1.env",
 		"PutFile /etc/web/new.conf",
 		"ReadFile "+unitDir+"herd-web-1.service",
-		"PutFile "+envDir+"/herd-web-1.env",
+		"PutFile "+units.EnvDir+"/herd-web-1.env",
 		"PutFile "+unitDir+"herd-web-1.service",
 		"Remove /etc/web/web-1.conf",
 		"systemctl daemon-reload",
@@ -207,7 +210,7 @@ func TestPassFailedUnit(t *testing.T) {
 		"systemctl disable herd-web-1.service",
 		"ReadFile "+unitDir+"herd-web-1.service",
 		"Remove /etc/web/web-1.conf",
-		"Remove "+envDir+"/herd-web-1.env",
+		"Remove "+units.EnvDir+"/herd-web-1.env",
 		"Remove "+unitDir+"herd-web-1.service",
 		"systemctl daemon-reload",
 		"systemctl reset-failed herd-web-1.service",
@@ -296,7 +299,7 @@ func TestPassFencesReturningBoard(t *testing.T) {
 		"systemctl disable herd-web-1.service",
 		"ReadFile "+unitDir+"herd-web-1.service",
 		"Remove /etc/web/web-1.conf",
-		"Remove "+envDir+"/herd-web-1.env",
+		"Remove "+units.EnvDir+"/herd-web-1.env",
 		"Remove "+unitDir+"herd-web-1.service",
 		"systemctl daemon-reload",
 		"ShowUnits",
@@ -406,7 +409,7 @@ func TestPassNeverStartsUnboundPod(t *testing.T) {
 		"systemctl disable herd-web-1.service",
 		"ReadFile "+unitDir+"herd-web-1.service",
 		"Remove /etc/web/web-1.conf",
-		"Remove "+envDir+"/herd-web-1.env",
+		"Remove "+units.EnvDir+"/herd-web-1.env",
 		"Remove "+unitDir+"herd-web-1.service",
 		"systemctl daemon-reload",
 		"ShowUnits",
@@ -564,7 +567,7 @@ func TestPassExecReadiness(t *testing.T) {
 		t.Fatalf("pod = %+v, want ready", p.Status)
 	}
 	want := boardapi.ProbeCommand{Unit: "herd-web-1.service", User: "nobody", WorkingDir: "/srv/web",
-		EnvironmentFile: envFilePath("herd-web-1.service"), Timeout: 3 * time.Second, Argv: []string{"/usr/bin/check", "--quick"}}
+		EnvironmentFile: units.EnvFilePath("herd-web-1.service"), Timeout: 3 * time.Second, Argv: []string{"/usr/bin/check", "--quick"}}
 	if len(got) == 0 {
 		t.Fatal("no probe ran")
 	}

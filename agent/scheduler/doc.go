@@ -20,6 +20,11 @@
 //     node), least allocated (largest fraction of memory left after
 //     placement), then node name.
 //
+// Before any of that, a pod must pass api.ValidateBindable (the unit rules
+// and the template budget): one that does not fails with ErrInvalidPod,
+// which the scheduling step records as Scheduled=False, reason InvalidPod,
+// instead of binding a pod that could not be stored or rendered.
+//
 // A pod counts against a node when its spec.node names it and its phase is
 // Scheduled, Starting or Running: Pending pods (even when pinned to a node by
 // spec.node, as daemon pods are) and terminal ones (Lost, Failed, Succeeded)

@@ -29,8 +29,9 @@ var (
 	// ErrUnschedulable: no node fits the pod. The error value is an
 	// *Unschedulable carrying the per-reason counts.
 	ErrUnschedulable = errors.New("scheduler: no board fits")
-	// ErrInvalidPod: the pod cannot be placed as written (nil, or a
-	// resource quantity that does not parse).
+	// ErrInvalidPod: the pod cannot be placed as written (nil, failing
+	// api.ValidateBindable, or a resource quantity that does not parse). It is
+	// not retried: the pod keeps Scheduled=False, reason InvalidPod.
 	ErrInvalidPod = errors.New("scheduler: invalid pod")
 	// ErrInvalidConfig: a Config failed Validate.
 	ErrInvalidConfig = errors.New("scheduler: invalid config")
@@ -263,6 +264,12 @@ func portName(i int, p *api.Port) string {
 func (st *state) place(pod *api.Pod) (Decision, error) {
 	if pod == nil {
 		return Decision{}, fmt.Errorf("%w: nil pod", ErrInvalidPod)
+	}
+	// Admission is the one gate, but a pod stored before a rule existed
+	// (or written around the API) may break one: binding it would only
+	// leave it unrenderable on its board, or fail the bind transaction.
+	if err := api.ValidateBindable(pod); err != nil {
+		return Decision{}, fmt.Errorf("%w: %w", ErrInvalidPod, err)
 	}
 	req, err := requestOf(&pod.Spec.Template)
 	if err != nil {

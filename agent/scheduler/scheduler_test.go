@@ -55,7 +55,12 @@ func on(nodeName string) func(*api.Pod) {
 }
 func phase(ph api.PodPhase) func(*api.Pod) { return func(p *api.Pod) { p.Status.Phase = ph } }
 func owner(name string) func(*api.Pod) {
-	return func(p *api.Pod) { p.Spec.Owner = api.OwnerRef{Kind: api.KindDeployment, Name: name} }
+	return func(p *api.Pod) {
+		p.Spec.Owner = api.OwnerRef{Kind: api.KindDeployment, Name: name}
+		if name == "" {
+			p.Spec.Owner = api.OwnerRef{}
+		}
+	}
 }
 func memReq(s string) func(*api.Pod) {
 	return func(p *api.Pod) { p.Spec.Template.Resources.MemoryRequest = s }
