@@ -59,7 +59,10 @@ func TestPassRefusesFileThroughSymlink(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("pass = %v, want no error: a refusal is the pod's condition, not a failed pass", res.err)
 	}
-	wantCalls(t, b, "ShowUnits", "PutFile /srv/web/conf/app.conf")
+	// The env file written first is removed again: no secrets stay behind
+	// for a unit that was never written.
+	wantCalls(t, b, "ShowUnits", "PutFile "+units.EnvDir+"/herd-web-1.env", "PutFile /srv/web/conf/app.conf",
+		"Remove "+units.EnvDir+"/herd-web-1.env", "ShowUnits")
 	if got := b.Files(); len(got) != 0 {
 		t.Errorf("files written: %v, want none", got)
 	}
@@ -108,9 +111,12 @@ func TestPassRefusesSetIDWithoutOptIn(t *testing.T) {
 		t.Fatalf("pass: %v", res.err)
 	}
 	wantCalls(t, b, "ShowUnits")
-	c := filesCond(h.st.pod("web-1"))
-	if c == nil || !strings.Contains(c.Message, "setuid") {
-		t.Fatalf("FilesWritten condition = %+v, want one naming setuid", c)
+	// The renderer (api's rule) refuses it before any file is written; the
+	// pod says why.
+	p := h.st.pod("web-1")
+	i := slices.IndexFunc(p.Status.Conditions, func(c api.Condition) bool { return c.Type == ConditionRenderable })
+	if i < 0 || p.Status.Conditions[i].Reason != ReasonInvalidPod || !strings.Contains(p.Status.Conditions[i].Message, "setuid") {
+		t.Fatalf("conditions = %+v, want Renderable=False InvalidPod naming setuid", p.Status.Conditions)
 	}
 }
 

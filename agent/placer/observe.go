@@ -114,9 +114,18 @@ const (
 	ReasonFileRefused     = "FileRefused"
 )
 
-// filesCondition adds or removes pod's FilesWritten condition on top of the
-// status writes acts (ObservePod's, at most one for pod) and returns the
-// writes to make.
+// ConditionRenderable is the pod condition the placer sets False (reason
+// ReasonInvalidPod) while a pod bound to the board cannot be rendered as a
+// unit (a stored pod that breaks a rule admission gained later). Nothing is
+// written for it; the condition goes once the pod renders.
+const (
+	ConditionRenderable = "Renderable"
+	ReasonInvalidPod    = "InvalidPod"
+)
+
+// filesCondition adds or removes pod's FilesWritten and Renderable
+// conditions on top of the status writes acts (ObservePod's, at most one
+// for pod) and returns the writes to make.
 func (w *worker) filesCondition(now time.Time, pod *api.Pod, acts []controller.Action) []controller.Action {
 	base := pod
 	if len(acts) == 1 {
@@ -124,41 +133,61 @@ func (w *worker) filesCondition(now time.Time, pod *api.Pod, acts []controller.A
 			base = np
 		}
 	}
-	r, refused := w.fileRefused[pod.Metadata.Name]
-	i := slices.IndexFunc(base.Status.Conditions, func(c api.Condition) bool { return c.Type == ConditionFilesWritten })
-	var conds []api.Condition
-	switch {
-	case refused:
-		c := api.Condition{Type: ConditionFilesWritten, Status: api.ConditionFalse, Reason: ReasonFileRefused, Message: r.msg, LastTransitionTime: now}
-		if i >= 0 {
-			old := base.Status.Conditions[i]
-			if old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
-				return acts
-			}
-			if old.Status == c.Status {
-				c.LastTransitionTime = old.LastTransitionTime
-			}
-			conds = slices.Clone(base.Status.Conditions)
-			conds[i] = c
-		} else {
-			conds = append(slices.Clone(base.Status.Conditions), c)
-		}
-	case i >= 0:
-		conds = slices.Delete(slices.Clone(base.Status.Conditions), i, i+1)
-		if len(conds) == 0 {
-			conds = nil
-		}
-	default:
+	var files, render *api.Condition
+	msg := ""
+	if r, ok := w.fileRefused[pod.Metadata.Name]; ok {
+		files = &api.Condition{Type: ConditionFilesWritten, Status: api.ConditionFalse, Reason: ReasonFileRefused, Message: r.msg, LastTransitionTime: now}
+		msg = "a pod file was refused: " + r.msg
+	}
+	if e := w.renderNoted[pod.Metadata.Name]; e != "" {
+		render = &api.Condition{Type: ConditionRenderable, Status: api.ConditionFalse, Reason: ReasonInvalidPod, Message: e, LastTransitionTime: now}
+		msg = "the pod cannot be rendered as a unit: " + e
+	}
+	conds, c1 := setCondition(base.Status.Conditions, ConditionFilesWritten, files)
+	conds, c2 := setCondition(conds, ConditionRenderable, render)
+	if !c1 && !c2 {
 		return acts
 	}
 	np := *base
 	np.Status.Conditions = conds
 	reason := "pod files written"
-	if refused {
-		np.Status.Message = "a pod file was refused: " + r.msg
-		reason = "board refused a pod file"
+	if msg != "" {
+		np.Status.Message = msg
+		reason = "pod cannot be placed on the board"
+		if files != nil {
+			reason = "board refused a pod file"
+		}
 	}
 	return []controller.Action{{Type: controller.ActionUpdateStatus, Kind: api.KindPod, Name: pod.Metadata.Name, Object: &np, Reason: reason}}
+}
+
+// setCondition returns conds with the condition of type t set to c (nil:
+// removed), keeping the transition time of an unchanged status, and
+// whether anything changed. conds is not modified.
+func setCondition(conds []api.Condition, t string, c *api.Condition) ([]api.Condition, bool) {
+	i := slices.IndexFunc(conds, func(c api.Condition) bool { return c.Type == t })
+	switch {
+	case c != nil && i >= 0:
+		old := conds[i]
+		if old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
+			return conds, false
+		}
+		if old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		out := slices.Clone(conds)
+		out[i] = *c
+		return out, true
+	case c != nil:
+		return append(slices.Clone(conds), *c), true
+	case i >= 0:
+		out := slices.Delete(slices.Clone(conds), i, i+1)
+		if len(out) == 0 {
+			out = nil
+		}
+		return out, true
+	}
+	return conds, false
 }
 
 // probeMemo is the last passing readiness check of a pod, reused until

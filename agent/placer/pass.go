@@ -206,30 +206,31 @@ func restartStopped(desired []*api.Pod, observed []units.UnitState, planned []un
 }
 
 // noteRenderErrors logs, once per pod and error, the pods Plan could not
-// render (they get no actions).
+// render (they get no actions), and remembers them for their Renderable
+// condition until they render or are no longer bound here.
 func (w *worker) noteRenderErrors(desired []*api.Pod, err error) {
-	bound := make(map[string]bool, len(desired))
-	for _, p := range desired {
-		bound[p.Metadata.Name] = true
-	}
-	for pod := range w.renderNoted {
-		if !bound[pod] {
-			delete(w.renderNoted, pod)
+	var errs []error
+	if err != nil {
+		errs = []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
 		}
 	}
-	if err == nil {
-		return
-	}
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
+	failed := make(map[string]error, len(errs))
 	for _, e := range errs {
 		var re *units.RenderError
 		pod := ""
 		if errors.As(e, &re) {
 			pod = re.Pod
 		}
+		failed[pod] = e
+	}
+	for pod := range w.renderNoted {
+		if _, ok := failed[pod]; !ok {
+			delete(w.renderNoted, pod)
+		}
+	}
+	for pod, e := range failed {
 		if w.renderNoted[pod] == e.Error() {
 			continue
 		}
