@@ -46,7 +46,7 @@ func TestConfig(t testing.TB, nodeID string, key []byte) Config {
 	cfg := DefaultConfig()
 	cfg.NodeID = nodeID
 	cfg.BindAddr = "127.0.0.1:0"
-	cfg.ClusterKey = key
+	cfg.ServerKey = key
 	cfg.Logger = TestLogger(t)
 	// Fast enough for tests, slow enough for a loaded 2-core machine.
 	cfg.HeartbeatTimeout = 300 * time.Millisecond
