@@ -13,7 +13,7 @@ import (
 )
 
 func keyLine(b byte) string { return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32)) }
-func key(b byte) []byte      { return bytes.Repeat([]byte{b}, 32) }
+func key(b byte) []byte     { return bytes.Repeat([]byte{b}, 32) }
 
 func TestReadKeyFile(t *testing.T) {
 	dir := t.TempDir()
