@@ -15,9 +15,15 @@ const (
 	BinaryPath       = "/usr/local/bin/herd"
 	ConfigDir        = "/etc/herd"
 	AgentConfigPath  = "/etc/herd/agent.toml"
-	ClusterKeyPath   = "/etc/herd/cluster.key"
+	GossipKeyPath    = "/etc/herd/gossip.key"
+	ServerKeyPath    = "/etc/herd/server.key"
+	APITokenPath     = "/etc/herd/api.token"
 	ClusterSSHKey    = "/etc/herd/cluster_ssh_key"
-	ClusterSSHPub    = "/etc/herd/cluster_ssh_key.pub"
+	// ClusterSSHPub and ClusterKeyPath are files of older bootstraps
+	// (the public key, and the one key of both purposes): removed from
+	// every board.
+	ClusterSSHPub  = "/etc/herd/cluster_ssh_key.pub"
+	ClusterKeyPath = "/etc/herd/cluster.key"
 	UnitPath         = "/etc/systemd/system/herd.service"
 	UnitName         = "herd.service"
 	DataDir          = "/var/lib/herd"
@@ -45,16 +51,18 @@ type AgentConfig struct {
 	Server          bool              `toml:"server"`
 	BootstrapExpect int               `toml:"bootstrap_expect,omitzero"`
 	Join            []string          `toml:"join"`
-	ClusterKeyFile  string            `toml:"cluster_key_file"`
+	GossipKeyFile   string            `toml:"gossip_key_file"`
+	ServerKeyFile   string            `toml:"server_key_file,omitempty"`
 	GossipBind      string            `toml:"gossip_bind"`
 	GossipAdvertise string            `toml:"gossip_advertise"`
 	RaftBind        string            `toml:"raft_bind"`
 	RaftAdvertise   string            `toml:"raft_advertise"`
 	APIListen       []string          `toml:"api_listen"`
+	APITokenFile    string            `toml:"api_token_file,omitempty"`
 	SSHAddress      string            `toml:"ssh_address"`
 	SSHHostKeyFile  string            `toml:"ssh_host_key_file"`
 	SSHUser         string            `toml:"ssh_user"`
-	SSHKeyFile      string            `toml:"ssh_key_file"`
+	SSHKeyFile      string            `toml:"ssh_key_file,omitempty"`
 	Labels          map[string]string `toml:"labels,omitempty"`
 }
 
