@@ -12,18 +12,18 @@ import (
 // Paths on a board. They are what the agent configuration and the unit
 // name; Options.Root only moves where bootstrap writes them (tests).
 const (
-	BinaryPath       = "/usr/local/bin/herd"
-	ConfigDir        = "/etc/herd"
-	AgentConfigPath  = "/etc/herd/agent.toml"
-	GossipKeyPath    = "/etc/herd/gossip.key"
-	ServerKeyPath    = "/etc/herd/server.key"
-	APITokenPath     = "/etc/herd/api.token"
-	ClusterSSHKey    = "/etc/herd/cluster_ssh_key"
+	BinaryPath      = "/usr/local/bin/herd"
+	ConfigDir       = "/etc/herd"
+	AgentConfigPath = "/etc/herd/agent.toml"
+	GossipKeyPath   = "/etc/herd/gossip.key"
+	ServerKeyPath   = "/etc/herd/server.key"
+	APITokenPath    = "/etc/herd/api.token"
+	ClusterSSHKey   = "/etc/herd/cluster_ssh_key"
 	// ClusterSSHPub and ClusterKeyPath are files of older bootstraps
 	// (the public key, and the one key of both purposes): removed from
 	// every board.
-	ClusterSSHPub  = "/etc/herd/cluster_ssh_key.pub"
-	ClusterKeyPath = "/etc/herd/cluster.key"
+	ClusterSSHPub    = "/etc/herd/cluster_ssh_key.pub"
+	ClusterKeyPath   = "/etc/herd/cluster.key"
 	UnitPath         = "/etc/systemd/system/herd.service"
 	UnitName         = "herd.service"
 	DataDir          = "/var/lib/herd"
