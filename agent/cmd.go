@@ -179,7 +179,7 @@ func applyFlags(cmd *cobra.Command, cfg, fc *Config) {
 func keygenCmd(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "keygen",
-		Short: "Print a new random cluster key (base64, 32 bytes)",
+		Short: "Print a new random key (base64, 32 bytes) for gossip_key_file or server_key_file",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			key := make([]byte, 32)

@@ -17,8 +17,12 @@
 //     membership, and writes that followers forward to the leader over the
 //     authenticated transport (transport.go, forward.go).
 //
-// Board-to-board traffic needs the cluster key: the transport is TLS 1.3 in
-// which both sides prove they hold an ed25519 key derived from it.
+// Board-to-board traffic needs the server key, which only servers hold
+// (workers have only the gossip key): the transport is TLS 1.3 in which
+// both sides prove they hold an ed25519 key derived from it, so nobody
+// else can send a Raft RPC or a forwarded write. During a rotation a
+// server presents its primary key and accepts those derived from
+// Config.AcceptServerKeys too.
 //
 // NewTestCluster (testing.go) builds an in-process cluster on loopback for
 // tests in this and other packages.
