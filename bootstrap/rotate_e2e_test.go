@@ -276,3 +276,99 @@ func TestRotateResumes(t *testing.T) {
 		t.Errorf("gossip.key lists %d keys after the rotation", n)
 	}
 }
+
+// TestBootstrapMigratesOldClusters: a state folder and boards of an older
+// herdctl (one cluster.key everywhere, the cluster SSH key on every board,
+// unrestricted) come out split: the state keeps the old key as gossip and
+// server key, the worker keeps only the gossip key, nobody keeps
+// cluster.key, and the authorized_keys line is restricted.
+func TestBootstrapMigratesOldClusters(t *testing.T) {
+	l := newLab(t, "b1", "b2")
+	ctx := runCtx(t)
+	legacy, err := NewKeyLine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, pub, err := NewSSHKey("lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, l.stateDir, "cluster.key", legacy, 0o600)
+	writeFile(t, l.stateDir, "cluster_ssh_key", priv, 0o600)
+	writeFile(t, l.stateDir, "cluster_ssh_key.pub", pub, 0o644)
+	for _, n := range []string{"b1", "b2"} {
+		r := l.boards[n].root
+		writeFile(t, r, "etc/herd/cluster.key", legacy, 0o600)
+		writeFile(t, r, "etc/herd/cluster_ssh_key", priv, 0o600)
+		writeFile(t, r, "etc/herd/cluster_ssh_key.pub", pub, 0o644)
+		writeFile(t, r, "root/.ssh/authorized_keys", []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl me@laptop\n"+string(pub)), 0o600)
+	}
+	o := l.options(t, map[string]*counting{}, "b1", "b2")
+	o.Servers = 1
+	res, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := res.Failed(); len(f) > 0 {
+		t.Fatal(f[0].Err)
+	}
+	if !res.State.Migrated || !bytes.Equal(res.State.Secrets.GossipKey, legacy) || !bytes.Equal(res.State.Secrets.ServerKey, legacy) {
+		t.Errorf("migrated %v; want cluster.key as both keys", res.State.Migrated)
+	}
+	gone := map[string][]string{
+		"b1": {ClusterKeyPath, ClusterSSHPub},
+		"b2": {ClusterKeyPath, ClusterSSHPub, ClusterSSHKey, ServerKeyPath, APITokenPath},
+	}
+	for n, paths := range gone {
+		for _, p := range paths {
+			if _, err := os.Stat(filepath.Join(l.boards[n].root, p)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s still has %s (%v)", n, p, err)
+			}
+		}
+		ak, _ := readMode(t, filepath.Join(l.boards[n].root, RootAuthKeysPath))
+		want := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl me@laptop\n" +
+			`restrict,from="127.0.0.1",command="/usr/local/bin/herd ssh-gate" ` + string(pub)
+		if string(ak) != want {
+			t.Errorf("%s authorized_keys:\n%s\nwant:\n%s", n, ak, want)
+		}
+	}
+	if _, mode := readMode(t, filepath.Join(l.stateDir, "cluster_ssh_key.pub")); mode != 0o600 {
+		t.Errorf("state cluster_ssh_key.pub mode %04o, want 0600", mode)
+	}
+	if got := boardKeys(t, l.boards["b1"], ServerKeyPath); len(got) != 1 {
+		t.Errorf("b1 server.key: %d keys", len(got))
+	}
+	var removed []string
+	for _, b := range res.Boards {
+		removed = append(removed, b.Label+":"+strings.Join(b.Removed, ","))
+	}
+	if got := strings.Join(removed, " "); got != "b1:/etc/herd/cluster.key,/etc/herd/cluster_ssh_key.pub b2:/etc/herd/cluster.key,/etc/herd/cluster_ssh_key.pub,/etc/herd/cluster_ssh_key" {
+		t.Errorf("removed %s", got)
+	}
+
+	// Adding a server visits every board (their from= lists change).
+	var conf, known bytes.Buffer
+	c0, _ := os.ReadFile(l.sshConfig)
+	k0, _ := os.ReadFile(l.knownHosts)
+	conf.Write(c0)
+	known.Write(k0)
+	l.addBoard(t, "b3", &conf, &known)
+	writeFile(t, l.dir, "ssh_config", conf.Bytes(), 0o600)
+	writeFile(t, l.dir, "known_hosts", known.Bytes(), 0o600)
+	o = l.options(t, map[string]*counting{}, "b3")
+	o.Add, o.AddServers = true, true
+	res, err = Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, b := range res.Boards {
+		if b.Err != nil {
+			t.Errorf("%s: %v", b.Label, b.Err)
+		}
+		labels = append(labels, b.Label)
+	}
+	if got := strings.Join(labels, ","); got != "b3,b1,b2" {
+		t.Errorf("--add --server visited %s, want b3,b1,b2", got)
+	}
+}

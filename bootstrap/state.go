@@ -344,6 +344,13 @@ func LoadState(dir, cluster string, create bool) (st *State, created bool, err e
 		}
 		if !create {
 			write = nil // read only: nothing is written until a run needs it
+		} else {
+			// Older folders had a 0644 public key: every file is 0600 now.
+			for n := range contents {
+				if err := os.Chmod(filepath.Join(dir, n), 0o600); err != nil {
+					return nil, false, fmt.Errorf("%w: %v", ErrState, err)
+				}
+			}
 		}
 	default:
 		var missing []string
