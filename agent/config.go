@@ -28,6 +28,8 @@ const (
 	// puts the keys.
 	DefaultGossipKeyFile = "/etc/herd/gossip.key"
 	DefaultServerKeyFile = "/etc/herd/server.key"
+	// DefaultClusterKeyFile is the legacy single key of older installs.
+	DefaultClusterKeyFile = "/etc/herd/cluster.key"
 )
 
 // Config is the agent configuration. Every key can be given in the TOML
@@ -106,6 +108,7 @@ func DefaultConfig() Config {
 		Server:         true,
 		GossipKeyFile:  DefaultGossipKeyFile,
 		ServerKeyFile:  DefaultServerKeyFile,
+		ClusterKeyFile: DefaultClusterKeyFile,
 		GossipBind:     fmt.Sprintf("0.0.0.0:%d", DefaultGossipPort),
 		RaftBind:       fmt.Sprintf("0.0.0.0:%d", DefaultRaftPort),
 		APIListen:      []string{DefaultAPIAddr, "unix://" + DefaultAPISocket},

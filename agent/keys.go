@@ -39,6 +39,7 @@ func pickKeys(what string, given [][]byte, cluster []byte, file, legacy string, 
 	case cluster != nil:
 		return [][]byte{cluster}, nil
 	}
+	var fileErr error
 	if file != "" {
 		ks, err := ReadKeyFile(file)
 		if err == nil {
@@ -47,12 +48,17 @@ func pickKeys(what string, given [][]byte, cluster []byte, file, legacy string, 
 		if legacy == "" || !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("agent: %s_key_file: %w", what, err)
 		}
+		fileErr = err
 	}
 	if legacy == "" {
 		return nil, fmt.Errorf("agent: %s_key_file is not set", what)
 	}
 	k, err := ReadClusterKey(legacy)
 	if err != nil {
+		if fileErr != nil && errors.Is(err, os.ErrNotExist) {
+			// Neither exists: the key file is what is missing.
+			return nil, fmt.Errorf("agent: %s_key_file: %w", what, fileErr)
+		}
 		return nil, fmt.Errorf("agent: cluster_key_file: %w", err)
 	}
 	log.Warn("using the legacy cluster key as the "+what+" key: one key for gossip and Raft lets any member act as a server; re-run herdctl bootstrap to give each purpose its own key",

@@ -70,6 +70,7 @@ func TestLoadKeys(t *testing.T) {
 		{name: "legacy key for both", server: true, gossipF: missing, serverF: missing, legF: legacy, want: keys{gossip: [][]byte{key(9)}, server: [][]byte{key(9)}}},
 		{name: "split files win over legacy", server: true, gossipF: gossip, serverF: server, legF: legacy, want: keys{gossip: [][]byte{key(1), key(2)}, server: [][]byte{key(3)}}},
 		{name: "server without a server key", server: true, gossipF: gossip, serverF: missing, wantErr: "server_key_file"},
+		{name: "server without a server key nor the legacy one", server: true, gossipF: gossip, serverF: missing, legF: missing, wantErr: "server_key_file: agent: key file: open " + missing},
 		{name: "server key not set", server: true, gossipF: gossip, wantErr: "server_key_file is not set"},
 		{name: "no gossip key", gossipF: missing, wantErr: "gossip_key_file"},
 	} {
