@@ -187,7 +187,8 @@ type RotateOptions struct {
 }
 
 // Rotate replaces one key across the fleet: o.Boards is ignored and every
-// recorded board is bootstrapped again (as with --add) once per phase. A
+// recorded board is bootstrapped again (as with --add, one board at a
+// time) once per phase. A
 // rotation that stops (a board unreachable, AfterPhase failing) stays
 // recorded in the state folder; Rotate with the same key goes on from the
 // recorded phase. It returns the last phase's Result.
@@ -235,7 +236,10 @@ func Rotate(ctx context.Context, o Options, ro RotateOptions) (*Result, error) {
 	if i < 0 {
 		return nil, fmt.Errorf("%w: recorded phase %q of the %s rotation is unknown", ErrState, st.Rotation.Phase, ro.Key)
 	}
-	o.Add, o.AddServers = true, false
+	// One board at a time: agents restart where a key file changed, and
+	// restarting them all at once would leave the cluster without a
+	// leader and make every node NotReady together.
+	o.Add, o.AddServers, o.Parallel = true, false, 1
 	var res *Result
 	for ; i < len(ps); i++ {
 		phase := ps[i]
