@@ -46,13 +46,16 @@ var HostKeyFiles = []string{
 // agent.Config it sets, with the same TOML names (a test decodes the
 // rendered file strictly with the agent's own loader).
 type AgentConfig struct {
-	Name            string            `toml:"name"`
-	DataDir         string            `toml:"data_dir"`
-	Server          bool              `toml:"server"`
-	BootstrapExpect int               `toml:"bootstrap_expect,omitzero"`
-	Join            []string          `toml:"join"`
-	GossipKeyFile   string            `toml:"gossip_key_file"`
-	ServerKeyFile   string            `toml:"server_key_file,omitempty"`
+	Name            string   `toml:"name"`
+	DataDir         string   `toml:"data_dir"`
+	Server          bool     `toml:"server"`
+	BootstrapExpect int      `toml:"bootstrap_expect,omitzero"`
+	Join            []string `toml:"join"`
+	GossipKeyFile   string   `toml:"gossip_key_file"`
+	ServerKeyFile   string   `toml:"server_key_file,omitempty"`
+	// ClusterKeyFile is always empty: a bootstrapped board never falls
+	// back to the legacy single key (the agent's default path).
+	ClusterKeyFile  string            `toml:"cluster_key_file"`
 	GossipBind      string            `toml:"gossip_bind"`
 	GossipAdvertise string            `toml:"gossip_advertise"`
 	RaftBind        string            `toml:"raft_bind"`

@@ -65,7 +65,7 @@ func TestRenderAgentConfig(t *testing.T) {
 				SSHUser: ac.SSHUser, SSHKeyFile: ac.SSHKeyFile, Labels: ac.Labels,
 			}
 			if ac.ClusterKeyFile != "" {
-				t.Errorf("cluster_key_file = %q, want none", ac.ClusterKeyFile)
+				t.Errorf("cluster_key_file = %q, want none: no legacy fallback", ac.ClusterKeyFile)
 			}
 			if !ac.Server {
 				// A worker's file names no server secrets; the agent's
