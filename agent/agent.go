@@ -29,7 +29,7 @@ var Version = "dev"
 type Agent struct {
 	cfg    Config
 	log    *slog.Logger
-	key    []byte
+	keys   keys
 	token  string
 	facts  Facts
 	store  *raftstore.Store // nil for a gossip-only agent
@@ -45,7 +45,11 @@ type Agent struct {
 // Options carry what a caller (tests, herd agent -dev) hands the agent
 // instead of reading it from files.
 type Options struct {
-	// ClusterKey, when set, is used instead of cfg.ClusterKeyFile.
+	// GossipKeys and ServerKeys, when set, are used instead of the key
+	// files (the first key of each is the primary).
+	GossipKeys, ServerKeys [][]byte
+	// ClusterKey, when set, is the one key of both purposes (herd agent
+	// -dev, tests) where GossipKeys or ServerKeys is not set.
 	ClusterKey []byte
 	// Logger, when set, receives the agent's logs.
 	Logger *slog.Logger
@@ -71,17 +75,11 @@ func New(cfg Config, opts Options) (*Agent, error) {
 	}
 	base := a.log // raftstore adds the node itself
 	a.log = a.log.With("node", cfg.Name)
-	a.key = opts.ClusterKey
-	if a.key == nil {
-		if cfg.ClusterKeyFile == "" {
-			return nil, errors.New("agent: cluster_key_file is not set")
-		}
-		k, err := ReadClusterKey(cfg.ClusterKeyFile)
-		if err != nil {
-			return nil, err
-		}
-		a.key = k
+	ks, err := loadKeys(cfg, opts, a.log)
+	if err != nil {
+		return nil, err
 	}
+	a.keys = ks
 	if cfg.APITokenFile != "" {
 		b, err := os.ReadFile(cfg.APITokenFile)
 		if err != nil {
@@ -123,7 +121,8 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		rc.DataDir = filepath.Join(cfg.DataDir)
 		rc.BindAddr = cfg.RaftBind
 		rc.AdvertiseAddr = raftAdv
-		rc.ClusterKey = a.key
+		rc.ServerKey = a.keys.server[0]
+		rc.AcceptServerKeys = a.keys.server[1:]
 		rc.Logger = base
 		st, err := raftstore.Open(rc)
 		if err != nil {
@@ -153,7 +152,8 @@ func New(cfg Config, opts Options) (*Agent, error) {
 	if gc.AdvertisePort == 0 {
 		gc.AdvertisePort = gc.BindPort
 	}
-	gc.Key = a.key
+	gc.Key = a.keys.gossip[0]
+	gc.AcceptKeys = a.keys.gossip[1:]
 	gc.Join = cfg.Join
 	gc.Meta = meta
 	gc.Logger = a.log.With("component", "gossip")

@@ -136,7 +136,9 @@ the same names (data_dir = "..." or --data-dir ...); flags win.
 	f.BoolVar(&fc.Server, "server", fc.Server, "take part in Raft (false: gossip member only)")
 	f.IntVar(&fc.BootstrapExpect, "bootstrap-expect", fc.BootstrapExpect, "servers to wait for before forming the first Raft configuration")
 	f.StringSliceVar(&fc.Join, "join", fc.Join, "gossip addresses of other agents (repeatable)")
-	f.StringVar(&fc.ClusterKeyFile, "cluster-key-file", fc.ClusterKeyFile, "file with the base64 cluster key (herd keygen)")
+	f.StringVar(&fc.GossipKeyFile, "gossip-key-file", fc.GossipKeyFile, "gossip key file: base64 keys (herd keygen), one per line, the first encrypts")
+	f.StringVar(&fc.ServerKeyFile, "server-key-file", fc.ServerKeyFile, "server key file (Raft and forwarding identity; servers only), same format")
+	f.StringVar(&fc.ClusterKeyFile, "cluster-key-file", fc.ClusterKeyFile, "legacy: one key for gossip and Raft, used where the gossip or server key file does not exist")
 	f.StringToStringVar(&fc.Labels, "labels", fc.Labels, "node labels, k=v,k2=v2")
 	f.StringVar(&fc.GossipBind, "gossip-bind", fc.GossipBind, "gossip bind address")
 	f.StringVar(&fc.GossipAdvertise, "gossip-advertise", fc.GossipAdvertise, "gossip address other boards use")
@@ -164,6 +166,8 @@ func applyFlags(cmd *cobra.Command, cfg, fc *Config) {
 	set("server", func() { cfg.Server = fc.Server })
 	set("bootstrap-expect", func() { cfg.BootstrapExpect = fc.BootstrapExpect })
 	set("join", func() { cfg.Join = fc.Join })
+	set("gossip-key-file", func() { cfg.GossipKeyFile = fc.GossipKeyFile })
+	set("server-key-file", func() { cfg.ServerKeyFile = fc.ServerKeyFile })
 	set("cluster-key-file", func() { cfg.ClusterKeyFile = fc.ClusterKeyFile })
 	set("labels", func() { cfg.Labels = fc.Labels })
 	set("gossip-bind", func() { cfg.GossipBind = fc.GossipBind })
@@ -182,7 +186,7 @@ func applyFlags(cmd *cobra.Command, cfg, fc *Config) {
 func keygenCmd(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "keygen",
-		Short: "Print a new random cluster key (base64, 32 bytes)",
+		Short: "Print a new random key (base64, 32 bytes) for gossip_key_file or server_key_file",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			key := make([]byte, 32)

@@ -24,6 +24,12 @@ const (
 	DefaultAPISocket  = "/run/herd/api.sock"
 	DefaultDataDir    = "/var/lib/herd"
 	DefaultConfigFile = "/etc/herd/agent.toml"
+	// DefaultGossipKeyFile and DefaultServerKeyFile are where bootstrap
+	// puts the keys.
+	DefaultGossipKeyFile = "/etc/herd/gossip.key"
+	DefaultServerKeyFile = "/etc/herd/server.key"
+	// DefaultClusterKeyFile is the legacy single key of older installs.
+	DefaultClusterKeyFile = "/etc/herd/cluster.key"
 )
 
 // Config is the agent configuration. Every key can be given in the TOML
@@ -43,7 +49,19 @@ type Config struct {
 	BootstrapExpect int `toml:"bootstrap_expect"`
 	// Join lists gossip addresses (host or host:port) of other agents.
 	Join []string `toml:"join"`
-	// ClusterKeyFile holds the base64 32-byte cluster key (herd keygen).
+	// GossipKeyFile holds the gossip key every member has: base64 32-byte
+	// keys (herd keygen), one per line. The first encrypts; all are
+	// accepted (rotation lists two).
+	GossipKeyFile string `toml:"gossip_key_file"`
+	// ServerKeyFile holds the server key, the Raft and forwarding TLS
+	// identity only servers have (same format: the first is presented,
+	// every one is accepted from peers). Required for server = true;
+	// ignored otherwise.
+	ServerKeyFile string `toml:"server_key_file"`
+	// ClusterKeyFile is the legacy single key of older installs, used for
+	// gossip and for Raft when GossipKeyFile or ServerKeyFile does not
+	// exist (the agent logs a warning): one key for both purposes means
+	// any member can act as a server. Re-run herdctl bootstrap to split it.
 	ClusterKeyFile string `toml:"cluster_key_file"`
 	// Labels are user labels of this node, for node selectors.
 	Labels map[string]string `toml:"labels"`
@@ -88,7 +106,9 @@ func DefaultConfig() Config {
 		Name:           sanitizeName(host),
 		DataDir:        DefaultDataDir,
 		Server:         true,
-		ClusterKeyFile: "/etc/herd/cluster.key",
+		GossipKeyFile:  DefaultGossipKeyFile,
+		ServerKeyFile:  DefaultServerKeyFile,
+		ClusterKeyFile: DefaultClusterKeyFile,
 		GossipBind:     fmt.Sprintf("0.0.0.0:%d", DefaultGossipPort),
 		RaftBind:       fmt.Sprintf("0.0.0.0:%d", DefaultRaftPort),
 		APIListen:      []string{DefaultAPIAddr, "unix://" + DefaultAPISocket},
@@ -106,6 +126,8 @@ func DevConfig(dataDir string) Config {
 	c.Name = "dev"
 	c.DataDir = dataDir
 	c.BootstrapExpect = 1
+	c.GossipKeyFile = ""
+	c.ServerKeyFile = ""
 	c.ClusterKeyFile = ""
 	c.GossipBind = fmt.Sprintf("127.0.0.1:%d", DefaultGossipPort)
 	c.RaftBind = fmt.Sprintf("127.0.0.1:%d", DefaultRaftPort)
@@ -273,23 +295,56 @@ func checkHostPort(s string, needHost bool) error {
 	return nil
 }
 
-// ReadClusterKey reads a base64 cluster key file (32 bytes once decoded).
+// ReadClusterKey reads a key file holding exactly one base64 key (32
+// bytes once decoded).
 func ReadClusterKey(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	keys, err := ReadKeyFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("agent: cluster key: %w (create one with `herd keygen > %s`)", err, path)
+		return nil, err
 	}
-	return ParseClusterKey(string(data))
+	if len(keys) != 1 {
+		return nil, fmt.Errorf("agent: key file %s: %d keys, want 1", path, len(keys))
+	}
+	return keys[0], nil
 }
 
-// ParseClusterKey decodes a base64 cluster key.
+// ReadKeyFile reads a key file: base64 32-byte keys, one per line (blank
+// lines and lines starting with '#' are skipped), at least one. The first
+// is the primary key.
+func ReadKeyFile(path string) ([][]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: key file: %w (create one with `herd keygen > %s`)", err, path)
+	}
+	if len(data) > 64<<10 {
+		return nil, fmt.Errorf("agent: key file %s: %d bytes, a key file is a few lines", path, len(data))
+	}
+	var keys [][]byte
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, err := ParseClusterKey(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("agent: key file %s holds no key", path)
+	}
+	return keys, nil
+}
+
+// ParseClusterKey decodes one base64 key.
 func ParseClusterKey(s string) ([]byte, error) {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
 	if err != nil {
-		return nil, fmt.Errorf("agent: cluster key: not base64: %w", err)
+		return nil, fmt.Errorf("agent: key: not base64: %w", err)
 	}
 	if len(key) != 32 {
-		return nil, fmt.Errorf("agent: cluster key: %d bytes, want 32 (herd keygen makes one)", len(key))
+		return nil, fmt.Errorf("agent: key: %d bytes, want 32 (herd keygen makes one)", len(key))
 	}
 	return key, nil
 }

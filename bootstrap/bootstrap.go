@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,6 +129,9 @@ type BoardResult struct {
 	// Written lists the paths written on the board (authorized_keys
 	// included); Steps the systemctl commands run.
 	Written []string
+	// Removed lists the paths removed from the board (secrets it must no
+	// longer hold).
+	Removed []string
 	Steps   [][]string
 	// Err is why the board failed; nil on success.
 	Err error
@@ -194,20 +198,30 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Add && o.AddServers {
+		// A new server changes every board's from= list: visit them all.
+		for _, b := range st.Boards {
+			if slices.ContainsFunc(targets, func(t Target) bool { return t.Addr() == b.Target }) {
+				continue
+			}
+			t, err := o.SSHConfig.Resolve(b.BoardArg())
+			if err != nil {
+				return nil, err
+			}
+			targets = append(targets, t)
+		}
+	}
 	roles, err := Roles(RolesInput{Targets: targets, State: st, Servers: o.Servers, Add: o.Add, AddServers: o.AddServers})
 	if err != nil {
 		return nil, err
 	}
-	created := false
-	if len(st.Secrets.ClusterKey) == 0 {
-		boards := st.Boards
-		if st, created, err = LoadState(o.StateDir, o.Cluster, true); err != nil {
-			return nil, err
-		}
-		st.Boards = boards
-	}
-	clusterPub, err := st.Secrets.PublicKey()
+	boardsBefore := st.Boards
+	st, created, err := LoadState(o.StateDir, o.Cluster, true)
 	if err != nil {
+		return nil, err
+	}
+	st.Boards = boardsBefore
+	if _, err := st.Secrets.PublicKeys(); err != nil {
 		return nil, fmt.Errorf("%w: cluster ssh key: %v", ErrState, err)
 	}
 
@@ -259,9 +273,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			live = append(live, b)
 		}
 	}
+	from := ServerAddresses(st, live)
 	forEach(ctx, o.Parallel, live, func(b *board) {
 		say := func(msg string) { progress(b.res.Label, msg) }
-		b.res.Err = o.install(ctx, b, b.plan, st.Secrets, clusterPub, bins, say)
+		b.res.Err = o.install(ctx, b, b.plan, st.Secrets, from, bins, say)
 		if b.res.Err != nil {
 			say("failed: " + b.res.Err.Error())
 		}
@@ -271,13 +286,30 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if b.res.Err != nil {
 			continue
 		}
-		st.Record(StateBoard{Name: plans[i].Name, Target: targets[i].Addr(), User: targets[i].User,
+		st.Record(StateBoard{Name: plans[i].Name, Target: targets[i].Addr(), User: targets[i].User, Arg: targets[i].Arg,
 			Address: b.probe.Address, Server: roles[i].Server, BootstrapExpect: roles[i].BootstrapExpect})
 	}
 	if err := st.Save(); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+// ServerAddresses are the addresses the cluster SSH key may be used from
+// (authorized_keys from=): the recorded servers' and this run's planned
+// servers', sorted, without duplicates.
+func ServerAddresses(st *State, live []*board) []string {
+	var out []string
+	for _, b := range st.Servers() {
+		out = append(out, b.Address)
+	}
+	for _, b := range live {
+		if b.plan.Role.Server && b.probe != nil {
+			out = append(out, b.probe.Address)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // BoardRoot is the test-only prefix of every path on the board labelled
@@ -476,8 +508,9 @@ func (c *binaryCache) get(bins Binaries, arch string) (File, error) {
 	return e.file, e.err
 }
 
-// install brings one board up to date: files, authorized_keys, systemd.
-func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets, clusterPub ssh.PublicKey, bins *binaryCache, say func(string)) error {
+// install brings one board up to date: files, stale secrets,
+// authorized_keys, systemd.
+func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets, from []string, bins *binaryCache, say func(string)) error {
 	node := b.res.Label
 	r := b.remote
 	bin, err := bins.get(o.Binaries, b.probe.Arch)
@@ -488,12 +521,16 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 	if err != nil {
 		return err
 	}
-	paths := make([]string, 0, len(want)+1)
+	stale := StalePaths(p.Role)
+	paths := make([]string, 0, len(want)+len(stale)+1)
 	for _, f := range want {
 		paths = append(paths, b.root+f.Path)
 	}
 	authKeys := RootAuthKeysPath
 	paths = append(paths, b.root+authKeys)
+	for _, s := range stale {
+		paths = append(paths, b.root+s)
+	}
 
 	// What is there: two round trips for every file.
 	sums, err := runTolerant(ctx, r, node, append([]string{"sha256sum"}, paths[:len(want)]...))
@@ -532,15 +569,53 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 		say("herd binary and configuration up to date")
 	}
 
-	// The cluster key may log in as root: append it once.
+	// Secrets this board must not hold (a worker never keeps a server's
+	// keys; nobody keeps the old single cluster key).
+	var remove []string
+	for _, s := range stale {
+		if _, ok := modeMap[s]; ok {
+			remove = append(remove, b.root+s)
+			b.res.Removed = append(b.res.Removed, s)
+		}
+	}
+	if len(remove) > 0 {
+		say("removing " + strings.Join(b.res.Removed, ", "))
+		res, err := r.Run(ctx, node, append([]string{"rm", "-f", "--"}, remove...))
+		if err != nil {
+			return err
+		}
+		if res.ExitStatus != 0 {
+			return fmt.Errorf("bootstrap: %s: rm: %s", node, strings.TrimSpace(string(res.Stderr)))
+		}
+	}
+
+	// The cluster SSH keys may log in as root, restricted: from the
+	// servers only, through herd ssh-gate.
 	cur, err := r.ReadFile(ctx, node, b.root+authKeys)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	missing := err != nil
-	line := strings.TrimSpace(string(sec.SSHPublicKey))
-	if out, changed := AddAuthorizedKey(cur, clusterPub, line); changed {
-		say("authorizing the cluster SSH key in " + authKeys)
+	managed, err := sec.PublicKeys()
+	if err != nil {
+		return fmt.Errorf("%w: cluster ssh key: %v", ErrState, err)
+	}
+	var lines []string
+	if len(from) == 0 {
+		say("warning: no server address known yet: the cluster SSH key is not authorised here (bootstrap the servers, then run again)")
+	}
+	for _, pl := range strings.Split(string(sec.SSHPublicKey), "\n") {
+		if strings.TrimSpace(pl) == "" || len(from) == 0 {
+			continue
+		}
+		l, err := AuthorizedKeyLine(pl, from)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, l)
+	}
+	if out, changed := SetAuthorizedKeys(cur, sshKeyComment(o.Cluster), managed, lines); changed {
+		say("authorizing the cluster SSH key (restricted to " + strings.Join(from, ",") + ") in " + authKeys)
 		mode := os.FileMode(0o600)
 		if m, ok := modeMap[authKeys]; ok && !missing {
 			mode = m
@@ -589,7 +664,7 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 	if p.Role.Server {
 		role = "server"
 	}
-	if len(b.res.Written) == 0 && len(steps) == 0 {
+	if len(b.res.Written) == 0 && len(b.res.Removed) == 0 && len(steps) == 0 {
 		say(fmt.Sprintf("ok: %s %s, nothing changed", role, p.Name))
 	} else {
 		say(fmt.Sprintf("ok: %s %s, %d files written, %d systemctl steps", role, p.Name, len(b.res.Written), len(steps)))

@@ -3,19 +3,34 @@
 // user's own identity (ssh_config Host aliases, -i keys, ssh-agent) and
 // verifies host keys against the user's known_hosts, never trusting on first
 // use; checks systemd and the CPU architecture; uploads the matching herd
-// binary; writes the cluster secrets, /etc/herd/agent.toml and herd.service;
-// and starts the agent. It owns:
+// binary; writes the keys each board may hold, /etc/herd/agent.toml and
+// herd.service; and starts the agent. It owns:
 //
 //   - resolving "user@host:port" arguments and ssh_config aliases (Target,
 //     SSHConfig), the user's SSH keys (Auth) and known_hosts checks
 //     (KnownHosts), which herdctl's SSH tunnel reuses;
-//   - the cluster's local state directory (State): the cluster key, the
-//     cluster SSH key pair the leader uses, and the boards bootstrapped so
-//     far (for --add);
+//   - the cluster's local state directory (State, 0700, files 0600): one
+//     key per purpose (gossip.key for memberlist, every member; server.key
+//     for the Raft and forwarding TLS identity, servers only; the cluster
+//     SSH key pair the leader uses, servers only; api.token, servers and
+//     the herdctl context), the boards bootstrapped so far (for --add) and
+//     a rotation in progress; an older folder with one cluster.key is
+//     migrated (that key becomes both, until rotated);
+//   - who holds what (BoardFiles, StalePaths): a worker gets only the
+//     gossip key, and a re-run removes what a board must not hold (server
+//     secrets on a worker, the old cluster.key everywhere);
+//   - the restricted authorized_keys entry of the cluster SSH key
+//     (AuthorizedKeyLine, SetAuthorizedKeys): `restrict`, from= the
+//     servers' addresses (every board is visited again when --add adds a
+//     server), command="/usr/local/bin/herd ssh-gate" (units/sshgate);
+//     other lines, the user's own login included, are kept;
+//   - key rotation (Rotate, --rotate gossip|server|ssh|token): add the new
+//     key beside the old, switch to it, drop the old, each phase on every
+//     recorded board before the next, resumable from the recorded phase;
 //   - pure functions deciding everything: architecture mapping (GoArch),
 //     roles and join lists (Plan), the agent configuration and systemd unit
 //     (RenderAgentConfig, RenderUnit), which files differ (FilesToWrite),
-//     authorized_keys edits (AddAuthorizedKey) and systemctl steps
+//     the phases' secrets (PhaseSecrets) and systemctl steps
 //     (ServiceSteps);
 //   - the thin shell applying them (Run) through a small Remote interface
 //     implemented by units/sshexec, and waiting for the cluster to form

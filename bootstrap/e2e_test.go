@@ -235,14 +235,18 @@ func TestBootstrapEndToEnd(t *testing.T) {
 
 	port := func(name string) string { _, p, _ := strings.Cut(l.boards[name].srv.Addr, ":"); return p }
 	wantConfig := func(name string, server bool, expect int, join []string) []byte {
-		c, err := RenderAgentConfig(AgentConfig{
+		ac := AgentConfig{
 			Name: name, DataDir: "/var/lib/herd", Server: server, BootstrapExpect: expect, Join: join,
-			ClusterKeyFile: "/etc/herd/cluster.key", GossipBind: "0.0.0.0:7946", GossipAdvertise: "127.0.0.1:7946",
+			GossipKeyFile: "/etc/herd/gossip.key", GossipBind: "0.0.0.0:7946", GossipAdvertise: "127.0.0.1:7946",
 			RaftBind: "0.0.0.0:7947", RaftAdvertise: "127.0.0.1:7947",
 			APIListen:  []string{"127.0.0.1:7948", "unix:///run/herd/api.sock"},
 			SSHAddress: "127.0.0.1:" + port(name), SSHHostKeyFile: "/etc/ssh/ssh_host_ed25519_key.pub",
-			SSHUser: "root", SSHKeyFile: "/etc/herd/cluster_ssh_key", Labels: map[string]string{"room": "lab"},
-		})
+			SSHUser: "root", Labels: map[string]string{"room": "lab"},
+		}
+		if server {
+			ac.ServerKeyFile, ac.APITokenFile, ac.SSHKeyFile = "/etc/herd/server.key", "/etc/herd/api.token", "/etc/herd/cluster_ssh_key"
+		}
+		c, err := RenderAgentConfig(ac)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +257,7 @@ func TestBootstrapEndToEnd(t *testing.T) {
 		"b2": wantConfig("b2", true, 2, []string{"127.0.0.1:7946"}),
 		"b3": wantConfig("b3", false, 0, []string{"127.0.0.1:7946", "127.0.0.1:7946"}),
 	}
-	clusterLine := string(sec.SSHPublicKey)
+	clusterLine := `restrict,from="127.0.0.1",command="/usr/local/bin/herd ssh-gate" ` + string(sec.SSHPublicKey)
 	for _, name := range []string{"b1", "b2", "b3"} {
 		b := l.boards[name]
 		t.Run("first run/"+name, func(t *testing.T) {
@@ -261,18 +265,32 @@ func TestBootstrapEndToEnd(t *testing.T) {
 			if name == "b1" {
 				authKeys, authMode = []byte(userKey+clusterLine), 0o640
 			}
-			files := []struct {
+			type file struct {
 				path    string
 				content []byte
 				mode    os.FileMode
-			}{
+			}
+			files := []file{
 				{"/usr/local/bin/herd", bin, 0o755},
-				{"/etc/herd/cluster.key", sec.ClusterKey, 0o600},
-				{"/etc/herd/cluster_ssh_key", sec.SSHPrivateKey, 0o600},
-				{"/etc/herd/cluster_ssh_key.pub", sec.SSHPublicKey, 0o644},
-				{"/etc/herd/agent.toml", configs[name], 0o644},
-				{"/etc/systemd/system/herd.service", RenderUnit(), 0o644},
-				{"/root/.ssh/authorized_keys", authKeys, authMode},
+				{"/etc/herd/gossip.key", sec.GossipKey, 0o600},
+			}
+			if name != "b3" {
+				files = append(files,
+					file{"/etc/herd/server.key", sec.ServerKey, 0o600},
+					file{"/etc/herd/cluster_ssh_key", sec.SSHPrivateKey, 0o600},
+					file{"/etc/herd/api.token", sec.APIToken, 0o600})
+			}
+			files = append(files,
+				file{"/etc/herd/agent.toml", configs[name], 0o644},
+				file{"/etc/systemd/system/herd.service", RenderUnit(), 0o644},
+				file{"/root/.ssh/authorized_keys", authKeys, authMode})
+			if name == "b3" {
+				// A worker holds no server secret.
+				for _, p := range []string{"etc/herd/server.key", "etc/herd/cluster_ssh_key", "etc/herd/api.token", "etc/herd/cluster.key"} {
+					if _, err := os.Stat(filepath.Join(b.root, p)); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("worker has /%s (%v)", p, err)
+					}
+				}
 			}
 			for _, f := range files {
 				got, mode := readMode(t, filepath.Join(b.root, f.path))
@@ -304,7 +322,7 @@ func TestBootstrapEndToEnd(t *testing.T) {
 				t.Errorf("systemctl calls (-want +got):\n%s", diff)
 			}
 			var wantWrites []string
-			for _, f := range files[:6] {
+			for _, f := range files[:len(files)-1] {
 				wantWrites = append(wantWrites, "put "+filepath.Join(b.root, f.path))
 			}
 			if name != "b1" {
@@ -324,9 +342,9 @@ func TestBootstrapEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantBoards := []StateBoard{
-		{Name: "b1", Target: l.boards["b1"].srv.Addr, User: "root", Address: "127.0.0.1", Server: true, BootstrapExpect: 2},
-		{Name: "b2", Target: l.boards["b2"].srv.Addr, User: "root", Address: "127.0.0.1", Server: true, BootstrapExpect: 2},
-		{Name: "b3", Target: l.boards["b3"].srv.Addr, User: "root", Address: "127.0.0.1"},
+		{Name: "b1", Target: l.boards["b1"].srv.Addr, User: "root", Arg: "b1", Address: "127.0.0.1", Server: true, BootstrapExpect: 2},
+		{Name: "b2", Target: l.boards["b2"].srv.Addr, User: "root", Arg: "b2", Address: "127.0.0.1", Server: true, BootstrapExpect: 2},
+		{Name: "b3", Target: l.boards["b3"].srv.Addr, User: "root", Arg: "b3", Address: "127.0.0.1"},
 	}
 	if diff := cmp.Diff(wantBoards, state.Boards); diff != "" {
 		t.Errorf("state boards (-want +got):\n%s", diff)
@@ -358,7 +376,7 @@ func TestBootstrapEndToEnd(t *testing.T) {
 			l.boards[b.Label].clearLog(t)
 		}
 		got, _ := readMode(t, filepath.Join(l.boards["b1"].root, "root/.ssh/authorized_keys"))
-		if strings.Count(string(got), strings.Fields(clusterLine)[1]) != 1 {
+		if strings.Count(string(got), strings.Fields(string(sec.SSHPublicKey))[1]) != 1 {
 			t.Errorf("cluster key appears more than once:\n%s", got)
 		}
 	})

@@ -1,7 +1,6 @@
 package bootstrap
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -238,7 +237,7 @@ func Plan(in PlanInput) ([]BoardPlan, []error) {
 			Server:          r.Server,
 			BootstrapExpect: r.BootstrapExpect,
 			Join:            join,
-			ClusterKeyFile:  ClusterKeyPath,
+			GossipKeyFile:   GossipKeyPath,
 			GossipBind:      net.JoinHostPort("0.0.0.0", strconv.Itoa(GossipPort)),
 			GossipAdvertise: net.JoinHostPort(p.Address, strconv.Itoa(GossipPort)),
 			RaftBind:        net.JoinHostPort("0.0.0.0", strconv.Itoa(RaftPort)),
@@ -247,8 +246,12 @@ func Plan(in PlanInput) ([]BoardPlan, []error) {
 			SSHAddress:      net.JoinHostPort(p.Address, strconv.Itoa(t.Port)),
 			SSHHostKeyFile:  p.HostKeyFile,
 			SSHUser:         orDefault(in.SSHUser, "root"),
-			SSHKeyFile:      ClusterSSHKey,
 			Labels:          in.Labels,
+		}
+		if r.Server {
+			ac.ServerKeyFile = ServerKeyPath
+			ac.APITokenFile = APITokenPath
+			ac.SSHKeyFile = ClusterSSHKey
 		}
 		plans[i] = BoardPlan{Target: t, Role: r, Name: names[i], Agent: ac}
 	}
@@ -334,19 +337,34 @@ func NewFile(path string, content []byte, mode os.FileMode) File {
 
 // BoardFiles lists what a board gets, in the order to write them: the
 // binary first, the unit last (so a unit never starts without its files).
+// Every board gets the gossip key; only servers get the server key, the
+// cluster SSH private key and the API token.
 func BoardFiles(p BoardPlan, sec Secrets, binary File) ([]File, error) {
 	conf, err := RenderAgentConfig(p.Agent)
 	if err != nil {
 		return nil, err
 	}
-	return []File{
-		binary,
-		NewFile(ClusterKeyPath, sec.ClusterKey, 0o600),
-		NewFile(ClusterSSHKey, sec.SSHPrivateKey, 0o600),
-		NewFile(ClusterSSHPub, sec.SSHPublicKey, 0o644),
+	files := []File{binary, NewFile(GossipKeyPath, sec.GossipKey, 0o600)}
+	if p.Role.Server {
+		files = append(files,
+			NewFile(ServerKeyPath, sec.ServerKey, 0o600),
+			NewFile(ClusterSSHKey, sec.SSHPrivateKey, 0o600),
+			NewFile(APITokenPath, sec.APIToken, 0o600))
+	}
+	return append(files,
 		NewFile(AgentConfigPath, conf, 0o644),
-		NewFile(UnitPath, RenderUnit(), 0o644),
-	}, nil
+		NewFile(UnitPath, RenderUnit(), 0o644)), nil
+}
+
+// StalePaths are the files a board of role r must not keep: the secrets
+// of servers on a worker, and files of older bootstraps (the one
+// cluster.key of both purposes, the cluster SSH public key) everywhere.
+func StalePaths(r Role) []string {
+	out := []string{ClusterKeyPath, ClusterSSHPub}
+	if !r.Server {
+		out = append(out, ServerKeyPath, ClusterSSHKey, APITokenPath)
+	}
+	return out
 }
 
 // Observed is what a board has at a path.
@@ -379,30 +397,66 @@ func FilesToWrite(want []File, have map[string]Observed) []Change {
 	return out
 }
 
-// AddAuthorizedKey returns authorized_keys content holding key: existing
-// unchanged when a line already authorises key (whatever its options or
-// comment), else existing with line appended (after a newline if the file
-// does not end with one). Lines that do not parse are kept as they are.
-func AddAuthorizedKey(existing []byte, key ssh.PublicKey, line string) ([]byte, bool) {
-	want := key.Marshal()
-	sc := bufio.NewScanner(bytes.NewReader(existing))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		l := bytes.TrimSpace(sc.Bytes())
-		if len(l) == 0 || l[0] == '#' {
+// AuthorizedKeyLine is the authorized_keys entry of a cluster SSH public
+// key: restricted (no forwarding, pty or ~/.ssh/rc), usable only from the
+// servers' addresses, and forced through herd ssh-gate, which admits only
+// the executor's wrapper and sftp. pubLine is the key in authorized_keys
+// format ("ssh-ed25519 AAAA... comment"); from is not empty.
+func AuthorizedKeyLine(pubLine string, from []string) (string, error) {
+	k, comment, _, _, err := ssh.ParseAuthorizedKey([]byte(pubLine))
+	if err != nil {
+		return "", fmt.Errorf("bootstrap: cluster ssh public key: %w", err)
+	}
+	if len(from) == 0 {
+		return "", fmt.Errorf("%w: no server addresses for the cluster SSH key's from=", ErrPlan)
+	}
+	for _, a := range from {
+		if net.ParseIP(a) == nil {
+			return "", fmt.Errorf("%w: server address %q is not an IP address", ErrPlan, a)
+		}
+	}
+	line := fmt.Sprintf(`restrict,from="%s",command="%s" %s`, strings.Join(from, ","), GateCommand,
+		strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))))
+	if comment != "" {
+		line += " " + comment
+	}
+	return line, nil
+}
+
+// GateCommand is the forced command of the cluster SSH key (see
+// units/sshgate).
+const GateCommand = BinaryPath + " ssh-gate"
+
+// SetAuthorizedKeys returns authorized_keys content in which the cluster
+// SSH keys are authorised exactly by lines: every existing line that
+// authorises one of managed (whatever its options) or carries the cluster
+// key comment is dropped, and lines are appended. Every other line (the
+// user's own keys, comments, lines that do not parse) is kept as it is.
+// changed is false when the result equals existing.
+func SetAuthorizedKeys(existing []byte, comment string, managed []ssh.PublicKey, lines []string) ([]byte, bool) {
+	var out []byte
+	for _, raw := range bytes.SplitAfter(existing, []byte("\n")) {
+		if len(raw) == 0 {
 			continue
 		}
-		k, _, _, _, err := ssh.ParseAuthorizedKey(l)
-		if err == nil && bytes.Equal(k.Marshal(), want) {
-			return existing, false
+		l := bytes.TrimSpace(raw)
+		if len(l) > 0 && l[0] != '#' {
+			if k, c, _, _, err := ssh.ParseAuthorizedKey(l); err == nil {
+				if c == comment || slices.ContainsFunc(managed, func(m ssh.PublicKey) bool { return bytes.Equal(m.Marshal(), k.Marshal()) }) {
+					continue
+				}
+			}
+		}
+		out = append(out, raw...)
+		if out[len(out)-1] != '\n' {
+			out = append(out, '\n')
 		}
 	}
-	out := slices.Clone(existing)
-	if len(out) > 0 && out[len(out)-1] != '\n' {
+	for _, l := range lines {
+		out = append(out, strings.TrimRight(l, "\n")...)
 		out = append(out, '\n')
 	}
-	out = append(out, strings.TrimRight(line, "\n")...)
-	return append(out, '\n'), true
+	return out, !bytes.Equal(out, existing)
 }
 
 // ServiceState is what systemd says about herd.service.

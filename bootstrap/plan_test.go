@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -113,11 +114,15 @@ func TestPlan(t *testing.T) {
 		}
 	}
 	full := func(name string, r Role, join []string, ip, sshPort string) AgentConfig {
-		return AgentConfig{Name: name, DataDir: DataDir, Server: r.Server, BootstrapExpect: r.BootstrapExpect, Join: join,
-			ClusterKeyFile: ClusterKeyPath, GossipBind: "0.0.0.0:7946", GossipAdvertise: ip + ":7946",
+		c := AgentConfig{Name: name, DataDir: DataDir, Server: r.Server, BootstrapExpect: r.BootstrapExpect, Join: join,
+			GossipKeyFile: GossipKeyPath, GossipBind: "0.0.0.0:7946", GossipAdvertise: ip + ":7946",
 			RaftBind: "0.0.0.0:7947", RaftAdvertise: ip + ":7947", APIListen: []string{APIAddr, "unix://" + APISocket},
-			SSHAddress: ip + ":" + sshPort, SSHHostKeyFile: HostKeyFiles[0], SSHUser: "root", SSHKeyFile: ClusterSSHKey,
+			SSHAddress: ip + ":" + sshPort, SSHHostKeyFile: HostKeyFiles[0], SSHUser: "root",
 			Labels: map[string]string{"room": "attic"}}
+		if r.Server {
+			c.ServerKeyFile, c.APITokenFile, c.SSHKeyFile = ServerKeyPath, APITokenPath, ClusterSSHKey
+		}
+		return c
 	}
 	want := []BoardPlan{
 		{Target: ts[0], Role: roles[0], Name: "b1", Agent: full("b1", roles[0], []string{"10.0.0.3:7946"}, "10.0.0.2", "22")},
@@ -238,7 +243,44 @@ func TestFilesToWrite(t *testing.T) {
 	}
 }
 
-func TestAddAuthorizedKey(t *testing.T) {
+func TestAuthorizedKeyLine(t *testing.T) {
+	_, pub, err := NewSSHKey("lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(pub))
+	got, err := AuthorizedKeyLine(string(pub), []string{"10.0.0.2", "10.0.0.3", "fd00::5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `restrict,from="10.0.0.2,10.0.0.3,fd00::5",command="/usr/local/bin/herd ssh-gate" ` + f[0] + " " + f[1] + " herd-cluster-lab"
+	if got != want {
+		t.Errorf("line\n got %s\nwant %s", got, want)
+	}
+	// sshd's own parser reads the options back.
+	_, comment, opts, _, err := ssh.ParseAuthorizedKey([]byte(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"restrict", `from="10.0.0.2,10.0.0.3,fd00::5"`, `command="/usr/local/bin/herd ssh-gate"`}, opts); diff != "" || comment != "herd-cluster-lab" {
+		t.Errorf("options (-want +got):\n%s; comment %q", diff, comment)
+	}
+	for name, from := range map[string][]string{
+		"no servers":     nil,
+		"a host name":    {"b1.lan"},
+		"a quote":        {`10.0.0.2",command="/bin/sh`},
+		"a cidr pattern": {"10.0.0.0/8"},
+	} {
+		if l, err := AuthorizedKeyLine(string(pub), from); err == nil {
+			t.Errorf("%s: accepted: %s", name, l)
+		}
+	}
+	if _, err := AuthorizedKeyLine("not a key", []string{"10.0.0.2"}); err == nil {
+		t.Error("a bad public key was accepted")
+	}
+}
+
+func TestSetAuthorizedKeys(t *testing.T) {
 	newKey := func() (ssh.PublicKey, string) {
 		pub, _, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
@@ -247,29 +289,86 @@ func TestAddAuthorizedKey(t *testing.T) {
 		k, _ := ssh.NewPublicKey(pub)
 		return k, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))
 	}
-	cluster, line := newKey()
+	cur, curLine := newKey()
+	old, oldLine := newKey()
 	_, other := newKey()
+	const comment = "herd-cluster-lab"
+	want := `restrict,from="10.0.0.2",command="/usr/local/bin/herd ssh-gate" ` + curLine + " " + comment
 	tests := []struct {
 		name     string
 		existing string
 		want     string
 		changed  bool
 	}{
-		{"empty", "", line + " herd\n", true},
-		{"other keys", other + " me@laptop\n", other + " me@laptop\n" + line + " herd\n", true},
-		{"no final newline", "# keys\n" + other, "# keys\n" + other + "\n" + line + " herd\n", true},
-		{"already there", other + "\n" + line + " herd\n", other + "\n" + line + " herd\n", false},
-		{"there with options and another comment", `from="10.0.0.0/8",no-pty ` + line + " old-comment\n", `from="10.0.0.0/8",no-pty ` + line + " old-comment\n", false},
-		{"commented out does not count", "# " + line + "\n", "# " + line + "\n" + line + " herd\n", true},
-		{"garbage kept", "not a key\n", "not a key\n" + line + " herd\n", true},
+		{"empty", "", want + "\n", true},
+		{"other keys", other + " me@laptop\n", other + " me@laptop\n" + want + "\n", true},
+		{"no final newline", "# keys\n" + other, "# keys\n" + other + "\n" + want + "\n", true},
+		{"already there", other + "\n" + want + "\n", other + "\n" + want + "\n", false},
+		{"unrestricted line of an older bootstrap", curLine + " " + comment + "\n" + other + "\n", other + "\n" + want + "\n", true},
+		{"same key, other options and comment", `from="10.0.0.0/8",no-pty ` + curLine + " old-comment\n", want + "\n", true},
+		{"old from= list", `restrict,from="10.0.0.9",command="/usr/local/bin/herd ssh-gate" ` + curLine + " " + comment + "\n", want + "\n", true},
+		{"rotated-out key by comment", oldLine + " " + comment + "\n" + other + " me\n", other + " me\n" + want + "\n", true},
+		{"rotated-out key by key", oldLine + " renamed\n", want + "\n", true},
+		{"commented out is kept", "# " + curLine + "\n", "# " + curLine + "\n" + want + "\n", true},
+		{"garbage kept", "not a key\n", "not a key\n" + want + "\n", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, changed := AddAuthorizedKey([]byte(tt.existing), cluster, line+" herd")
+			got, changed := SetAuthorizedKeys([]byte(tt.existing), comment, []ssh.PublicKey{cur, old}, []string{want})
 			if string(got) != tt.want || changed != tt.changed {
 				t.Errorf("got %q, %v; want %q, %v", got, changed, tt.want, tt.changed)
 			}
 		})
+	}
+}
+
+func TestBoardFiles(t *testing.T) {
+	sec, err := GenerateSecrets("lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := NewFile(BinaryPath, []byte("ELF"), 0o755)
+	server := BoardPlan{Role: Role{Server: true}, Name: "b1", Agent: AgentConfig{Name: "b1", Server: true}}
+	worker := BoardPlan{Role: Role{}, Name: "b4", Agent: AgentConfig{Name: "b4"}}
+	type got struct {
+		Path string
+		Mode os.FileMode
+	}
+	files := func(p BoardPlan) []got {
+		fs, err := BoardFiles(p, sec, bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []got
+		for _, f := range fs {
+			out = append(out, got{f.Path, f.Mode})
+		}
+		return out
+	}
+	wantServer := []got{
+		{BinaryPath, 0o755}, {GossipKeyPath, 0o600}, {ServerKeyPath, 0o600}, {ClusterSSHKey, 0o600}, {APITokenPath, 0o600},
+		{AgentConfigPath, 0o644}, {UnitPath, 0o644},
+	}
+	wantWorker := []got{{BinaryPath, 0o755}, {GossipKeyPath, 0o600}, {AgentConfigPath, 0o644}, {UnitPath, 0o644}}
+	if diff := cmp.Diff(wantServer, files(server)); diff != "" {
+		t.Errorf("server files (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantWorker, files(worker)); diff != "" {
+		t.Errorf("worker files (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{ClusterKeyPath, ClusterSSHPub, ServerKeyPath, ClusterSSHKey, APITokenPath}, StalePaths(worker.Role)); diff != "" {
+		t.Errorf("worker stale paths (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{ClusterKeyPath, ClusterSSHPub}, StalePaths(server.Role)); diff != "" {
+		t.Errorf("server stale paths (-want +got):\n%s", diff)
+	}
+	fs, _ := BoardFiles(worker, sec, bin)
+	for _, f := range fs {
+		for _, secret := range [][]byte{sec.ServerKey, sec.SSHPrivateKey, sec.APIToken} {
+			if bytes.Contains(f.Content, bytes.TrimSpace(secret)) {
+				t.Errorf("worker file %s holds a server secret", f.Path)
+			}
+		}
 	}
 }
 

@@ -12,12 +12,18 @@ import (
 // Paths on a board. They are what the agent configuration and the unit
 // name; Options.Root only moves where bootstrap writes them (tests).
 const (
-	BinaryPath       = "/usr/local/bin/herd"
-	ConfigDir        = "/etc/herd"
-	AgentConfigPath  = "/etc/herd/agent.toml"
-	ClusterKeyPath   = "/etc/herd/cluster.key"
-	ClusterSSHKey    = "/etc/herd/cluster_ssh_key"
+	BinaryPath      = "/usr/local/bin/herd"
+	ConfigDir       = "/etc/herd"
+	AgentConfigPath = "/etc/herd/agent.toml"
+	GossipKeyPath   = "/etc/herd/gossip.key"
+	ServerKeyPath   = "/etc/herd/server.key"
+	APITokenPath    = "/etc/herd/api.token"
+	ClusterSSHKey   = "/etc/herd/cluster_ssh_key"
+	// ClusterSSHPub and ClusterKeyPath are files of older bootstraps
+	// (the public key, and the one key of both purposes): removed from
+	// every board.
 	ClusterSSHPub    = "/etc/herd/cluster_ssh_key.pub"
+	ClusterKeyPath   = "/etc/herd/cluster.key"
 	UnitPath         = "/etc/systemd/system/herd.service"
 	UnitName         = "herd.service"
 	DataDir          = "/var/lib/herd"
@@ -40,21 +46,26 @@ var HostKeyFiles = []string{
 // agent.Config it sets, with the same TOML names (a test decodes the
 // rendered file strictly with the agent's own loader).
 type AgentConfig struct {
-	Name            string            `toml:"name"`
-	DataDir         string            `toml:"data_dir"`
-	Server          bool              `toml:"server"`
-	BootstrapExpect int               `toml:"bootstrap_expect,omitzero"`
-	Join            []string          `toml:"join"`
+	Name            string   `toml:"name"`
+	DataDir         string   `toml:"data_dir"`
+	Server          bool     `toml:"server"`
+	BootstrapExpect int      `toml:"bootstrap_expect,omitzero"`
+	Join            []string `toml:"join"`
+	GossipKeyFile   string   `toml:"gossip_key_file"`
+	ServerKeyFile   string   `toml:"server_key_file,omitempty"`
+	// ClusterKeyFile is always empty: a bootstrapped board never falls
+	// back to the legacy single key (the agent's default path).
 	ClusterKeyFile  string            `toml:"cluster_key_file"`
 	GossipBind      string            `toml:"gossip_bind"`
 	GossipAdvertise string            `toml:"gossip_advertise"`
 	RaftBind        string            `toml:"raft_bind"`
 	RaftAdvertise   string            `toml:"raft_advertise"`
 	APIListen       []string          `toml:"api_listen"`
+	APITokenFile    string            `toml:"api_token_file,omitempty"`
 	SSHAddress      string            `toml:"ssh_address"`
 	SSHHostKeyFile  string            `toml:"ssh_host_key_file"`
 	SSHUser         string            `toml:"ssh_user"`
-	SSHKeyFile      string            `toml:"ssh_key_file"`
+	SSHKeyFile      string            `toml:"ssh_key_file,omitempty"`
 	Labels          map[string]string `toml:"labels,omitempty"`
 }
 

@@ -14,26 +14,26 @@ func sampleConfigs() map[string]AgentConfig {
 	return map[string]AgentConfig{
 		"agent-server.toml": {
 			Name: "b1", DataDir: DataDir, Server: true, BootstrapExpect: 3,
-			Join:           []string{"10.0.0.3:7946", "10.0.0.4:7946"},
-			ClusterKeyFile: ClusterKeyPath, GossipBind: "0.0.0.0:7946", GossipAdvertise: "10.0.0.2:7946",
+			Join:          []string{"10.0.0.3:7946", "10.0.0.4:7946"},
+			GossipKeyFile: GossipKeyPath, ServerKeyFile: ServerKeyPath, GossipBind: "0.0.0.0:7946", GossipAdvertise: "10.0.0.2:7946",
 			RaftBind: "0.0.0.0:7947", RaftAdvertise: "10.0.0.2:7947",
-			APIListen:  []string{APIAddr, "unix://" + APISocket},
+			APIListen: []string{APIAddr, "unix://" + APISocket}, APITokenFile: APITokenPath,
 			SSHAddress: "10.0.0.2:22", SSHHostKeyFile: HostKeyFiles[0], SSHUser: "root", SSHKeyFile: ClusterSSHKey,
 			Labels: map[string]string{"room": "attic", "herd.dev/tier": "edge"},
 		},
 		"agent-worker.toml": {
 			Name: "b4", DataDir: DataDir, Server: false,
-			Join:           []string{"10.0.0.2:7946"},
-			ClusterKeyFile: ClusterKeyPath, GossipBind: "0.0.0.0:7946", GossipAdvertise: "[fd00::5]:7946",
+			Join:          []string{"10.0.0.2:7946"},
+			GossipKeyFile: GossipKeyPath, GossipBind: "0.0.0.0:7946", GossipAdvertise: "[fd00::5]:7946",
 			RaftBind: "0.0.0.0:7947", RaftAdvertise: "[fd00::5]:7947",
 			APIListen:  []string{APIAddr, "unix://" + APISocket},
-			SSHAddress: "[fd00::5]:2222", SSHHostKeyFile: HostKeyFiles[1], SSHUser: "root", SSHKeyFile: ClusterSSHKey,
+			SSHAddress: "[fd00::5]:2222", SSHHostKeyFile: HostKeyFiles[1], SSHUser: "root",
 		},
 		"agent-single.toml": {
 			Name: "solo", DataDir: DataDir, Server: true, BootstrapExpect: 1,
-			ClusterKeyFile: ClusterKeyPath, GossipBind: "0.0.0.0:7946", GossipAdvertise: "192.168.1.9:7946",
+			GossipKeyFile: GossipKeyPath, ServerKeyFile: ServerKeyPath, GossipBind: "0.0.0.0:7946", GossipAdvertise: "192.168.1.9:7946",
 			RaftBind: "0.0.0.0:7947", RaftAdvertise: "192.168.1.9:7947",
-			APIListen:  []string{APIAddr, "unix://" + APISocket},
+			APIListen: []string{APIAddr, "unix://" + APISocket}, APITokenFile: APITokenPath,
 			SSHAddress: "192.168.1.9:22", SSHHostKeyFile: HostKeyFiles[0], SSHUser: "root", SSHKeyFile: ClusterSSHKey,
 		},
 	}
@@ -59,10 +59,18 @@ func TestRenderAgentConfig(t *testing.T) {
 			}
 			back := AgentConfig{
 				Name: ac.Name, DataDir: ac.DataDir, Server: ac.Server, BootstrapExpect: ac.BootstrapExpect,
-				Join: ac.Join, ClusterKeyFile: ac.ClusterKeyFile, GossipBind: ac.GossipBind,
+				Join: ac.Join, GossipKeyFile: ac.GossipKeyFile, ServerKeyFile: ac.ServerKeyFile, GossipBind: ac.GossipBind,
 				GossipAdvertise: ac.GossipAdvertise, RaftBind: ac.RaftBind, RaftAdvertise: ac.RaftAdvertise,
-				APIListen: ac.APIListen, SSHAddress: ac.SSHAddress, SSHHostKeyFile: ac.SSHHostKeyFile,
+				APIListen: ac.APIListen, APITokenFile: ac.APITokenFile, SSHAddress: ac.SSHAddress, SSHHostKeyFile: ac.SSHHostKeyFile,
 				SSHUser: ac.SSHUser, SSHKeyFile: ac.SSHKeyFile, Labels: ac.Labels,
+			}
+			if ac.ClusterKeyFile != "" {
+				t.Errorf("cluster_key_file = %q, want none: no legacy fallback", ac.ClusterKeyFile)
+			}
+			if !ac.Server {
+				// A worker's file names no server secrets; the agent's
+				// defaults for them are never read (server = false).
+				back.ServerKeyFile, back.SSHKeyFile = "", ""
 			}
 			if c.Join == nil {
 				c.Join = []string{}

@@ -18,12 +18,23 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// Files of a state directory.
+// Files of a state directory. The key files hold base64 32-byte keys, one
+// per line: the first is the primary key (gossip encrypts with it, a server
+// presents it), every line is accepted, which is how a key is rotated.
 const (
-	stateKeyFile    = "cluster.key"
-	stateSSHKeyFile = "cluster_ssh_key"
-	stateSSHPubFile = "cluster_ssh_key.pub"
-	stateBoardsFile = "boards.toml"
+	stateGossipKeyFile = "gossip.key"
+	stateServerKeyFile = "server.key"
+	stateSSHKeyFile    = "cluster_ssh_key"
+	stateSSHPubFile    = "cluster_ssh_key.pub"
+	stateTokenFile     = "api.token"
+	stateBoardsFile    = "boards.toml"
+	// stateLegacyKeyFile is the single cluster key of clusters made
+	// before the keys were split; LoadState migrates it.
+	stateLegacyKeyFile = "cluster.key"
+	// stateRotateOld and stateRotateNew hold the old and the new key of a
+	// rotation in progress (a key line, a token, or an SSH private key).
+	stateRotateOld = "rotate.old"
+	stateRotateNew = "rotate.new"
 )
 
 // ErrState: the state directory is damaged or inconsistent.
@@ -55,69 +66,159 @@ func DefaultStateDir(getenv func(string) string, cluster string) (string, error)
 	return "", errors.New("bootstrap: cannot find a state folder: neither $XDG_CONFIG_HOME nor $HOME is set (use --state-dir)")
 }
 
-// Secrets are a cluster's shared secrets, the same on every board.
+// Secrets are a cluster's secrets, each with one purpose. Which board gets
+// which is BoardFiles' decision: every member the gossip key; servers the
+// server key, the cluster SSH private key and the API token.
 type Secrets struct {
-	// ClusterKey is the file content of cluster.key: 32 random bytes,
-	// base64, and a newline.
-	ClusterKey []byte
+	// GossipKey is the content of gossip.key: memberlist encryption.
+	GossipKey []byte
+	// ServerKey is the content of server.key: the Raft and forwarding TLS
+	// identity.
+	ServerKey []byte
 	// SSHPrivateKey is the cluster SSH key (ed25519, OpenSSH PEM) the
 	// leader logs in to boards with.
 	SSHPrivateKey []byte
-	// SSHPublicKey is its public half in authorized_keys format, with a
-	// newline.
+	// SSHPublicKey is cluster_ssh_key.pub: the public keys authorised on
+	// the boards, in authorized_keys format, one per line. Normally the
+	// one of SSHPrivateKey; two while the SSH key is rotated.
 	SSHPublicKey []byte
+	// APIToken is api.token: the API bearer token, one line.
+	APIToken []byte
 }
 
-// PublicKey parses SSHPublicKey.
+// PublicKey parses the first key of SSHPublicKey.
 func (s Secrets) PublicKey() (ssh.PublicKey, error) {
-	k, _, _, _, err := ssh.ParseAuthorizedKey(s.SSHPublicKey)
-	return k, err
+	keys, err := s.PublicKeys()
+	if err != nil {
+		return nil, err
+	}
+	return keys[0], nil
 }
 
-// GenerateSecrets makes a new cluster key and cluster SSH key pair; the
-// public key's comment is "herd-cluster-<cluster>".
-func GenerateSecrets(cluster string) (Secrets, error) {
+// PublicKeys parses every key of SSHPublicKey.
+func (s Secrets) PublicKeys() ([]ssh.PublicKey, error) {
+	var out []ssh.PublicKey
+	rest := s.SSHPublicKey
+	for len(bytes.TrimSpace(rest)) > 0 {
+		k, _, _, r, err := ssh.ParseAuthorizedKey(rest)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+		rest = r
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no public key")
+	}
+	return out, nil
+}
+
+// NewKeyLine returns a new random 32-byte key in base64 with a newline.
+func NewKeyLine() ([]byte, error) {
 	var key [32]byte
 	if _, err := rand.Read(key[:]); err != nil {
-		return Secrets{}, fmt.Errorf("bootstrap: cluster key: %w", err)
+		return nil, fmt.Errorf("bootstrap: new key: %w", err)
 	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return Secrets{}, fmt.Errorf("bootstrap: cluster ssh key: %w", err)
+	return []byte(base64.StdEncoding.EncodeToString(key[:]) + "\n"), nil
+}
+
+// NewToken returns a new random API token (32 bytes, base64url) with a
+// newline.
+func NewToken() ([]byte, error) {
+	var tok [32]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, fmt.Errorf("bootstrap: new token: %w", err)
 	}
-	comment := "herd-cluster-" + cluster
-	block, err := ssh.MarshalPrivateKey(priv, comment)
+	return []byte(base64.RawURLEncoding.EncodeToString(tok[:]) + "\n"), nil
+}
+
+// NewSSHKey makes a cluster SSH key pair: the private key (OpenSSH PEM)
+// and the authorized_keys line with the comment "herd-cluster-<cluster>".
+func NewSSHKey(cluster string) (priv, pubLine []byte, err error) {
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return Secrets{}, fmt.Errorf("bootstrap: cluster ssh key: %w", err)
+		return nil, nil, fmt.Errorf("bootstrap: cluster ssh key: %w", err)
+	}
+	comment := sshKeyComment(cluster)
+	block, err := ssh.MarshalPrivateKey(key, comment)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bootstrap: cluster ssh key: %w", err)
 	}
 	spub, err := ssh.NewPublicKey(pub)
 	if err != nil {
-		return Secrets{}, fmt.Errorf("bootstrap: cluster ssh key: %w", err)
+		return nil, nil, fmt.Errorf("bootstrap: cluster ssh key: %w", err)
 	}
 	line := bytes.TrimSuffix(ssh.MarshalAuthorizedKey(spub), []byte("\n"))
-	return Secrets{
-		ClusterKey:    []byte(base64.StdEncoding.EncodeToString(key[:]) + "\n"),
-		SSHPrivateKey: pem.EncodeToMemory(block),
-		SSHPublicKey:  append(append(line, ' '), comment+"\n"...),
-	}, nil
+	return pem.EncodeToMemory(block), append(append(line, ' '), comment+"\n"...), nil
+}
+
+// sshKeyComment is the comment of the cluster SSH key: authorized_keys
+// lines with it are bootstrap's to rewrite.
+func sshKeyComment(cluster string) string { return "herd-cluster-" + cluster }
+
+// GenerateSecrets makes a new cluster's secrets.
+func GenerateSecrets(cluster string) (Secrets, error) {
+	var s Secrets
+	var err error
+	if s.GossipKey, err = NewKeyLine(); err != nil {
+		return Secrets{}, err
+	}
+	if s.ServerKey, err = NewKeyLine(); err != nil {
+		return Secrets{}, err
+	}
+	if s.SSHPrivateKey, s.SSHPublicKey, err = NewSSHKey(cluster); err != nil {
+		return Secrets{}, err
+	}
+	if s.APIToken, err = NewToken(); err != nil {
+		return Secrets{}, err
+	}
+	return s, nil
+}
+
+// ParseKeyFile parses key file content: base64 32-byte keys, one per
+// line, at least one (blank lines and '#' comments skipped).
+func ParseKeyFile(data []byte) ([][]byte, error) {
+	var keys [][]byte
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, err := base64.StdEncoding.DecodeString(line)
+		if err != nil || len(k) != 32 {
+			return nil, fmt.Errorf("line %d: want 32 bytes in base64", i+1)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no key")
+	}
+	return keys, nil
 }
 
 // check verifies that the secrets parse and belong together.
 func (s Secrets) check() error {
-	k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(s.ClusterKey)))
-	if err != nil || len(k) != 32 {
-		return fmt.Errorf("%s: want 32 bytes in base64", stateKeyFile)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{stateGossipKeyFile, s.GossipKey}, {stateServerKeyFile, s.ServerKey}} {
+		if _, err := ParseKeyFile(f.data); err != nil {
+			return fmt.Errorf("%s: %v", f.name, err)
+		}
 	}
 	signer, err := ssh.ParsePrivateKey(s.SSHPrivateKey)
 	if err != nil {
 		return fmt.Errorf("%s: %v", stateSSHKeyFile, err)
 	}
-	pub, err := s.PublicKey()
+	pubs, err := s.PublicKeys()
 	if err != nil {
 		return fmt.Errorf("%s: %v", stateSSHPubFile, err)
 	}
-	if !bytes.Equal(pub.Marshal(), signer.PublicKey().Marshal()) {
-		return fmt.Errorf("%s does not match %s", stateSSHPubFile, stateSSHKeyFile)
+	if !slices.ContainsFunc(pubs, func(k ssh.PublicKey) bool { return bytes.Equal(k.Marshal(), signer.PublicKey().Marshal()) }) {
+		return fmt.Errorf("%s does not list the key of %s", stateSSHPubFile, stateSSHKeyFile)
+	}
+	if tok := strings.TrimSpace(string(s.APIToken)); tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return fmt.Errorf("%s: want one token on one line", stateTokenFile)
 	}
 	return nil
 }
@@ -130,6 +231,10 @@ type StateBoard struct {
 	Target string `toml:"target"`
 	// User is the login user bootstrap used.
 	User string `toml:"user"`
+	// Arg is the board as it was given ([user@]host[:port] or an
+	// ssh_config alias): what a rotation or --add --server run resolves
+	// to reach the board again.
+	Arg string `toml:"arg,omitempty"`
 	// Address is the board's IP address, used for gossip and Raft.
 	Address string `toml:"address"`
 	// Server says whether the board is a Raft server.
@@ -151,38 +256,58 @@ type State struct {
 	// Boards are the boards bootstrapped so far, servers first, in the
 	// order they were added.
 	Boards []StateBoard
+	// Rotation is the key rotation in progress, nil when none.
+	Rotation *Rotation
+	// Migrated is set when LoadState found an older folder with one
+	// cluster.key and made it gossip.key and server.key.
+	Migrated bool
 }
 
 type boardsFile struct {
-	Cluster string       `toml:"cluster"`
-	Boards  []StateBoard `toml:"board"`
+	Cluster  string       `toml:"cluster"`
+	Rotation *Rotation    `toml:"rotation,omitempty"`
+	Boards   []StateBoard `toml:"board"`
 }
 
 // LoadState reads the state directory dir of cluster. When it holds no
 // secrets yet and create is true, new secrets are generated and written
-// (the folder is created with mode 0700, secret files 0600); created
-// reports that. A directory with only some of the secret files, secrets
-// that do not parse, or boards.toml naming another cluster is an ErrState.
+// (the folder is created with mode 0700, every file 0600); created reports
+// that. A folder of an older herdctl, with one cluster.key, is migrated:
+// cluster.key becomes both gossip.key and server.key (so that the boards,
+// which hold it, keep working; rotate both to split them) and an API token
+// is made; Migrated says so. A directory with only some of the secret
+// files, secrets that do not parse, or boards.toml naming another cluster
+// is an ErrState.
 func LoadState(dir, cluster string, create bool) (st *State, created bool, err error) {
 	if err := ValidClusterName(cluster); err != nil {
 		return nil, false, err
 	}
 	st = &State{Dir: dir, Cluster: cluster}
-	names := []string{stateKeyFile, stateSSHKeyFile, stateSSHPubFile}
-	var contents [3][]byte
-	present := 0
-	for i, n := range names {
-		b, err := os.ReadFile(filepath.Join(dir, n))
-		switch {
-		case err == nil:
-			contents[i] = b
-			present++
-		case !errors.Is(err, os.ErrNotExist):
-			return nil, false, fmt.Errorf("%w: %v", ErrState, err)
+	read := func(name string) ([]byte, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrState, err)
+		}
+		return b, nil
+	}
+	names := []string{stateGossipKeyFile, stateServerKeyFile, stateSSHKeyFile, stateSSHPubFile, stateTokenFile, stateLegacyKeyFile}
+	contents := map[string][]byte{}
+	for _, n := range names {
+		b, err := read(n)
+		if err != nil {
+			return nil, false, err
+		}
+		if b != nil {
+			contents[n] = b
 		}
 	}
-	switch present {
-	case 0:
+	has := func(n string) bool { _, ok := contents[n]; return ok }
+	var write []string // files to (re)write from st.Secrets
+	switch {
+	case len(contents) == 0:
 		if !create {
 			return nil, false, fmt.Errorf("%w in %s (bootstrap it first, without --add)", ErrNoCluster, dir)
 		}
@@ -193,34 +318,53 @@ func LoadState(dir, cluster string, create bool) (st *State, created bool, err e
 		if err != nil {
 			return nil, false, err
 		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, false, fmt.Errorf("%w: %v", ErrState, err)
-		}
-		for i, c := range [][]byte{sec.SSHPrivateKey, sec.SSHPublicKey, sec.ClusterKey} {
-			name := []string{stateSSHKeyFile, stateSSHPubFile, stateKeyFile}[i]
-			mode := os.FileMode(0o600)
-			if name == stateSSHPubFile {
-				mode = 0o644
-			}
-			if err := writeFileAtomic(filepath.Join(dir, name), c, mode); err != nil {
-				return nil, false, fmt.Errorf("%w: %v", ErrState, err)
-			}
-		}
 		st.Secrets = sec
 		created = true
-	case len(names):
-		st.Secrets = Secrets{ClusterKey: contents[0], SSHPrivateKey: contents[1], SSHPublicKey: contents[2]}
+		write = []string{stateSSHKeyFile, stateSSHPubFile, stateGossipKeyFile, stateServerKeyFile, stateTokenFile}
+	case has(stateSSHKeyFile) && has(stateSSHPubFile) && (has(stateGossipKeyFile) && has(stateServerKeyFile) || has(stateLegacyKeyFile) && !has(stateGossipKeyFile) && !has(stateServerKeyFile)):
+		st.Secrets = Secrets{
+			GossipKey: contents[stateGossipKeyFile], ServerKey: contents[stateServerKeyFile],
+			SSHPrivateKey: contents[stateSSHKeyFile], SSHPublicKey: contents[stateSSHPubFile],
+			APIToken: contents[stateTokenFile],
+		}
+		if !has(stateGossipKeyFile) {
+			// An older herdctl's folder: one key for both purposes.
+			st.Secrets.GossipKey, st.Secrets.ServerKey = contents[stateLegacyKeyFile], contents[stateLegacyKeyFile]
+			st.Migrated = true
+			write = append(write, stateGossipKeyFile, stateServerKeyFile)
+		}
+		if !has(stateTokenFile) {
+			if st.Secrets.APIToken, err = NewToken(); err != nil {
+				return nil, false, err
+			}
+			write = append(write, stateTokenFile)
+		}
 		if err := st.Secrets.check(); err != nil {
 			return nil, false, fmt.Errorf("%w: %s: %v", ErrState, dir, err)
 		}
+		if !create {
+			write = nil // read only: nothing is written until a run needs it
+		} else {
+			// Older folders had a 0644 public key: every file is 0600 now.
+			for n := range contents {
+				if err := os.Chmod(filepath.Join(dir, n), 0o600); err != nil {
+					return nil, false, fmt.Errorf("%w: %v", ErrState, err)
+				}
+			}
+		}
 	default:
 		var missing []string
-		for i, n := range names {
-			if contents[i] == nil {
+		for _, n := range []string{stateGossipKeyFile, stateServerKeyFile, stateSSHKeyFile, stateSSHPubFile} {
+			if !has(n) {
 				missing = append(missing, n)
 			}
 		}
 		return nil, false, fmt.Errorf("%w: %s lacks %s: restore it, or remove the folder if no board was bootstrapped with it", ErrState, dir, strings.Join(missing, ", "))
+	}
+	if len(write) > 0 {
+		if err := st.writeSecrets(write...); err != nil {
+			return nil, false, err
+		}
 	}
 	data, err := os.ReadFile(filepath.Join(dir, stateBoardsFile))
 	switch {
@@ -240,8 +384,57 @@ func LoadState(dir, cluster string, create bool) (st *State, created bool, err e
 			return nil, false, fmt.Errorf("%w: %s belongs to cluster %q, not %q", ErrState, dir, bf.Cluster, cluster)
 		}
 		st.Boards = bf.Boards
+		st.Rotation = bf.Rotation
 	}
 	return st, created, nil
+}
+
+// writeSecrets writes the named secret files from s.Secrets (mode 0600, the
+// folder 0700); a nil secret removes its file.
+func (s *State) writeSecrets(names ...string) error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("%w: %v", ErrState, err)
+	}
+	for _, n := range names {
+		var c []byte
+		switch n {
+		case stateGossipKeyFile:
+			c = s.Secrets.GossipKey
+		case stateServerKeyFile:
+			c = s.Secrets.ServerKey
+		case stateSSHKeyFile:
+			c = s.Secrets.SSHPrivateKey
+		case stateSSHPubFile:
+			c = s.Secrets.SSHPublicKey
+		case stateTokenFile:
+			c = s.Secrets.APIToken
+		default:
+			return fmt.Errorf("%w: no secret file %s", ErrState, n)
+		}
+		p := filepath.Join(s.Dir, n)
+		if c == nil {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("%w: %v", ErrState, err)
+			}
+			continue
+		}
+		if err := writeFileAtomic(p, c, 0o600); err != nil {
+			return fmt.Errorf("%w: %v", ErrState, err)
+		}
+	}
+	return nil
+}
+
+// TokenFile is the path of the API token file in the state folder.
+func (s *State) TokenFile() string { return filepath.Join(s.Dir, stateTokenFile) }
+
+// BoardArg is how to reach b again: the argument it was given, else
+// user@host:port.
+func (b StateBoard) BoardArg() string {
+	if b.Arg != "" {
+		return b.Arg
+	}
+	return b.User + "@" + b.Target
 }
 
 // Servers returns the boards that are Raft servers.
@@ -288,7 +481,7 @@ func (s *State) Record(b StateBoard) {
 func (s *State) Save() error {
 	var buf bytes.Buffer
 	buf.WriteString("# Boards bootstrapped into this cluster (herdctl bootstrap).\n")
-	if err := toml.NewEncoder(&buf).Encode(boardsFile{Cluster: s.Cluster, Boards: s.Boards}); err != nil {
+	if err := toml.NewEncoder(&buf).Encode(boardsFile{Cluster: s.Cluster, Rotation: s.Rotation, Boards: s.Boards}); err != nil {
 		return fmt.Errorf("%w: encode: %v", ErrState, err)
 	}
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {

@@ -23,9 +23,17 @@ func TestLoadStateGeneratesOnceThenReuses(t *testing.T) {
 	if err != nil || !created {
 		t.Fatalf("LoadState(create) = %v, %v", created, err)
 	}
-	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(st.Secrets.ClusterKey)))
-	if err != nil || len(key) != 32 {
-		t.Errorf("cluster key %q: %d bytes, %v", st.Secrets.ClusterKey, len(key), err)
+	for name, k := range map[string][]byte{"gossip": st.Secrets.GossipKey, "server": st.Secrets.ServerKey} {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(k)))
+		if err != nil || len(key) != 32 {
+			t.Errorf("%s key %q: %d bytes, %v", name, k, len(key), err)
+		}
+	}
+	if bytes.Equal(st.Secrets.GossipKey, st.Secrets.ServerKey) {
+		t.Error("gossip key and server key are the same")
+	}
+	if tok := strings.TrimSpace(string(st.Secrets.APIToken)); len(tok) < 40 {
+		t.Errorf("api token %q: too short", tok)
 	}
 	signer, err := ssh.ParsePrivateKey(st.Secrets.SSHPrivateKey)
 	if err != nil {
@@ -37,7 +45,7 @@ func TestLoadStateGeneratesOnceThenReuses(t *testing.T) {
 	if !strings.HasSuffix(string(st.Secrets.SSHPublicKey), " herd-cluster-lab\n") {
 		t.Errorf("public key line %q lacks the comment", st.Secrets.SSHPublicKey)
 	}
-	for name, mode := range map[string]os.FileMode{"cluster.key": 0o600, "cluster_ssh_key": 0o600, "cluster_ssh_key.pub": 0o644} {
+	for name, mode := range map[string]os.FileMode{"gossip.key": 0o600, "server.key": 0o600, "cluster_ssh_key": 0o600, "cluster_ssh_key.pub": 0o600, "api.token": 0o600} {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -50,6 +58,9 @@ func TestLoadStateGeneratesOnceThenReuses(t *testing.T) {
 		t.Errorf("state dir mode %v, want 0700", fi.Mode().Perm())
 	}
 
+	if _, err := os.Stat(filepath.Join(dir, "cluster.key")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a new cluster has a cluster.key: %v", err)
+	}
 	st.Record(StateBoard{Name: "b4", Target: "10.0.0.5:22", User: "root", Address: "10.0.0.5"})
 	st.Record(StateBoard{Name: "b1", Target: "10.0.0.2:22", User: "root", Address: "10.0.0.2", Server: true, BootstrapExpect: 1})
 	st.Record(StateBoard{Name: "b4", Target: "10.0.0.5:22", User: "pi", Address: "10.0.0.5"}) // update
@@ -82,10 +93,44 @@ func TestLoadStateGeneratesOnceThenReuses(t *testing.T) {
 	})
 	t.Run("partial secrets", func(t *testing.T) {
 		d := t.TempDir()
-		writeFile(t, d, "cluster.key", st.Secrets.ClusterKey, 0o600)
+		writeFile(t, d, "gossip.key", st.Secrets.GossipKey, 0o600)
 		_, _, err := LoadState(d, "lab", true)
-		if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "lacks cluster_ssh_key, cluster_ssh_key.pub") {
+		if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "lacks server.key, cluster_ssh_key, cluster_ssh_key.pub") {
 			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("migrates an old folder with one cluster.key", func(t *testing.T) {
+		d := t.TempDir()
+		legacy := st.Secrets.GossipKey
+		writeFile(t, d, "cluster.key", legacy, 0o600)
+		writeFile(t, d, "cluster_ssh_key", st.Secrets.SSHPrivateKey, 0o600)
+		writeFile(t, d, "cluster_ssh_key.pub", st.Secrets.SSHPublicKey, 0o644)
+		ro, _, err := LoadState(d, "lab", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ro.Migrated || !bytes.Equal(ro.Secrets.GossipKey, legacy) || !bytes.Equal(ro.Secrets.ServerKey, legacy) {
+			t.Errorf("read-only load: migrated %v, gossip %q, server %q; want the cluster key for both", ro.Migrated, ro.Secrets.GossipKey, ro.Secrets.ServerKey)
+		}
+		if _, err := os.Stat(filepath.Join(d, "gossip.key")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a read-only load wrote gossip.key: %v", err)
+		}
+		m, _, err := LoadState(d, "lab", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"gossip.key", "server.key", "api.token"} {
+			data, mode := readMode(t, filepath.Join(d, n))
+			if mode != 0o600 || len(data) == 0 {
+				t.Errorf("%s: mode %04o, %d bytes", n, mode, len(data))
+			}
+		}
+		again, _, err := LoadState(d, "lab", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Migrated || !bytes.Equal(again.Secrets.APIToken, m.Secrets.APIToken) || !bytes.Equal(again.Secrets.ServerKey, legacy) {
+			t.Errorf("after migration: migrated %v, token kept %v", again.Migrated, bytes.Equal(again.Secrets.APIToken, m.Secrets.APIToken))
 		}
 	})
 	t.Run("mismatched key pair", func(t *testing.T) {
@@ -94,27 +139,23 @@ func TestLoadStateGeneratesOnceThenReuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, d, "cluster.key", st.Secrets.ClusterKey, 0o600)
-		writeFile(t, d, "cluster_ssh_key", st.Secrets.SSHPrivateKey, 0o600)
-		writeFile(t, d, "cluster_ssh_key.pub", other.SSHPublicKey, 0o644)
-		if _, _, err := LoadState(d, "lab", true); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "does not match") {
+		writeSecrets(t, d, st.Secrets)
+		writeFile(t, d, "cluster_ssh_key.pub", other.SSHPublicKey, 0o600)
+		if _, _, err := LoadState(d, "lab", true); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "does not list the key") {
 			t.Errorf("err = %v", err)
 		}
 	})
-	t.Run("bad cluster key", func(t *testing.T) {
+	t.Run("bad server key", func(t *testing.T) {
 		d := t.TempDir()
-		writeFile(t, d, "cluster.key", []byte("c2hvcnQ=\n"), 0o600)
-		writeFile(t, d, "cluster_ssh_key", st.Secrets.SSHPrivateKey, 0o600)
-		writeFile(t, d, "cluster_ssh_key.pub", st.Secrets.SSHPublicKey, 0o644)
-		if _, _, err := LoadState(d, "lab", true); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "32 bytes") {
+		writeSecrets(t, d, st.Secrets)
+		writeFile(t, d, "server.key", []byte(strings.TrimSpace(string(st.Secrets.ServerKey))+"\nc2hvcnQ=\n"), 0o600)
+		if _, _, err := LoadState(d, "lab", true); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "server.key: line 2: want 32 bytes") {
 			t.Errorf("err = %v", err)
 		}
 	})
 	t.Run("unknown key in boards.toml", func(t *testing.T) {
 		d := t.TempDir()
-		writeFile(t, d, "cluster.key", st.Secrets.ClusterKey, 0o600)
-		writeFile(t, d, "cluster_ssh_key", st.Secrets.SSHPrivateKey, 0o600)
-		writeFile(t, d, "cluster_ssh_key.pub", st.Secrets.SSHPublicKey, 0o644)
+		writeSecrets(t, d, st.Secrets)
 		writeFile(t, d, "boards.toml", []byte("cluster = \"lab\"\n[[board]]\nname = \"b1\"\nsever = true\n"), 0o600)
 		if _, _, err := LoadState(d, "lab", true); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "sever") {
 			t.Errorf("err = %v", err)
@@ -136,7 +177,7 @@ func TestGenerateSecretsDiffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Equal(a.ClusterKey, b.ClusterKey) || bytes.Equal(a.SSHPrivateKey, b.SSHPrivateKey) {
+	if bytes.Equal(a.GossipKey, b.GossipKey) || bytes.Equal(a.ServerKey, b.ServerKey) || bytes.Equal(a.SSHPrivateKey, b.SSHPrivateKey) || bytes.Equal(a.APIToken, b.APIToken) {
 		t.Error("two generated secrets are equal")
 	}
 	if err := a.check(); err != nil {
@@ -155,4 +196,14 @@ func TestDefaultStateDir(t *testing.T) {
 	if _, err := DefaultStateDir(env(nil), "lab"); err == nil {
 		t.Error("no HOME: no error")
 	}
+}
+
+// writeSecrets writes sec as a state folder's files in d.
+func writeSecrets(t *testing.T, d string, sec Secrets) {
+	t.Helper()
+	writeFile(t, d, "gossip.key", sec.GossipKey, 0o600)
+	writeFile(t, d, "server.key", sec.ServerKey, 0o600)
+	writeFile(t, d, "cluster_ssh_key", sec.SSHPrivateKey, 0o600)
+	writeFile(t, d, "cluster_ssh_key.pub", sec.SSHPublicKey, 0o600)
+	writeFile(t, d, "api.token", sec.APIToken, 0o600)
 }

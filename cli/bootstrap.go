@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,7 @@ type bootstrapFlags struct {
 	dist       string
 	parallel   int
 	noWait     bool
+	rotate     string
 }
 
 func (a *app) bootstrapCmd() *cobra.Command {
@@ -57,15 +59,31 @@ IdentityFile from ~/.ssh/config (or -F FILE), keys from -i or ssh-agent, and
 host keys checked against your known_hosts (a board missing from it, or with
 another key, is refused: log in once with ssh first). bootstrap logs in as
 root. On every board it checks systemd and the CPU architecture, installs
-the matching herd binary as /usr/local/bin/herd, writes /etc/herd/cluster.key,
-the cluster SSH key pair (/etc/herd/cluster_ssh_key, authorised for root),
-/etc/herd/agent.toml and herd.service, and starts the agent. The first
---servers boards are the Raft servers; the others are workers.
+the matching herd binary as /usr/local/bin/herd, writes /etc/herd/agent.toml
+and herd.service, and starts the agent. The first --servers boards are the
+Raft servers; the others are workers.
 
-The cluster key and cluster SSH key are made once and kept with the list of
-boards in the state folder (default ~/.config/herd/clusters/NAME): keep it
-safe, it is what lets you add boards later (--add). Running bootstrap again
-with the same arguments changes nothing on the boards.
+Keys, one purpose each: every board gets /etc/herd/gossip.key (gossip
+encryption); servers also get /etc/herd/server.key (Raft and forwarding
+identity), /etc/herd/cluster_ssh_key (the leader's SSH key) and
+/etc/herd/api.token; workers get none of those, and bootstrap removes them
+(and an old /etc/herd/cluster.key) where a board should not hold them.
+Every board authorises the cluster SSH key for root only from the servers'
+addresses and only through "herd ssh-gate" (herd's fixed command wrapper
+and sftp). Your own logins are left as they are.
+
+The keys are made once and kept with the list of boards in the state folder
+(default ~/.config/herd/clusters/NAME, mode 0700, files 0600): keep it safe,
+it is what lets you add boards later (--add). A folder of an older herdctl
+with one cluster.key is migrated: that key becomes both gossip.key and
+server.key until you rotate them. Running bootstrap again with the same
+arguments changes nothing on the boards.
+
+--rotate gossip|server|ssh|token replaces one key on every recorded board
+(no board arguments): the new key is added beside the old, then used, then
+the old one dropped, each phase on every board before the next (the token
+is switched in one phase). A rotation stopped by an unreachable board goes
+on where it stopped when run again.
 
 Boards are worked on in parallel; a board that fails is reported and the
 others go on (exit status 1). bootstrap then writes a context (--context,
@@ -74,8 +92,9 @@ current, and waits (--timeout, default 60s) for a leader and for every board
 to join, through that SSH tunnel.`,
 		Example: `  herdctl bootstrap root@10.0.0.2 root@10.0.0.3 root@10.0.0.4 root@10.0.0.5
   herdctl bootstrap --cluster attic --dist ./dist pi1 pi2 pi3      # ~/.ssh/config aliases
-  herdctl bootstrap --cluster attic --add --label room=attic pi4`,
-		Args:              argsBetween(1, -1),
+  herdctl bootstrap --cluster attic --add --label room=attic pi4
+  herdctl bootstrap --cluster attic --rotate server`,
+		Args:              argsBetween(0, -1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.runBootstrap(cmd, f, args)
@@ -96,6 +115,7 @@ to join, through that SSH tunnel.`,
 	fl.StringVar(&f.dist, "dist", "", "release folder with herd-linux-amd64, -arm64, -armv7, -armv6")
 	fl.IntVar(&f.parallel, "parallel", def.Parallel, "boards worked on at once")
 	fl.BoolVar(&f.noWait, "no-wait", false, "do not wait for the cluster to form")
+	fl.StringVar(&f.rotate, "rotate", "", "replace one key on every recorded board: "+strings.Join(bootstrap.RotateKeys, ", "))
 	cmd.RegisterFlagCompletionFunc("name-from", cobra.FixedCompletions([]string{bootstrap.NameFromHostname, bootstrap.NameFromAlias}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -136,6 +156,16 @@ func (a *app) runBootstrap(cmd *cobra.Command, f bootstrapFlags, args []string) 
 	o.Cluster = f.cluster
 	if err := bootstrap.ValidClusterName(f.cluster); err != nil {
 		return usagef("--cluster: %v", err)
+	}
+	switch {
+	case f.rotate != "" && len(args) > 0:
+		return usagef("--rotate works on every recorded board: give no boards")
+	case f.rotate != "" && (f.add || f.server):
+		return usagef("--rotate cannot be combined with --add or --server")
+	case f.rotate == "" && len(args) == 0:
+		return usagef("herdctl bootstrap: missing arguments: want [user@]host[:port]... (or --rotate KEY)")
+	case f.rotate != "" && !slices.Contains(bootstrap.RotateKeys, f.rotate):
+		return usagef("--rotate %q: want one of %s", f.rotate, strings.Join(bootstrap.RotateKeys, ", "))
 	}
 	o.Boards = args
 	o.SSHConfig = sshCfg
@@ -208,6 +238,9 @@ func (a *app) runBootstrap(cmd *cobra.Command, f bootstrapFlags, args []string) 
 	o.Progress = func(board, msg string) { say("%s: %s", board, msg) }
 
 	ctx := cmd.Context()
+	if f.rotate != "" {
+		return a.rotateKey(ctx, f, o, sshCfg, auth, say)
+	}
 	res, err := bootstrap.Run(ctx, o)
 	if err != nil {
 		if errors.Is(err, bootstrap.ErrBadTarget) {
@@ -216,7 +249,10 @@ func (a *app) runBootstrap(cmd *cobra.Command, f bootstrapFlags, args []string) 
 		return err
 	}
 	if res.Created {
-		say("cluster %q: new cluster key and cluster SSH key in %s (keep this folder: --add needs it)", o.Cluster, o.StateDir)
+		say("cluster %q: new gossip key, server key, cluster SSH key and API token in %s (keep this folder: --add needs it)", o.Cluster, o.StateDir)
+	}
+	if res.State.Migrated {
+		say("cluster %q: %s had one cluster.key; it is now both gossip.key and server.key, so workers still know the server key: run `herdctl bootstrap --cluster %s --rotate server` (and --rotate gossip) to split them", o.Cluster, o.StateDir, o.Cluster)
 	}
 	var failed multiError
 	var names []string
@@ -241,7 +277,7 @@ func (a *app) runBootstrap(cmd *cobra.Command, f bootstrapFlags, args []string) 
 		ctxName = o.Cluster
 	}
 	sc := bootstrapContext(res, o)
-	if err := a.writeSSHContext(ctxName, sc); err != nil {
+	if err := a.writeSSHContext(ctxName, sc, res.State.TokenFile()); err != nil {
 		return err
 	}
 	path, _ := a.configFile()
@@ -255,6 +291,27 @@ func (a *app) runBootstrap(cmd *cobra.Command, f bootstrapFlags, args []string) 
 	if len(failed) > 0 {
 		return failed
 	}
+	return nil
+}
+
+// rotateKey runs bootstrap.Rotate for --rotate, waiting for the cluster
+// to be whole after every phase.
+func (a *app) rotateKey(ctx context.Context, f bootstrapFlags, o bootstrap.Options, sshCfg *bootstrap.SSHConfig, auth *bootstrap.Auth, say func(string, ...any)) error {
+	ro := bootstrap.RotateOptions{Key: f.rotate}
+	if !f.noWait {
+		ro.AfterPhase = func(ctx context.Context, phase string, res *bootstrap.Result) error {
+			var names []string
+			for _, b := range res.Boards {
+				names = append(names, b.Name)
+			}
+			return a.waitBootstrapped(ctx, res, o, sshCfg, auth, names, say)
+		}
+	}
+	res, err := bootstrap.Rotate(ctx, o, ro)
+	if err != nil {
+		return err
+	}
+	say("cluster %q: %s key rotated on %d boards; the old one is no longer accepted", o.Cluster, f.rotate, len(res.Boards))
 	return nil
 }
 
@@ -315,9 +372,10 @@ func bootstrapContext(res *bootstrap.Result, o bootstrap.Options) sshConfig {
 	return sc
 }
 
-// writeSSHContext creates or updates context name with sc (dropping its
-// addrs, which an ssh table overrides) and makes it current.
-func (a *app) writeSSHContext(name string, sc sshConfig) error {
+// writeSSHContext creates or updates context name with sc and the token
+// file (dropping its addrs, which an ssh table overrides, and a literal
+// token) and makes it current.
+func (a *app) writeSSHContext(name string, sc sshConfig, tokenFile string) error {
 	cfg, path, err := a.loadConfig()
 	if err != nil {
 		return err
@@ -329,6 +387,7 @@ func (a *app) writeSSHContext(name string, sc sshConfig) error {
 	}
 	c.Addrs = nil
 	c.SSH = &sc
+	c.Token, c.TokenFile = "", tokenFile
 	cfg.CurrentContext = name
 	return saveConfig(path, cfg)
 }
@@ -384,7 +443,11 @@ func (a *app) waitBootstrapped(ctx context.Context, res *bootstrap.Result, o boo
 	}
 	tun := newTunnel(hosts, nil, func(msg string) { say("warning: %s", msg) })
 	defer tun.Close()
-	c, err := tun.apiClient("", 10*time.Second)
+	tok, err := os.ReadFile(res.State.TokenFile())
+	if err != nil {
+		return fmt.Errorf("bootstrap: api token: %w", err)
+	}
+	c, err := tun.apiClient(strings.TrimSpace(string(tok)), 10*time.Second)
 	if err != nil {
 		return err
 	}

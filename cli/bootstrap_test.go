@@ -106,9 +106,9 @@ func TestBootstrapCommand(t *testing.T) {
 		"b1: checking...",
 		"b2: uploading herd (64 B, missing)",
 		"b1: systemctl start herd.service",
-		"b1: ok: server b1, 7 files written, 3 systemctl steps",
-		"b2: ok: worker b2, 7 files written, 3 systemctl steps",
-		`cluster "lab": new cluster key and cluster SSH key in ` + filepath.Join(h.env["HOME"], ".config/herd/clusters/lab"),
+		"b1: ok: server b1, 8 files written, 3 systemctl steps",
+		"b2: ok: worker b2, 5 files written, 3 systemctl steps",
+		`cluster "lab": new gossip key, server key, cluster SSH key and API token in ` + filepath.Join(h.env["HOME"], ".config/herd/clusters/lab"),
 		`context "lab" (ssh root@127.0.0.1:`,
 		`cluster "lab" formed: leader b1`,
 	} {
@@ -123,6 +123,9 @@ func TestBootstrapCommand(t *testing.T) {
 	c, ok := cfg.context("lab")
 	if !ok || cfg.CurrentContext != "lab" || c.SSH == nil {
 		t.Fatalf("config: %+v", cfg)
+	}
+	if want := filepath.Join(h.env["HOME"], ".config/herd/clusters/lab/api.token"); c.TokenFile != want || c.Token != "" {
+		t.Errorf("context token %q, token_file %q; want token_file %q", c.Token, c.TokenFile, want)
 	}
 	if c.SSH.User != "root" || c.SSH.Key != key || c.SSH.KnownHosts != knownHosts || len(c.SSH.Hosts) != 1 || !strings.HasPrefix(c.SSH.Hosts[0], "127.0.0.1:") {
 		t.Errorf("context ssh table: %+v", c.SSH)
@@ -141,7 +144,7 @@ func TestBootstrapCommand(t *testing.T) {
 			t.Errorf("second run output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "new cluster key") {
+	if strings.Contains(out, "new gossip key") {
 		t.Errorf("second run made new keys:\n%s", out)
 	}
 	for name, b := range bins {

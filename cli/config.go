@@ -33,6 +33,9 @@ type configContext struct {
 	Name  string   `toml:"name"`
 	Addrs []string `toml:"addrs,omitempty"`
 	Token string   `toml:"token,omitempty"`
+	// TokenFile names a file holding the token (its first line), written
+	// by herdctl bootstrap: the cluster state folder's api.token.
+	TokenFile string `toml:"token_file,omitempty"`
 	// SSH is kept for the SSH tunnel (a later issue): parsed and written
 	// back, not used yet.
 	SSH *sshConfig `toml:"ssh,omitempty"`
@@ -225,6 +228,13 @@ func resolveTarget(in targetInput) (target, error) {
 	var ctxToken string
 	if ctx != nil {
 		ctxAddrs, ctxToken = ctx.Addrs, ctx.Token
+		if ctxToken == "" && ctx.TokenFile != "" {
+			b, err := os.ReadFile(ctx.TokenFile)
+			if err != nil {
+				return target{}, fmt.Errorf("context %q: token_file: %w", ctx.Name, err)
+			}
+			ctxToken, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
+		}
 	}
 	envAddrs := splitList(in.Getenv(envAddr))
 	var raw []string

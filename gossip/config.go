@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// KeySize is the length of the cluster key: 32 bytes, AES-256-GCM.
+// KeySize is the length of the gossip key: 32 bytes, AES-256-GCM.
 const KeySize = 32
 
 // DefaultPort is the gossip port (TCP and UDP) of the LAN preset.
@@ -37,10 +37,14 @@ type Config struct {
 	AdvertiseAddr string
 	// AdvertisePort is the port peers use; 0 means BindPort.
 	AdvertisePort int
-	// Key is the cluster key, exactly KeySize bytes. All gossip (UDP and
-	// TCP) is encrypted and authenticated with it; a node without it can
-	// neither join nor read.
+	// Key is the gossip key, exactly KeySize bytes, which every member
+	// holds. All gossip (UDP and TCP) is encrypted and authenticated with
+	// it; a node without it can neither join nor read.
 	Key []byte
+	// AcceptKeys are further gossip keys messages may be encrypted with
+	// (memberlist's keyring): they are accepted, never used to encrypt.
+	// While a gossip key is rotated every member lists the other one here.
+	AcceptKeys [][]byte
 	// Join is the default seed list for Gossip.Join: "host:port" or "host"
 	// (the port then defaults to BindPort).
 	Join []string
@@ -226,6 +230,11 @@ func (c Config) Validate() error {
 	if len(c.Key) != KeySize {
 		p = append(p, fmt.Sprintf("Key: %d bytes, want %d", len(c.Key), KeySize))
 	}
+	for i, k := range c.AcceptKeys {
+		if len(k) != KeySize {
+			p = append(p, fmt.Sprintf("AcceptKeys[%d]: %d bytes, want %d", i, len(k), KeySize))
+		}
+	}
 	for i, j := range c.Join {
 		if strings.TrimSpace(j) == "" {
 			p = append(p, fmt.Sprintf("Join[%d]: empty address", i))
@@ -325,6 +334,14 @@ func (c Config) memberlistConfig() *memberlist.Config {
 		mc.AdvertisePort = c.BindPort
 	}
 	mc.SecretKey = append([]byte(nil), c.Key...)
+	if len(c.AcceptKeys) > 0 {
+		keys := make([][]byte, len(c.AcceptKeys))
+		for i, k := range c.AcceptKeys {
+			keys[i] = append([]byte(nil), k...)
+		}
+		// Validate checked every size, the only error NewKeyring has.
+		mc.Keyring, _ = memberlist.NewKeyring(keys, mc.SecretKey)
+	}
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
 	t := c.Timing

@@ -4,7 +4,8 @@
 // model, memory, CPUs, labels, agent version, server role).
 //
 // It is a thin shell over hashicorp/memberlist (SWIM with Lifeguard): gossip
-// is encrypted and authenticated with the 32-byte cluster key, node facts
+// is encrypted and authenticated with the 32-byte gossip key every member
+// holds (more keys are accepted during a rotation: Config.AcceptKeys), node facts
 // ride in memberlist's node metadata (at most 512 bytes), and membership
 // changes are delivered as coalescing events that never block memberlist.
 // Heartbeats never touch Raft or the disk.

@@ -113,6 +113,7 @@ func New(cfg Config) (*Gossip, error) {
 		return nil, err // unreachable: Validate encoded it
 	}
 	cfg.Key = append([]byte(nil), cfg.Key...)
+	cfg.AcceptKeys = slices.Clone(cfg.AcceptKeys)
 	cfg.Join = slices.Clone(cfg.Join)
 	cfg.Meta.Labels = maps.Clone(cfg.Meta.Labels)
 	g := &Gossip{

@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// ClusterKeySize is the length in bytes of the cluster key.
-const ClusterKeySize = 32
+// ServerKeySize is the length in bytes of a server key.
+const ServerKeySize = 32
 
 // Config configures a Store. Start from DefaultConfig and fill in NodeID,
-// BindAddr and ClusterKey.
+// BindAddr and ServerKey.
 //
 // The Raft timings are tuned for a LAN of small boards where a dead leader
 // must be replaced in about one to two seconds:
@@ -43,9 +43,15 @@ type Config struct {
 	// BindAddr (which must then name a specific host); port 0 means the
 	// port actually bound.
 	AdvertiseAddr string
-	// ClusterKey is the shared 32-byte secret. Servers prove to each other
-	// that they hold it; nobody without it can connect.
-	ClusterKey []byte
+	// ServerKey is the 32-byte secret only servers hold: the Raft and
+	// forwarding TLS identity is derived from it. Servers prove to each
+	// other that they hold it; nobody without it (a worker with only the
+	// gossip key, a LAN device) can send a Raft RPC or a forwarded write.
+	ServerKey []byte
+	// AcceptServerKeys are further server keys whose derived identities
+	// are accepted from peers, but never presented: the old or the new
+	// key while a server key is rotated.
+	AcceptServerKeys [][]byte
 	// Logger receives the store's and Raft's logs. Nil discards them.
 	Logger *slog.Logger
 	// Clock stamps new objects' Created time on the leader. Nil means
@@ -91,7 +97,7 @@ type Config struct {
 }
 
 // DefaultConfig returns a Config with the timings documented on Config and
-// everything else zero: NodeID, BindAddr and ClusterKey must be filled in.
+// everything else zero: NodeID, BindAddr and ServerKey must be filled in.
 func DefaultConfig() Config {
 	return Config{
 		HeartbeatTimeout:   500 * time.Millisecond,
@@ -135,8 +141,13 @@ func (c Config) Validate() error {
 			add("AdvertiseAddr is empty and BindAddr %q does not name a host others can dial", c.BindAddr)
 		}
 	}
-	if len(c.ClusterKey) != ClusterKeySize {
-		add("ClusterKey has %d bytes, want %d", len(c.ClusterKey), ClusterKeySize)
+	if len(c.ServerKey) != ServerKeySize {
+		add("ServerKey has %d bytes, want %d", len(c.ServerKey), ServerKeySize)
+	}
+	for i, k := range c.AcceptServerKeys {
+		if len(k) != ServerKeySize {
+			add("AcceptServerKeys[%d] has %d bytes, want %d", i, len(k), ServerKeySize)
+		}
 	}
 	if c.HeartbeatTimeout < 5*time.Millisecond {
 		add("HeartbeatTimeout %s is below 5ms", c.HeartbeatTimeout)

@@ -24,7 +24,7 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("helper process for TestKillNineRecovers")
 	}
 	cfg := DefaultConfig()
-	cfg.NodeID, cfg.BindAddr, cfg.ClusterKey, cfg.DataDir = "crash", "127.0.0.1:0", TestKey("crash"), dir
+	cfg.NodeID, cfg.BindAddr, cfg.ServerKey, cfg.DataDir = "crash", "127.0.0.1:0", TestKey("crash"), dir
 	s, err := Open(cfg)
 	if err != nil {
 		fmt.Println("error", err)

@@ -17,13 +17,17 @@
 //     membership, and writes that followers forward to the leader over the
 //     authenticated transport (transport.go, forward.go).
 //
-// Board-to-board traffic needs the cluster key: the transport is TLS 1.3 in
-// which both sides prove they hold an ed25519 key derived from it. Before
-// that proof a connection is "pending": pending connections are capped in
-// all, per source address and for sources not yet known as servers, and
-// each is closed unless it completes the handshake and sends its protocol
-// byte within Config.HandshakeTimeout, so keyless hosts cannot starve the
-// servers (transport.go).
+// Board-to-board traffic needs the server key, which only servers hold
+// (workers have only the gossip key): the transport is TLS 1.3 in which
+// both sides prove they hold an ed25519 key derived from it, so nobody
+// else can send a Raft RPC or a forwarded write. During a rotation a
+// server presents its primary key and accepts those derived from
+// Config.AcceptServerKeys too. Before that proof a connection is
+// "pending": pending connections are capped in all, per source address
+// and for sources not yet known as servers, and each is closed unless it
+// completes the handshake and sends its protocol byte within
+// Config.HandshakeTimeout, so keyless hosts cannot starve the servers
+// (transport.go).
 //
 // NewTestCluster (testing.go) builds an in-process cluster on loopback for
 // tests in this and other packages.

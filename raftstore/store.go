@@ -109,7 +109,7 @@ func Open(cfg Config) (*Store, error) {
 	if clock == nil {
 		clock = time.Now
 	}
-	id, err := deriveIdentity(cfg.ClusterKey)
+	id, err := deriveIdentity(cfg.ServerKey, cfg.AcceptServerKeys...)
 	if err != nil {
 		return nil, err
 	}

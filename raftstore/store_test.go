@@ -476,7 +476,7 @@ func TestLeadershipTransfer(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	good := DefaultConfig()
-	good.NodeID, good.BindAddr, good.ClusterKey = "n1", "127.0.0.1:0", TestKey("x")
+	good.NodeID, good.BindAddr, good.ServerKey = "n1", "127.0.0.1:0", TestKey("x")
 	if err := good.Validate(); err != nil {
 		t.Fatalf("good config: %v", err)
 	}
@@ -490,7 +490,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad bind", func(c *Config) { c.BindAddr = "localhost" }, "BindAddr"},
 		{"unspecified bind without advertise", func(c *Config) { c.BindAddr = "0.0.0.0:7000" }, "AdvertiseAddr"},
 		{"unspecified advertise", func(c *Config) { c.AdvertiseAddr = "0.0.0.0:7000" }, "AdvertiseAddr"},
-		{"short key", func(c *Config) { c.ClusterKey = []byte("short") }, "ClusterKey"},
+		{"short key", func(c *Config) { c.ServerKey = []byte("short") }, "ServerKey"},
 		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = 2 * c.HeartbeatTimeout }, "LeaderLeaseTimeout"},
 		{"election below heartbeat", func(c *Config) { c.ElectionTimeout = c.HeartbeatTimeout / 2 }, "ElectionTimeout"},
 		{"no history", func(c *Config) { c.WatchHistory = 0 }, "WatchHistory"},

@@ -30,7 +30,7 @@ type TestClusterOptions struct {
 // from the test's goroutine.
 type TestCluster struct {
 	t testing.TB
-	// Key is the cluster key every server shares.
+	// Key is the server key every server shares.
 	Key []byte
 	// Stores are the servers, by index; an entry is nil while stopped.
 	Stores []*Store
@@ -46,7 +46,7 @@ func TestConfig(t testing.TB, nodeID string, key []byte) Config {
 	cfg := DefaultConfig()
 	cfg.NodeID = nodeID
 	cfg.BindAddr = "127.0.0.1:0"
-	cfg.ClusterKey = key
+	cfg.ServerKey = key
 	cfg.Logger = TestLogger(t)
 	// Fast enough for tests, slow enough for a loaded 2-core machine.
 	cfg.HeartbeatTimeout = 300 * time.Millisecond
@@ -57,7 +57,7 @@ func TestConfig(t testing.TB, nodeID string, key []byte) Config {
 	return cfg
 }
 
-// TestKey returns a deterministic cluster key for tests; different seeds
+// TestKey returns a deterministic server key for tests; different seeds
 // give different keys.
 func TestKey(seed string) []byte {
 	k := sha256.Sum256([]byte("herd test cluster key " + seed))

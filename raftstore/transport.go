@@ -56,27 +56,27 @@ const (
 const maxForwardConns = 256
 
 // errNotPeer is returned by the TLS verification when the peer does not
-// hold the cluster key.
-var errNotPeer = errors.New("raftstore: peer does not hold the cluster key")
+// hold a server key.
+var errNotPeer = errors.New("raftstore: peer does not hold the server key")
 
-// identity is the TLS identity every holder of the cluster key shares: an
-// ed25519 key derived from the cluster key and a self-signed certificate.
+// identity is the TLS identity every holder of the server key shares: an
+// ed25519 key derived from the server key and a self-signed certificate.
+// accept lists the public keys accepted from peers: the own one first,
+// then those derived from the keys accepted during a rotation.
 type identity struct {
-	pub  ed25519.PublicKey
-	cert tls.Certificate
+	pub    ed25519.PublicKey
+	cert   tls.Certificate
+	accept []ed25519.PublicKey
 }
 
-// deriveIdentity derives the transport identity from the cluster key with
-// HKDF-SHA256. Every call with the same key yields the same public key.
-func deriveIdentity(clusterKey []byte) (*identity, error) {
-	if len(clusterKey) != ClusterKeySize {
-		return nil, fmt.Errorf("raftstore: cluster key has %d bytes, want %d", len(clusterKey), ClusterKeySize)
-	}
-	seed, err := hkdf.Key(sha256.New, clusterKey, nil, tlsInfo, ed25519.SeedSize)
+// deriveIdentity derives the transport identity from the server key with
+// HKDF-SHA256; the public keys derived from accepted are accepted from
+// peers too. Every call with the same key yields the same public key.
+func deriveIdentity(serverKey []byte, accepted ...[]byte) (*identity, error) {
+	priv, err := derivePrivate(serverKey)
 	if err != nil {
-		return nil, fmt.Errorf("raftstore: derive transport key: %w", err)
+		return nil, err
 	}
-	priv := ed25519.NewKeyFromSeed(seed)
 	pub := priv.Public().(ed25519.PublicKey)
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
@@ -91,25 +91,51 @@ func deriveIdentity(clusterKey []byte) (*identity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: transport certificate: %w", err)
 	}
-	return &identity{
-		pub:  pub,
-		cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv},
-	}, nil
+	id := &identity{
+		pub:    pub,
+		cert:   tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv},
+		accept: []ed25519.PublicKey{pub},
+	}
+	for _, k := range accepted {
+		p, err := derivePrivate(k)
+		if err != nil {
+			return nil, fmt.Errorf("raftstore: accepted server key: %w", err)
+		}
+		id.accept = append(id.accept, p.Public().(ed25519.PublicKey))
+	}
+	return id, nil
 }
 
-// verify accepts a connection only if the peer's certificate carries the
-// derived public key. TLS 1.3 has already checked that the peer holds the
-// matching private key (CertificateVerify), so equality is the whole check.
-// It runs on every connection, resumed or not.
+// derivePrivate derives the ed25519 transport key of one server key.
+func derivePrivate(serverKey []byte) (ed25519.PrivateKey, error) {
+	if len(serverKey) != ServerKeySize {
+		return nil, fmt.Errorf("raftstore: server key has %d bytes, want %d", len(serverKey), ServerKeySize)
+	}
+	seed, err := hkdf.Key(sha256.New, serverKey, nil, tlsInfo, ed25519.SeedSize)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: derive transport key: %w", err)
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// verify accepts a connection only if the peer's certificate carries one
+// of the accepted public keys. TLS 1.3 has already checked that the peer
+// holds the matching private key (CertificateVerify), so equality is the
+// whole check. It runs on every connection, resumed or not.
 func (id *identity) verify(cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errNotPeer
 	}
 	pk, ok := cs.PeerCertificates[0].PublicKey.(ed25519.PublicKey)
-	if !ok || !pk.Equal(id.pub) {
+	if !ok {
 		return errNotPeer
 	}
-	return nil
+	for _, a := range id.accept {
+		if pk.Equal(a) {
+			return nil
+		}
+	}
+	return errNotPeer
 }
 
 func (id *identity) serverConfig() *tls.Config {

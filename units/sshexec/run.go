@@ -40,6 +40,11 @@ const wrapperCommand = `read -r n; exec 3>&1 5<&0; s=$(dd bs=1 count="$n" 2>/dev
 	`wait "$c"; s=$?; kill -KILL "$w"; echo "$s" >&4' sh 4>&1 >&3 3>&-); ` +
 	`[ -n "$s" ] && exit "$s"; echo "` + wrapperFailMarker + `" >&2; exit 255`
 
+// WrapperCommand is the executor's one exec request string, exported for
+// herd ssh-gate (units/sshgate), the forced command of the cluster SSH
+// key's authorized_keys entry, which admits exactly this string.
+const WrapperCommand = wrapperCommand
+
 // wrapperFailMarker ends stderr when the wrapper could not report a status.
 const wrapperFailMarker = "herd-sshexec: wrapper failed: no exit status"
 

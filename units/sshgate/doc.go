@@ -1,0 +1,28 @@
+// Package sshgate is `herd ssh-gate`, the forced command of the cluster SSH
+// key on every board. herdctl bootstrap authorises that key for root as
+//
+//	restrict,from="<servers' addresses>",command="/usr/local/bin/herd ssh-gate" ssh-ed25519 ...
+//
+// so sshd runs the gate instead of whatever the client asked for, with the
+// request in SSH_ORIGINAL_COMMAND. The gate admits exactly the two things
+// the leader's executor (units/sshexec) ever asks for:
+//
+//   - the executor's fixed wrapper command (sshexec.WrapperCommand),
+//     compared byte for byte and run with /bin/sh -c, as sshd would have;
+//     the argv it runs travels on stdin, never in the command line;
+//   - the sftp subsystem: with a forced command sshd passes the
+//     subsystem's configured command ("internal-sftp", or the sftp-server
+//     path, maybe with options), and the gate runs the board's own
+//     sftp-server binary from a fixed list of paths (SFTPServerPaths),
+//     without the client's options.
+//
+// Anything else (an interactive login, another command) is refused with a
+// message on stderr and exit status 1. `restrict` turns off port, agent
+// and X11 forwarding, pty allocation and ~/.ssh/rc; the executor needs
+// none of them (exec and sftp sessions, keepalive requests).
+//
+// The gate narrows the key to herd's protocol, not to harmless commands:
+// the wrapper runs any argv as root, which is the leader's job. What keeps
+// the key from a worker is that only servers hold it, and from= keeps a
+// copy of it from being used from anywhere but a server's address.
+package sshgate

@@ -1,0 +1,113 @@
+package sshgate
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/herd-dev/herd/units/sshexec"
+)
+
+func TestDecide(t *testing.T) {
+	debian := func(p string) bool { return p == "/usr/lib/openssh/sftp-server" }
+	fedora := func(p string) bool { return p == "/usr/libexec/openssh/sftp-server" }
+	none := func(string) bool { return false }
+	w := sshexec.WrapperCommand
+	for _, tc := range []struct {
+		name     string
+		original string
+		present  bool
+		exists   func(string) bool
+		want     []string
+		refused  bool
+	}{
+		{"wrapper", w, true, debian, []string{"/bin/sh", "-c", w}, false},
+		{"internal-sftp", "internal-sftp", true, debian, []string{"/usr/lib/openssh/sftp-server"}, false},
+		{"internal-sftp with options", "internal-sftp -l INFO", true, fedora, []string{"/usr/libexec/openssh/sftp-server"}, false},
+		{"sftp", "sftp", true, debian, []string{"/usr/lib/openssh/sftp-server"}, false},
+		{"sftp-server path", "/usr/lib/openssh/sftp-server", true, debian, []string{"/usr/lib/openssh/sftp-server"}, false},
+		{"sftp-server path, options dropped", "/usr/libexec/openssh/sftp-server -d /", true, fedora, []string{"/usr/libexec/openssh/sftp-server"}, false},
+		{"login shell", "", false, debian, nil, true},
+		{"blank command", "  ", true, debian, nil, true},
+		{"other command", "id", true, debian, nil, true},
+		{"wrapper plus more", w + "; id", true, debian, nil, true},
+		{"wrapper with a trailing newline", w + "\n", true, debian, nil, true},
+		{"wrapper prefix", w[:len(w)-1], true, debian, nil, true},
+		{"other sftp-server path", "/tmp/sftp-server", true, debian, nil, true},
+		{"sftp path with a shell", "/usr/lib/openssh/sftp-server;id", true, debian, nil, true},
+		{"scp", "scp -t /root", true, debian, nil, true},
+		{"sftp without a server", "internal-sftp", true, none, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Decide(tc.original, tc.present, tc.exists)
+			if tc.want == nil {
+				if err == nil {
+					t.Fatalf("admitted as %q", got)
+				}
+				if errors.Is(err, ErrRefused) != tc.refused {
+					t.Fatalf("err %v, refused %v, want %v", err, errors.Is(err, ErrRefused), tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMain lets the test binary act as `herd ssh-gate` for TestGateProcess.
+func TestMain(m *testing.M) {
+	if os.Getenv("HERD_SSHGATE_TEST") == "1" {
+		os.Exit(Main(os.Environ(), os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestGateProcess runs the gate as a real process, as sshd would: the
+// wrapper request runs the argv it reads from stdin; anything else exits 1
+// with a message and runs nothing.
+func TestGateProcess(t *testing.T) {
+	for _, p := range []string{"dd", "xargs"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("%s not installed", p)
+		}
+	}
+	run := func(original string, stdin string) (string, string, int) {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "HERD_SSHGATE_TEST=1", "SSH_ORIGINAL_COMMAND="+original)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), errb.String(), code
+	}
+	argv := "echo\x00gate ok\x00sh\x00"
+	out, errOut, code := run(sshexec.WrapperCommand, "12\n"+argv[:12])
+	if code != 0 || out != "gate ok\n" {
+		t.Errorf("wrapper: stdout %q, stderr %q, status %d; want \"gate ok\\n\", 0", out, errOut, code)
+	}
+	marker := t.TempDir() + "/ran"
+	out, errOut, code = run("touch "+marker, "")
+	if code != 1 || out != "" || !strings.Contains(errOut, "only runs herd's executor and sftp") {
+		t.Errorf("other command: stdout %q, stderr %q, status %d; want a refusal, 1", out, errOut, code)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the refused command ran")
+	}
+}
