@@ -131,9 +131,7 @@ func (b *boardExecutor) Run(ctx context.Context, node string, argv []string) (in
 // GET /v1/pods/{name}/logs). Any server with the cluster SSH key can serve
 // it, not only the leader.
 func (b *boardExecutor) Logs(ctx context.Context, pod *api.Pod, opts httpapi.LogOptions, w io.Writer) error {
-	unit := pod.Status.Unit
-	if unit == "" {
-		unit = units.UnitName(pod.Metadata.Name)
-	}
-	return b.ssh.Stream(ctx, pod.Spec.Node, opts.JournalctlArgs(unit), w)
+	// The unit comes from the pod's name and the board from its binding,
+	// never from status, which must not steer what is read.
+	return b.ssh.Stream(ctx, pod.Spec.Node, opts.JournalctlArgs(units.UnitName(pod.Metadata.Name)), w)
 }

@@ -268,14 +268,6 @@ func (c *Client) Update(ctx context.Context, obj api.Object) (api.RawObject, err
 	return o, err
 }
 
-// UpdateStatus replaces one object's status, compare-and-swap when its
-// metadata.resourceVersion is set, and returns it as stored.
-func (c *Client) UpdateStatus(ctx context.Context, obj api.Object) (api.RawObject, error) {
-	var o api.RawObject
-	err := c.doObject(ctx, http.MethodPut, kindPath(obj.GetKind(), obj.GetMeta().Name)+"/status", obj, &o)
-	return o, err
-}
-
 // Apply creates or updates objs together: all or none.
 func (c *Client) Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]ApplyResult, error) {
 	req := ApplyRequest{Objects: make([]json.RawMessage, len(objs))}
