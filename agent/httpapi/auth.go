@@ -1,16 +1,12 @@
 package httpapi
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"crypto/tls"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -22,13 +18,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/herd-dev/herd/client"
 )
 
 // TokenBytes is how many random bytes GenerateToken draws.
 const TokenBytes = 32
-
-// MaxTokenFileBytes bounds a token file.
-const MaxTokenFileBytes = 64 << 10
 
 // TokenSource gives the tokens the API accepts. Accepted is called on every
 // request; it must be safe for concurrent use and cheap.
@@ -57,7 +52,7 @@ func GenerateToken() (string, error) {
 // WriteTokenFile writes token as a new token file at path (mode 0600,
 // atomically: temporary file then rename). An existing file is replaced.
 func WriteTokenFile(path, token string) error {
-	if err := checkToken(token); err != nil {
+	if err := client.CheckToken(token); err != nil {
 		return err
 	}
 	dir := filepath.Dir(path)
@@ -86,65 +81,6 @@ func WriteTokenFile(path, token string) error {
 		return fmt.Errorf("httpapi: token file: %w", err)
 	}
 	return nil
-}
-
-func checkToken(tok string) error {
-	switch {
-	case tok == "":
-		return errors.New("httpapi: empty token")
-	case len(tok) < 16:
-		return fmt.Errorf("httpapi: token of %d characters is too short (want at least 16; herd makes 43)", len(tok))
-	case strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f || r > 0x7e }):
-		return errors.New("httpapi: a token is printable ASCII without blanks")
-	}
-	return nil
-}
-
-// ParseTokens parses a token file: one token per line; blank lines and
-// lines starting with # are skipped. The first token is the one clients
-// should use; every listed token is accepted. name is used in errors.
-func ParseTokens(name string, data []byte) ([]string, error) {
-	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), MaxTokenFileBytes)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if err := checkToken(line); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", name, n, strings.TrimPrefix(err.Error(), "httpapi: "))
-		}
-		out = append(out, line)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no token in the file", name)
-	}
-	return out, nil
-}
-
-// ReadTokenFile reads and parses a token file of at most MaxTokenFileBytes.
-func ReadTokenFile(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("httpapi: token file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxTokenFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("httpapi: token file %s: %w", path, err)
-	}
-	if len(data) > MaxTokenFileBytes {
-		return nil, fmt.Errorf("httpapi: token file %s is larger than %d bytes", path, MaxTokenFileBytes)
-	}
-	toks, err := ParseTokens(path, data)
-	if err != nil {
-		return nil, fmt.Errorf("httpapi: token file %w", err)
-	}
-	return toks, nil
 }
 
 // TokenFile is a TokenSource backed by a token file, re-read when its
@@ -188,7 +124,7 @@ func OpenTokenFile(path string) (*TokenFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: token file: %w", err)
 	}
-	toks, err := ReadTokenFile(path)
+	toks, err := client.ReadTokenFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +165,7 @@ func (t *TokenFile) reloadLocked() {
 	if st == t.stamp {
 		return
 	}
-	toks, err := ReadTokenFile(t.path)
+	toks, err := client.ReadTokenFile(t.path)
 	if err != nil {
 		t.fail(st, fmt.Errorf("%w (keeping the tokens read before)", err))
 		return

@@ -48,7 +48,7 @@ func TestGenerateAndWriteToken(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("token file mode %o, want 600", fi.Mode().Perm())
 	}
-	got, err := httpapi.ReadTokenFile(path)
+	got, err := client.ReadTokenFile(path)
 	if err != nil || len(got) != 1 || got[0] != tok {
 		t.Errorf("ReadTokenFile = %q, %v; want [%q]", got, err, tok)
 	}
@@ -72,7 +72,7 @@ func TestParseTokens(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := httpapi.ParseTokens("f", []byte(tc.in))
+			got, err := client.ParseTokens("f", []byte(tc.in))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("ParseTokens = %q, %v; want error containing %q", got, err, tc.wantErr)
@@ -89,10 +89,10 @@ func TestParseTokens(t *testing.T) {
 
 func TestReadTokenFileTooLarge(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "big")
-	if err := os.WriteFile(path, []byte(strings.Repeat("a", httpapi.MaxTokenFileBytes+1)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(strings.Repeat("a", client.MaxTokenFileBytes+1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := httpapi.ReadTokenFile(path); err == nil || !strings.Contains(err.Error(), "larger than") {
+	if _, err := client.ReadTokenFile(path); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("ReadTokenFile of a huge file = %v, want a size error", err)
 	}
 }

@@ -137,8 +137,8 @@ func (c Config) Validate() error {
 		return errors.New("httpapi: config: Logger is required")
 	}
 	if c.Tokens == nil {
-		if err := checkToken(c.Token); err != nil {
-			return fmt.Errorf("httpapi: config: Token: %v", strings.TrimPrefix(err.Error(), "httpapi: "))
+		if err := client.CheckToken(c.Token); err != nil {
+			return fmt.Errorf("httpapi: config: Token: %v", strings.TrimPrefix(err.Error(), "client: "))
 		}
 	}
 	for i, h := range c.Hosts {
