@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herd-dev/herd/agent/httpapi"
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 )
 
@@ -93,5 +95,20 @@ func TestValidateAPIHosts(t *testing.T) {
 	err := cfg.Validate()
 	if err == nil || !strings.Contains(err.Error(), `api_hosts[1] "bad host"`) {
 		t.Errorf("Validate = %v, want an api_hosts[1] error", err)
+	}
+}
+
+func TestLogsCommandIgnoresStatus(t *testing.T) {
+	pod := &api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "web-7x2kq"},
+		Spec:   api.PodSpec{Node: "pi2"},
+		Status: api.PodStatus{Unit: "sshd.service"}}
+	node, argv := logsCommand(pod, httpapi.LogOptions{Tail: 5})
+	if node != "pi2" || len(argv) < 2 || argv[1] != "--unit=herd-web-7x2kq.service" {
+		t.Errorf("logs command %s %q: want pi2 and --unit=herd-web-7x2kq.service", node, argv)
+	}
+	for _, a := range argv {
+		if strings.Contains(a, "sshd") {
+			t.Errorf("argv %q follows status.unit", argv)
+		}
 	}
 }
