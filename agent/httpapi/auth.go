@@ -147,14 +147,6 @@ func (t *TokenFile) Accepted() ([]string, error) {
 	return t.tokens, nil
 }
 
-// Reload re-reads the file now if its stamp changed.
-func (t *TokenFile) Reload() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.checked = t.now()
-	t.reloadLocked()
-}
-
 func (t *TokenFile) reloadLocked() {
 	fi, err := os.Stat(t.path)
 	if err != nil {
@@ -173,8 +165,9 @@ func (t *TokenFile) reloadLocked() {
 	t.stamp, t.tokens = st, toks
 }
 
+// fail reports err once per stamp (a missing file has the zero stamp).
 func (t *TokenFile) fail(st fileStamp, err error) {
-	if st == t.stamp && st != (fileStamp{}) {
+	if st == t.stamp {
 		return
 	}
 	t.stamp = st
