@@ -66,9 +66,9 @@ type Config struct {
 	// Default: <data_dir>/api.token, generated (0600) when missing.
 	// Required (explicitly) for a non-loopback API.
 	APITokenFile string `toml:"api_token_file"`
-	// APIHosts are extra names (host or host:port) requests may carry in
-	// their Host header, besides the listener's own address and localhost
-	// (against DNS rebinding).
+	// APIHosts are the DNS names (host or host:port) requests may carry in
+	// their Host header besides IP literals and localhost; other names are
+	// refused (against DNS rebinding).
 	APIHosts []string `toml:"api_hosts"`
 
 	// SSHAddress is where the leader reaches this board's sshd (host:port);

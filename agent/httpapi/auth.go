@@ -287,41 +287,27 @@ func onUnixSocket(r *http.Request) bool {
 	return la != nil && la.Network() == "unix"
 }
 
-// hostAllowed reports whether r's Host header names this listener: the
-// address the connection arrived on (127.0.0.1:7948, [::1]:7948),
-// localhost with that port, or one of the configured names (with or
-// without a port). Requests over a unix socket carry no meaningful host
-// and are not checked: a browser cannot reach a socket.
+// hostAllowed reports whether r's Host header may name this API: an IP
+// literal (any port: SSH port forwards and NAT change the port, and a
+// rebinding attack needs a DNS name, which an IP literal is not),
+// localhost (which browsers resolve to loopback only), or one of the
+// configured names (with or without a port). Any other name is a DNS
+// rebinding page's. Requests over a unix socket are not checked: a browser
+// cannot reach a socket.
 func (s *Server) hostAllowed(r *http.Request) bool {
 	if onUnixSocket(r) {
 		return true
 	}
-	la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if la == nil {
-		return false
-	}
-	lhost, lport, err := net.SplitHostPort(la.String())
-	if err != nil {
-		return false
-	}
 	host, port, err := net.SplitHostPort(r.Host)
 	if err != nil {
-		// No port: the scheme's default.
-		host, port = strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]"), "80"
-		if r.TLS != nil {
-			port = "443"
-		}
+		host, port = strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]"), ""
 	}
 	host = strings.ToLower(host)
-	if port == lport {
-		if lip := net.ParseIP(lhost); lip != nil {
-			if ip := net.ParseIP(host); ip != nil && ip.Equal(lip) {
-				return true
-			}
-			if host == "localhost" && lip.IsLoopback() {
-				return true
-			}
-		}
+	if host == "" {
+		return false
+	}
+	if net.ParseIP(host) != nil || host == "localhost" {
+		return true
 	}
 	for _, h := range s.cfg.Hosts {
 		h = strings.ToLower(h)
@@ -329,7 +315,7 @@ func (s *Server) hostAllowed(r *http.Request) bool {
 			if hh == host && hp == port {
 				return true
 			}
-		} else if h == host && port == lport {
+		} else if h == host {
 			return true
 		}
 	}

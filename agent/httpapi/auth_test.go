@@ -245,16 +245,22 @@ func TestHostHeader(t *testing.T) {
 		want int
 	}{
 		{"127.0.0.1:" + port, 200},
+		{"127.0.0.1:1", 200}, // an SSH port forward changes the port
+		{"127.0.0.1", 200},
+		{"[::1]:" + port, 200},
+		{"10.0.0.1:" + port, 200}, // an IP literal cannot be rebound
 		{"localhost:" + port, 200},
-		{"LOCALHOST:" + port, 200},
+		{"LOCALHOST:9", 200},
 		{"herd.lan:" + port, 200},
+		{"herd.lan", 200},
+		{"herd.lan:1", 200},
 		{"board1.example:8443", 200},
 		{"board1.example:" + port, 421},
-		{"herd.lan:1", 421},
-		{"127.0.0.1:1", 421},
+		{"board1.example", 421},
 		{"evil.example:" + port, 421},
-		{"127.0.0.1", 421},
-		{"10.0.0.1:" + port, 421},
+		{"evil.example", 421},
+		{"127.0.0.1.evil.example:" + port, 421},
+		{"localhost.evil.example:" + port, 421},
 	}
 	for _, tc := range tests {
 		t.Run(tc.host, func(t *testing.T) {

@@ -3,8 +3,8 @@
 // listener requires a bearer token (Config.Token or a TokenFile re-read as
 // it changes, for rotation); on a unix socket, peers whose uid is in
 // Config.SocketUIDs (root) need none. Before the token it refuses
-// browser-shaped requests: a Host that is not the listener's own address
-// or a configured name (421, DNS rebinding) and a foreign Origin (403);
+// browser-shaped requests: a Host that is a DNS name other than localhost
+// or a configured one (421, DNS rebinding) and a foreign Origin (403);
 // write bodies must be application/json (415). Each listener holds at most
 // Config.MaxConns connections and a body must arrive within
 // Config.ReadTimeout.

@@ -67,9 +67,9 @@ type Config struct {
 	// unix socket listener. Default: {0} (root). Empty after New only when
 	// set to an empty non-nil slice.
 	SocketUIDs []int
-	// Hosts are extra names (host or host:port) a request's Host header
-	// may carry besides the listener's own address and localhost; any other
-	// Host is refused with 421, against DNS rebinding.
+	// Hosts are the DNS names (host, any port, or host:port) a request's
+	// Host header may carry besides IP literals and localhost; any other
+	// name is refused with 421, against DNS rebinding.
 	Hosts []string
 	// MaxConns caps the connections each listener holds open at once
 	// (watch and log streams included); further clients wait in the
