@@ -30,7 +30,7 @@ type Agent struct {
 	cfg    Config
 	log    *slog.Logger
 	keys   keys
-	token  string
+	tokens *httpapi.TokenFile
 	facts  Facts
 	store  *raftstore.Store // nil for a gossip-only agent
 	exec   placerExecutor   // nil when the cluster SSH key is missing
@@ -80,16 +80,6 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.keys = ks
-	if cfg.APITokenFile != "" {
-		b, err := os.ReadFile(cfg.APITokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("agent: api token: %w", err)
-		}
-		a.token = strings.TrimSpace(string(b))
-		if a.token == "" {
-			return nil, fmt.Errorf("agent: api token file %s is empty", cfg.APITokenFile)
-		}
-	}
 	if opts.Facts != nil {
 		a.facts = *opts.Facts
 	} else {
@@ -98,6 +88,11 @@ func New(cfg Config, opts Options) (*Agent, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: data dir: %w", err)
 	}
+	tf, err := openAPITokens(cfg, a.log)
+	if err != nil {
+		return nil, err
+	}
+	a.tokens = tf
 
 	ok := false
 	defer func() {
@@ -183,7 +178,8 @@ func New(cfg Config, opts Options) (*Agent, error) {
 	if be, ok := a.exec.(*boardExecutor); ok {
 		hc.Logs = be.Logs
 	}
-	hc.Token = a.token
+	hc.Tokens = a.tokens
+	hc.Hosts = cfg.APIHosts
 	hc.Logger = a.log.With("component", "api")
 	srv, err := httpapi.New(hc)
 	if err != nil {
@@ -342,6 +338,16 @@ func (a *Agent) Store() *raftstore.Store { return a.store }
 // Gossip returns the agent's gossip member.
 func (a *Agent) Gossip() *gossip.Gossip { return a.gossip }
 
+// APIToken returns the token clients should use: the first line of the
+// API token file.
+func (a *Agent) APIToken() string {
+	toks, _ := a.tokens.Accepted()
+	return toks[0]
+}
+
+// APITokenFile returns the path of the API token file in use.
+func (a *Agent) APITokenFile() string { return a.tokens.Path() }
+
 // APIAddrs returns the addresses the API listens on, in client form.
 func (a *Agent) APIAddrs() []string {
 	var out []string
@@ -447,4 +453,36 @@ func listenAPI(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("agent: api listen: %w", err)
 	}
 	return ln, nil
+}
+
+// APITokenFileName is the token file an agent without api_token_file
+// makes in its data directory.
+const APITokenFileName = "api.token"
+
+// openAPITokens opens the API token file: api_token_file, else
+// <data_dir>/api.token, created with a new random token (0600) when
+// missing, so that no listener is ever open without one. The file is
+// re-read as it changes (see httpapi.TokenFile).
+func openAPITokens(cfg Config, log *slog.Logger) (*httpapi.TokenFile, error) {
+	path := cfg.APITokenFile
+	if path == "" {
+		path = filepath.Join(cfg.DataDir, APITokenFileName)
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			tok, err := httpapi.GenerateToken()
+			if err != nil {
+				return nil, err
+			}
+			if err := httpapi.WriteTokenFile(path, tok); err != nil {
+				return nil, fmt.Errorf("agent: api token: %w", err)
+			}
+			log.Info("generated an API token (api_token_file is not set)", "file", path)
+		}
+	}
+	tf, err := httpapi.OpenTokenFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: api_token_file: %w", err)
+	}
+	tf.OnError = func(err error) { log.Warn("api token file not reloaded", "err", err) }
+	log.Info("api token file", "file", path)
+	return tf, nil
 }

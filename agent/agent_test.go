@@ -135,7 +135,7 @@ func (f *testFleet) crash(i int) Config {
 
 func (f *testFleet) client(i int) *client.Client {
 	f.t.Helper()
-	c, err := client.New(f.agents[i].a.APIAddrs(), client.Options{Timeout: 10 * time.Second})
+	c, err := client.New(f.agents[i].a.APIAddrs(), client.Options{Token: f.agents[i].a.APIToken(), Timeout: 10 * time.Second})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -10,11 +10,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/herd-dev/herd/agent/httpapi"
+	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/units/sshexec/boardfs"
 )
 
@@ -87,7 +90,11 @@ func agentCmd(stderr io.Writer) *cobra.Command {
 the same names (data_dir = "..." or --data-dir ...); flags win.
 
   herd agent --config /etc/herd/agent.toml
-  herd agent -dev          one throw-away agent on loopback, for trying herd`,
+  herd agent -dev          one throw-away agent on loopback, for trying herd
+
+Every API listener needs a token. Without api_token_file the agent uses
+<data_dir>/api.token, generating it (0600) when missing; -dev writes a fresh
+one to ` + devTokenHint + `, and removes it on exit.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg Config
@@ -115,13 +122,21 @@ the same names (data_dir = "..." or --data-dir ...); flags win.
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
+			if dev && cfg.APITokenFile == "" {
+				path, remove, err := writeDevToken(os.Getenv)
+				if err != nil {
+					return err
+				}
+				defer remove()
+				cfg.APITokenFile = path
+			}
 			logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
 			a, err := New(cfg, Options{ClusterKey: key, Logger: logger})
 			if err != nil {
 				return err
 			}
 			if dev {
-				logger.Info("dev agent ready", "api", a.APIAddrs(), "dataDir", cfg.DataDir, "hint", "herdctl apply -f examples/web.toml")
+				logger.Info("dev agent ready", "api", a.APIAddrs(), "dataDir", cfg.DataDir, "tokenFile", a.APITokenFile(), "hint", "herdctl apply -f examples/web.toml")
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -145,7 +160,8 @@ the same names (data_dir = "..." or --data-dir ...); flags win.
 	f.StringVar(&fc.RaftBind, "raft-bind", fc.RaftBind, "Raft bind address")
 	f.StringVar(&fc.RaftAdvertise, "raft-advertise", fc.RaftAdvertise, "Raft address other servers use")
 	f.StringSliceVar(&fc.APIListen, "api-listen", fc.APIListen, "API listeners: host:port or unix:///path (repeatable)")
-	f.StringVar(&fc.APITokenFile, "api-token-file", fc.APITokenFile, "API bearer token file (required for a non-loopback API)")
+	f.StringVar(&fc.APITokenFile, "api-token-file", fc.APITokenFile, "API bearer token file, one token per line (default <data-dir>/api.token, generated; -dev: "+devTokenHint+")")
+	f.StringSliceVar(&fc.APIHosts, "api-hosts", fc.APIHosts, "extra names the API answers to in the Host header (repeatable)")
 	f.StringVar(&fc.SSHAddress, "ssh-address", fc.SSHAddress, "where the leader reaches this board's sshd")
 	f.StringVar(&fc.SSHHostKeyFile, "ssh-host-key-file", fc.SSHHostKeyFile, "this board's sshd public host key (pinned in gossip)")
 	f.StringVar(&fc.SSHUser, "ssh-user", fc.SSHUser, "user the leader logs in as on boards")
@@ -176,11 +192,39 @@ func applyFlags(cmd *cobra.Command, cfg, fc *Config) {
 	set("raft-advertise", func() { cfg.RaftAdvertise = fc.RaftAdvertise })
 	set("api-listen", func() { cfg.APIListen = fc.APIListen })
 	set("api-token-file", func() { cfg.APITokenFile = fc.APITokenFile })
+	set("api-hosts", func() { cfg.APIHosts = fc.APIHosts })
 	set("ssh-address", func() { cfg.SSHAddress = fc.SSHAddress })
 	set("ssh-host-key-file", func() { cfg.SSHHostKeyFile = fc.SSHHostKeyFile })
 	set("ssh-user", func() { cfg.SSHUser = fc.SSHUser })
 	set("ssh-key-file", func() { cfg.SSHKeyFile = fc.SSHKeyFile })
 	set("log-level", func() { cfg.LogLevel = fc.LogLevel })
+}
+
+const devTokenHint = "$XDG_CONFIG_HOME/herd/dev.token, where herdctl finds it"
+
+// writeDevToken writes a new token for `herd agent -dev` to
+// client.DevTokenPath (0600), where herdctl looks when it has no other
+// token. remove deletes the file unless something else replaced it.
+func writeDevToken(getenv func(string) string) (path string, remove func(), err error) {
+	path, err = client.DevTokenPath(getenv)
+	if err != nil {
+		return "", nil, fmt.Errorf("agent: dev token: %w (or give --api-token-file)", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", nil, fmt.Errorf("agent: dev token: %w", err)
+	}
+	tok, err := httpapi.GenerateToken()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := httpapi.WriteTokenFile(path, tok); err != nil {
+		return "", nil, fmt.Errorf("agent: dev token: %w", err)
+	}
+	return path, func() {
+		if toks, err := client.ReadTokenFile(path); err == nil && len(toks) == 1 && toks[0] == tok {
+			os.Remove(path)
+		}
+	}, nil
 }
 
 func keygenCmd(stdout io.Writer) *cobra.Command {

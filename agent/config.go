@@ -78,8 +78,16 @@ type Config struct {
 
 	// APIListen lists API listeners: host:port or unix:///path.
 	APIListen []string `toml:"api_listen"`
-	// APITokenFile holds the bearer token; required for a non-loopback API.
+	// APITokenFile holds the API bearer tokens, one per line; the first is
+	// the one clients should use, every one is accepted (rotation: add the
+	// new one first, move clients, drop the old). Re-read when it changes.
+	// Default: <data_dir>/api.token, generated (0600) when missing.
+	// Required (explicitly) for a non-loopback API.
 	APITokenFile string `toml:"api_token_file"`
+	// APIHosts are the DNS names (host or host:port) requests may carry in
+	// their Host header besides IP literals and localhost; other names are
+	// refused (against DNS rebinding).
+	APIHosts []string `toml:"api_hosts"`
 
 	// SSHAddress is where the leader reaches this board's sshd (host:port);
 	// default: the advertise IP, port 22.
@@ -245,6 +253,11 @@ func (c *Config) Validate() error {
 		host, _, _ := net.SplitHostPort(l)
 		if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && c.APITokenFile == "" {
 			add("api_listen[%d] %q: a non-loopback API needs api_token_file", i, l)
+		}
+	}
+	for i, h := range c.APIHosts {
+		if h == "" || strings.ContainsAny(h, "/ \t") {
+			add("api_hosts[%d] %q: want a host name or host:port", i, h)
 		}
 	}
 	for _, j := range c.Join {

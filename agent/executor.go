@@ -128,5 +128,13 @@ func (b *boardExecutor) Probe(ctx context.Context, node string, c placer.ProbeCo
 // it, not only the leader. The unit comes from the pod's own name, never
 // from its status (which a client could have written).
 func (b *boardExecutor) Logs(ctx context.Context, pod *api.Pod, opts httpapi.LogOptions, w io.Writer) error {
-	return b.ssh.Stream(ctx, pod.Spec.Node, opts.JournalctlArgs(units.UnitName(pod.Metadata.Name)), w)
+	node, argv := logsCommand(pod, opts)
+	return b.ssh.Stream(ctx, node, argv, w)
+}
+
+// logsCommand is the board and journalctl argv of a pod's logs: the unit
+// comes from the pod's own name and the board from its binding, never from
+// status, which must not steer what is read.
+func logsCommand(pod *api.Pod, opts httpapi.LogOptions) (node string, argv []string) {
+	return pod.Spec.Node, opts.JournalctlArgs(units.UnitName(pod.Metadata.Name))
 }

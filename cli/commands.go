@@ -332,8 +332,11 @@ $XDG_CONFIG_HOME/herd/config.toml or ~/.config/herd/config.toml):
 					cur = "*"
 				}
 				tok := "no"
-				if c.Token != "" {
-					tok = "yes"
+				switch {
+				case c.TokenFile != "":
+					tok = c.TokenFile
+				case c.Token != "":
+					tok = "inline"
 				}
 				ssh := ""
 				if c.SSH != nil {
@@ -349,13 +352,15 @@ $XDG_CONFIG_HOME/herd/config.toml or ~/.config/herd/config.toml):
 		},
 	}
 	var setAddrs []string
-	var setToken string
+	var setToken, setTokenFile string
 	set := &cobra.Command{
-		Use:   "set-context NAME [--addr ADDR]... [--token TOKEN]",
+		Use:   "set-context NAME [--addr ADDR]... [--token-file FILE]",
 		Short: "Create or update a context",
 		Long: `Create or update a context. --addr replaces the context's addresses (repeat
-it or separate addresses by commas) and --token its token; other settings are
-kept. The first context created becomes the current one.`,
+it or separate addresses by commas) and --token-file its token file (one
+token per line, the first is used; the file is read at each run, so rotating
+it needs no config change); other settings are kept. The first context
+created becomes the current one.`,
 		Example:           `  herdctl config set-context lab --addr http://10.0.0.2:7948,http://10.0.0.3:7948`,
 		Args:              argsBetween(1, 1),
 		ValidArgsFunction: contextNames,
@@ -385,7 +390,10 @@ kept. The first context created becomes the current one.`,
 				c.Addrs = addrs
 			}
 			if cmd.Flags().Changed("token") {
-				c.Token = setToken
+				return usagef("set-context: --token is not accepted (it would show in /proc); put the token in a file (0600) and give --token-file FILE")
+			}
+			if cmd.Flags().Changed("token-file") {
+				c.TokenFile, c.Token = setTokenFile, ""
 			}
 			made := ""
 			if cfg.CurrentContext == "" {
@@ -405,7 +413,9 @@ kept. The first context created becomes the current one.`,
 	}
 	sf := set.Flags()
 	sf.StringSliceVar(&setAddrs, "addr", nil, "the context's agent addresses (replaces them)")
-	sf.StringVar(&setToken, "token", "", "the context's API token")
+	sf.StringVar(&setTokenFile, "token-file", "", "the context's API token file")
+	sf.StringVar(&setToken, "token", "", "refused: use --token-file")
+	_ = sf.MarkHidden("token")
 	cmd.AddCommand(use, get, set)
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -21,7 +22,7 @@ import (
 //	[[context]]
 //	name  = "lab"
 //	addrs = ["http://10.0.0.2:7948", "http://10.0.0.3:7948"]
-//	token = "..."
+//	token_file = "~/.config/herd/clusters/lab/api.token"   # or token = "..."
 //	ssh   = { user = "pi", key = "~/.ssh/id_ed25519", known_hosts = "~/.ssh/known_hosts", hosts = ["pi1", "pi2"] }
 type config struct {
 	CurrentContext string          `toml:"current_context,omitempty"`
@@ -33,11 +34,11 @@ type configContext struct {
 	Name  string   `toml:"name"`
 	Addrs []string `toml:"addrs,omitempty"`
 	Token string   `toml:"token,omitempty"`
-	// TokenFile names a file holding the token (its first line), written
-	// by herdctl bootstrap: the cluster state folder's api.token.
+	// TokenFile names a token file (one token per line, the first is
+	// used): ~/ is the home directory, a relative path is relative to the
+	// config file's directory. At most one of Token and TokenFile is set.
 	TokenFile string `toml:"token_file,omitempty"`
-	// SSH is kept for the SSH tunnel (a later issue): parsed and written
-	// back, not used yet.
+	// SSH, when set, makes herdctl reach the agents' API through SSH.
 	SSH *sshConfig `toml:"ssh,omitempty"`
 }
 
@@ -51,8 +52,9 @@ type sshConfig struct {
 
 // Environment variables herdctl reads.
 const (
-	envAddr  = "HERD_ADDR"
-	envToken = "HERD_TOKEN"
+	envAddr      = "HERD_ADDR"
+	envToken     = "HERD_TOKEN"
+	envTokenFile = "HERD_TOKEN_FILE"
 )
 
 // context returns the context called name.
@@ -76,6 +78,9 @@ func (c *config) validate() error {
 			return fmt.Errorf("context[%d]: name %q is used twice", i, ctx.Name)
 		}
 		seen[ctx.Name] = true
+		if ctx.Token != "" && ctx.TokenFile != "" {
+			return fmt.Errorf("context %q: set token or token_file, not both", ctx.Name)
+		}
 		for j, a := range ctx.Addrs {
 			if _, err := normalizeAddr(a); err != nil {
 				return fmt.Errorf("context %q: addrs[%d]: %v", ctx.Name, j, err)
@@ -131,7 +136,7 @@ func parseConfig(path string, data []byte) (config, error) {
 		for i, k := range und {
 			keys[i] = k.String()
 		}
-		return config{}, fmt.Errorf("%s: unknown key(s) %s (want current_context and [[context]] with name, addrs, token, ssh)", path, strings.Join(keys, ", "))
+		return config{}, fmt.Errorf("%s: unknown key(s) %s (want current_context and [[context]] with name, addrs, token_file or token, ssh)", path, strings.Join(keys, ", "))
 	}
 	if err := c.validate(); err != nil {
 		return config{}, fmt.Errorf("%s: %w", path, err)
@@ -185,24 +190,37 @@ type target struct {
 	Addrs   []string
 	Token   string
 	Context string     // name of the context used, "" for none
-	SSH     *sshConfig // from the context; unused for now
+	SSH     *sshConfig // from the context
 }
 
-// targetInput is what address resolution looks at.
+// targetInput is what address and token resolution look at.
 type targetInput struct {
-	FlagAddrs   []string // --addr, repeatable or comma-separated
-	FlagToken   string   // --token
-	FlagContext string   // --context
-	Getenv      func(string) string
-	Config      config
+	FlagAddrs     []string // --addr, repeatable or comma-separated
+	FlagTokenFile string   // --token-file
+	FlagContext   string   // --context
+	Getenv        func(string) string
+	Config        config
+	// ConfigDir is the config file's directory, for relative token_file
+	// paths.
+	ConfigDir string
+	// ReadFile reads token files; nil means os.ReadFile.
+	ReadFile func(string) ([]byte, error)
 }
 
 // resolveTarget picks the agent addresses and token. Addresses come from the
 // first of: --addr; the context named by --context; $HERD_ADDR
 // (comma-separated); the config file's current context; client.DefaultAddr.
-// The token comes from --token, the --context context, $HERD_TOKEN, then the
-// current context. An explicit --context beats the environment because it
-// is a flag; a context without addrs defers to the next source.
+// An explicit --context beats the environment because it is a flag; a
+// context without addrs defers to the next source.
+//
+// The token comes from the first of: --token-file; the --context
+// context's token_file or token; $HERD_TOKEN; $HERD_TOKEN_FILE; the current
+// context's token_file or token, when the addresses are the context's own
+// (or it has none), so that a context's token is not sent to an address
+// given by --addr or $HERD_ADDR. When none gives a token and every address
+// is a loopback http address, the token `herd agent -dev` wrote
+// (client.DevTokenPath) is used if that file exists. A token never comes
+// from argv.
 func resolveTarget(in targetInput) (target, error) {
 	var ctx *configContext
 	explicit := in.FlagContext != ""
@@ -221,34 +239,26 @@ func resolveTarget(in targetInput) (target, error) {
 		ctx = c
 	}
 	var t target
+	var ctxAddrs []string
 	if ctx != nil {
 		t.Context, t.SSH = ctx.Name, ctx.SSH
-	}
-	var ctxAddrs []string
-	var ctxToken string
-	if ctx != nil {
-		ctxAddrs, ctxToken = ctx.Addrs, ctx.Token
-		if ctxToken == "" && ctx.TokenFile != "" {
-			b, err := os.ReadFile(ctx.TokenFile)
-			if err != nil {
-				return target{}, fmt.Errorf("context %q: token_file: %w", ctx.Name, err)
-			}
-			ctxToken, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
-		}
+		ctxAddrs = ctx.Addrs
 	}
 	envAddrs := splitList(in.Getenv(envAddr))
 	var raw []string
+	fromCtx := false
 	switch {
 	case len(splitList(in.FlagAddrs...)) > 0:
 		raw = splitList(in.FlagAddrs...)
 	case explicit && len(ctxAddrs) > 0:
-		raw = ctxAddrs
+		raw, fromCtx = ctxAddrs, true
 	case len(envAddrs) > 0:
 		raw = envAddrs
 	case len(ctxAddrs) > 0:
-		raw = ctxAddrs
+		raw, fromCtx = ctxAddrs, true
 	default:
 		raw = []string{client.DefaultAddr}
+		fromCtx = true // the context (if any) has no addrs: it defers
 	}
 	for _, a := range raw {
 		n, err := normalizeAddr(a)
@@ -257,17 +267,108 @@ func resolveTarget(in targetInput) (target, error) {
 		}
 		t.Addrs = append(t.Addrs, n)
 	}
-	switch {
-	case in.FlagToken != "":
-		t.Token = in.FlagToken
-	case explicit && ctxToken != "":
-		t.Token = ctxToken
-	case in.Getenv(envToken) != "":
-		t.Token = in.Getenv(envToken)
-	default:
-		t.Token = ctxToken
+	tok, err := resolveToken(in, ctx, explicit, fromCtx, t.Addrs)
+	if err != nil {
+		return target{}, err
 	}
+	t.Token = tok
 	return t, nil
+}
+
+// resolveToken applies resolveTarget's token rules.
+func resolveToken(in targetInput, ctx *configContext, explicit, fromCtx bool, addrs []string) (string, error) {
+	ctxHas := ctx != nil && (ctx.Token != "" || ctx.TokenFile != "")
+	fromContext := func() (string, error) {
+		if ctx.Token != "" {
+			if err := client.CheckToken(ctx.Token); err != nil {
+				return "", fmt.Errorf("context %q: token: %v", ctx.Name, strings.TrimPrefix(err.Error(), "client: "))
+			}
+			return ctx.Token, nil
+		}
+		return in.readToken(fmt.Sprintf("context %q: token_file", ctx.Name), in.expand(ctx.TokenFile))
+	}
+	switch {
+	case in.FlagTokenFile != "":
+		return in.readToken("--token-file", in.FlagTokenFile)
+	case explicit && ctxHas:
+		return fromContext()
+	case in.Getenv(envToken) != "":
+		tok := strings.TrimSpace(in.Getenv(envToken))
+		if err := client.CheckToken(tok); err != nil {
+			return "", fmt.Errorf("$%s: %v", envToken, strings.TrimPrefix(err.Error(), "client: "))
+		}
+		return tok, nil
+	case in.Getenv(envTokenFile) != "":
+		return in.readToken("$"+envTokenFile, in.Getenv(envTokenFile))
+	case ctxHas && fromCtx:
+		return fromContext()
+	}
+	if ctx != nil && ctx.SSH != nil {
+		return "", nil // the tunnel's loopback is a board's, not this host's
+	}
+	for _, a := range addrs {
+		if !isLoopbackHTTP(a) {
+			return "", nil
+		}
+	}
+	p, err := client.DevTokenPath(in.Getenv)
+	if err != nil {
+		return "", nil
+	}
+	tok, err := in.readToken("dev token", p)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	return tok, err
+}
+
+// readToken reads the first token of the token file at path; what names
+// the source in errors.
+func (in targetInput) readToken(what, path string) (string, error) {
+	read := in.ReadFile
+	if read == nil {
+		read = os.ReadFile
+	}
+	data, err := read(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	if len(data) > client.MaxTokenFileBytes {
+		return "", fmt.Errorf("%s: %s is larger than %d bytes", what, path, client.MaxTokenFileBytes)
+	}
+	toks, err := client.ParseTokens(path, data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	return toks[0], nil
+}
+
+// expand resolves a context's token_file: ~/ is $HOME, a relative path is
+// relative to the config file's directory.
+func (in targetInput) expand(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if h := in.Getenv("HOME"); h != "" {
+			return filepath.Join(h, rest)
+		}
+	}
+	if !filepath.IsAbs(p) && in.ConfigDir != "" {
+		return filepath.Join(in.ConfigDir, p)
+	}
+	return p
+}
+
+// isLoopbackHTTP reports whether a is http://127.x, [::1] or localhost.
+func isLoopbackHTTP(a string) bool {
+	u, err := url.Parse(a)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // splitList splits comma-separated values and drops empty ones.

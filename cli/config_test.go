@@ -11,48 +11,154 @@ import (
 	"github.com/herd-dev/herd/client"
 )
 
+// Tokens of the resolution tables (at least 16 characters).
+const (
+	labTok  = "lab-token-0123456789"
+	homeTok = "home-token-0123456789"
+	onlyTok = "only-token-0123456789"
+	envTok  = "env-token-0123456789"
+	fileTok = "file-token-0123456789"
+	devTok  = "dev-token-0123456789"
+	ctxFTok = "ctxfile-token-0123456789"
+)
+
 func TestResolveTarget(t *testing.T) {
 	cfg := config{
 		CurrentContext: "lab",
 		Contexts: []configContext{
-			{Name: "lab", Addrs: []string{"http://10.0.0.2:7948", "10.0.0.3:7948"}, Token: "labtok",
+			{Name: "lab", Addrs: []string{"http://10.0.0.2:7948", "10.0.0.3:7948"}, Token: labTok,
 				SSH: &sshConfig{User: "pi", Hosts: []string{"pi1"}}},
-			{Name: "home", Addrs: []string{"unix:///run/herd/api.sock"}, Token: "hometok"},
-			{Name: "tokenonly", Token: "t"},
+			{Name: "home", Addrs: []string{"unix:///run/herd/api.sock"}, Token: homeTok},
+			{Name: "tokenonly", Token: onlyTok},
+			{Name: "filed", Addrs: []string{"http://10.0.0.9:7948"}, TokenFile: "~/.config/herd/clusters/filed/api.token"},
+			{Name: "relative", Addrs: []string{"http://10.0.0.9:7948"}, TokenFile: "clusters/rel/api.token"},
+			{Name: "missing", Addrs: []string{"http://10.0.0.9:7948"}, TokenFile: "/nope/api.token"},
+			{Name: "short", Addrs: []string{"http://10.0.0.9:7948"}, Token: "short"},
 		},
+	}
+	noCurrent := cfg
+	noCurrent.CurrentContext = ""
+	files := map[string]string{
+		"/home/u/.config/herd/clusters/filed/api.token": "# rotated\n" + ctxFTok + "\n" + labTok + "\n",
+		"/cfg/clusters/rel/api.token":                   ctxFTok + "\n",
+		"/tok/flag":                                     fileTok + "\n",
+		"/tok/env":                                      fileTok + "\n",
+		"/tok/empty":                                    "\n",
+		"/home/u/.config/herd/dev.token":                devTok + "\n",
+		"/xdg/herd/dev.token":                           devTok + "\n",
+	}
+	home := map[string]string{"HOME": "/home/u"}
+	with := func(m map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range m {
+			out[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
 	}
 	tests := []struct {
 		name    string
 		in      targetInput
 		env     map[string]string
+		noFiles bool
 		want    target
 		wantErr string
 	}{
-		{name: "nothing: default address",
+		{name: "nothing: default address, dev token",
 			in:   targetInput{},
+			env:  home,
+			want: target{Addrs: []string{client.DefaultAddr}, Token: devTok}},
+		{name: "nothing, no dev token file",
+			in: targetInput{}, env: home, noFiles: true,
 			want: target{Addrs: []string{client.DefaultAddr}}},
+		{name: "dev token under XDG_CONFIG_HOME",
+			in:   targetInput{},
+			env:  with(home, "XDG_CONFIG_HOME", "/xdg"),
+			want: target{Addrs: []string{client.DefaultAddr}, Token: devTok}},
+		{name: "dev token for any loopback http address",
+			in:   targetInput{FlagAddrs: []string{"localhost:7000", "http://[::1]:7001"}},
+			env:  home,
+			want: target{Addrs: []string{"http://localhost:7000", "http://[::1]:7001"}, Token: devTok}},
+		{name: "dev token never sent off loopback",
+			in:   targetInput{FlagAddrs: []string{"http://127.0.0.1:7948", "http://10.0.0.5:7948"}},
+			env:  home,
+			want: target{Addrs: []string{"http://127.0.0.1:7948", "http://10.0.0.5:7948"}}},
+		{name: "dev token not sent over https or a socket",
+			in:   targetInput{FlagAddrs: []string{"https://127.0.0.1:7948", "/run/herd/api.sock"}},
+			env:  home,
+			want: target{Addrs: []string{"https://127.0.0.1:7948", "unix:///run/herd/api.sock"}}},
+		{name: "env token beats dev token",
+			in:   targetInput{},
+			env:  with(home, "HERD_TOKEN", envTok),
+			want: target{Addrs: []string{client.DefaultAddr}, Token: envTok}},
 		{name: "current context",
 			in:   targetInput{Config: cfg},
-			want: target{Addrs: []string{"http://10.0.0.2:7948", "http://10.0.0.3:7948"}, Token: "labtok", Context: "lab", SSH: cfg.Contexts[0].SSH}},
+			env:  home,
+			want: target{Addrs: []string{"http://10.0.0.2:7948", "http://10.0.0.3:7948"}, Token: labTok, Context: "lab", SSH: cfg.Contexts[0].SSH}},
 		{name: "env beats current context",
 			in:   targetInput{Config: cfg},
-			env:  map[string]string{"HERD_ADDR": "http://a:1, http://b:2", "HERD_TOKEN": "envtok"},
-			want: target{Addrs: []string{"http://a:1", "http://b:2"}, Token: "envtok", Context: "lab", SSH: cfg.Contexts[0].SSH}},
-		{name: "flag beats env",
-			in:   targetInput{Config: cfg, FlagAddrs: []string{"http://f:1", "/run/herd.sock"}, FlagToken: "flagtok"},
-			env:  map[string]string{"HERD_ADDR": "http://a:1", "HERD_TOKEN": "envtok"},
-			want: target{Addrs: []string{"http://f:1", "unix:///run/herd.sock"}, Token: "flagtok", Context: "lab", SSH: cfg.Contexts[0].SSH}},
+			env:  map[string]string{"HERD_ADDR": "http://a:1, http://b:2", "HERD_TOKEN": envTok},
+			want: target{Addrs: []string{"http://a:1", "http://b:2"}, Token: envTok, Context: "lab", SSH: cfg.Contexts[0].SSH}},
+		{name: "current context's token is not sent to $HERD_ADDR",
+			in:   targetInput{Config: cfg},
+			env:  map[string]string{"HERD_ADDR": "http://a:1"},
+			want: target{Addrs: []string{"http://a:1"}, Context: "lab", SSH: cfg.Contexts[0].SSH}},
+		{name: "current context's token is not sent to --addr",
+			in:   targetInput{Config: cfg, FlagAddrs: []string{"http://f:1"}},
+			want: target{Addrs: []string{"http://f:1"}, Context: "lab", SSH: cfg.Contexts[0].SSH}},
+		{name: "HERD_TOKEN beats HERD_TOKEN_FILE",
+			in:   targetInput{Config: noCurrent},
+			env:  map[string]string{"HERD_ADDR": "http://a:1", "HERD_TOKEN": envTok, "HERD_TOKEN_FILE": "/tok/env"},
+			want: target{Addrs: []string{"http://a:1"}, Token: envTok}},
+		{name: "HERD_TOKEN_FILE",
+			in:   targetInput{Config: cfg},
+			env:  map[string]string{"HERD_TOKEN_FILE": "/tok/env"},
+			want: target{Addrs: []string{"http://10.0.0.2:7948", "http://10.0.0.3:7948"}, Token: fileTok, Context: "lab", SSH: cfg.Contexts[0].SSH}},
+		{name: "--token-file beats everything",
+			in:   targetInput{Config: cfg, FlagContext: "home", FlagTokenFile: "/tok/flag"},
+			env:  map[string]string{"HERD_TOKEN": envTok},
+			want: target{Addrs: []string{"unix:///run/herd/api.sock"}, Token: fileTok, Context: "home"}},
+		{name: "flag addrs beat env",
+			in:   targetInput{Config: cfg, FlagAddrs: []string{"http://f:1", "/run/herd.sock"}},
+			env:  map[string]string{"HERD_ADDR": "http://a:1", "HERD_TOKEN": envTok},
+			want: target{Addrs: []string{"http://f:1", "unix:///run/herd.sock"}, Token: envTok, Context: "lab", SSH: cfg.Contexts[0].SSH}},
 		{name: "explicit context beats env",
 			in:   targetInput{Config: cfg, FlagContext: "home"},
-			env:  map[string]string{"HERD_ADDR": "http://a:1", "HERD_TOKEN": "envtok"},
-			want: target{Addrs: []string{"unix:///run/herd/api.sock"}, Token: "hometok", Context: "home"}},
+			env:  map[string]string{"HERD_ADDR": "http://a:1", "HERD_TOKEN": envTok},
+			want: target{Addrs: []string{"unix:///run/herd/api.sock"}, Token: homeTok, Context: "home"}},
+		{name: "context token_file with ~/, first token used",
+			in:   targetInput{Config: cfg, FlagContext: "filed"},
+			env:  home,
+			want: target{Addrs: []string{"http://10.0.0.9:7948"}, Token: ctxFTok, Context: "filed"}},
+		{name: "relative token_file is relative to the config file",
+			in:   targetInput{Config: cfg, FlagContext: "relative", ConfigDir: "/cfg"},
+			want: target{Addrs: []string{"http://10.0.0.9:7948"}, Token: ctxFTok, Context: "relative"}},
+		{name: "missing token_file names the context",
+			in:      targetInput{Config: cfg, FlagContext: "missing"},
+			wantErr: `context "missing": token_file: open /nope/api.token`},
+		{name: "bad inline token names the context",
+			in:      targetInput{Config: cfg, FlagContext: "short"},
+			wantErr: `context "short": token: token of 5 characters is too short`},
+		{name: "empty --token-file",
+			in:      targetInput{FlagTokenFile: "/tok/empty"},
+			wantErr: `--token-file: /tok/empty: no token in the file`},
+		{name: "missing HERD_TOKEN_FILE",
+			in:      targetInput{},
+			env:     map[string]string{"HERD_TOKEN_FILE": "/tok/nope"},
+			wantErr: `$HERD_TOKEN_FILE: open /tok/nope`},
+		{name: "bad HERD_TOKEN",
+			in:      targetInput{},
+			env:     map[string]string{"HERD_TOKEN": "has space in it ok"},
+			wantErr: `$HERD_TOKEN: a token is printable ASCII without blanks`},
 		{name: "context without addrs defers to env",
 			in:   targetInput{Config: cfg, FlagContext: "tokenonly"},
 			env:  map[string]string{"HERD_ADDR": "http://a:1"},
-			want: target{Addrs: []string{"http://a:1"}, Token: "t", Context: "tokenonly"}},
+			want: target{Addrs: []string{"http://a:1"}, Token: onlyTok, Context: "tokenonly"}},
 		{name: "context without addrs and no env: default",
 			in:   targetInput{Config: cfg, FlagContext: "tokenonly"},
-			want: target{Addrs: []string{client.DefaultAddr}, Token: "t", Context: "tokenonly"}},
+			want: target{Addrs: []string{client.DefaultAddr}, Token: onlyTok, Context: "tokenonly"}},
 		{name: "unknown explicit context",
 			in:      targetInput{Config: cfg, FlagContext: "nope"},
 			wantErr: `context "nope" is not in the config file`},
@@ -66,6 +172,12 @@ func TestResolveTarget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.in.Getenv = func(k string) string { return tt.env[k] }
+			tt.in.ReadFile = func(p string) ([]byte, error) {
+				if d, ok := files[p]; ok && !tt.noFiles {
+					return []byte(d), nil
+				}
+				return nil, &os.PathError{Op: "open", Path: p, Err: os.ErrNotExist}
+			}
 			got, err := resolveTarget(tt.in)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -80,6 +192,17 @@ func TestResolveTarget(t *testing.T) {
 				t.Errorf("target (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestConfigTokenAndTokenFileExclusive(t *testing.T) {
+	_, err := parseConfig("c.toml", []byte("[[context]]\nname = \"x\"\ntoken = \"aaaaaaaaaaaaaaaa\"\ntoken_file = \"/t\"\n"))
+	if err == nil || !strings.Contains(err.Error(), `context "x": set token or token_file, not both`) {
+		t.Errorf("both token and token_file: %v", err)
+	}
+	c, err := parseConfig("c.toml", []byte("[[context]]\nname = \"x\"\ntoken_file = \"~/.config/herd/clusters/x/api.token\"\n"))
+	if err != nil || c.Contexts[0].TokenFile != "~/.config/herd/clusters/x/api.token" {
+		t.Errorf("token_file: %+v %v", c, err)
 	}
 }
 
@@ -147,7 +270,7 @@ ssh = { user = "pi", key = "~/.ssh/id", known_hosts = "~/.ssh/known_hosts", host
 func TestSaveConfigRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "config.toml")
 	want := config{CurrentContext: "lab", Contexts: []configContext{
-		{Name: "lab", Addrs: []string{"http://a:1"}, Token: "secret",
+		{Name: "lab", Addrs: []string{"http://a:1"}, TokenFile: "~/.config/herd/clusters/lab/api.token",
 			SSH: &sshConfig{User: "pi", Key: "~/.ssh/id_ed25519", KnownHosts: "~/.ssh/known_hosts", Hosts: []string{"pi1", "pi2"}}},
 		{Name: "other"},
 	}}
@@ -185,7 +308,14 @@ func TestConfigCommands(t *testing.T) {
 	if !strings.Contains(errOut, "No contexts") {
 		t.Errorf("get-contexts on no file: %q", errOut)
 	}
-	out, _ := h.mustRun(0, "config", "set-context", "lab", "--addr", "10.0.0.2:7948,http://10.0.0.3:7948", "--token", "tok")
+	_, errOut = h.mustRun(2, "config", "set-context", "lab", "--addr", "10.0.0.2:7948", "--token", "tok")
+	if !strings.Contains(errOut, "--token-file") {
+		t.Errorf("set-context --token: %q, want a pointer to --token-file", errOut)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("refused set-context wrote the config: %v", err)
+	}
+	out, _ := h.mustRun(0, "config", "set-context", "lab", "--addr", "10.0.0.2:7948,http://10.0.0.3:7948", "--token-file", "~/lab.token")
 	if out != "Context \"lab\" created and made current.\n" {
 		t.Errorf("set-context: %q", out)
 	}
@@ -199,14 +329,18 @@ func TestConfigCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config{CurrentContext: "lab", Contexts: []configContext{
-		{Name: "lab", Addrs: []string{"http://10.0.0.4:7948"}, Token: "tok"},
+		{Name: "lab", Addrs: []string{"http://10.0.0.4:7948"}, TokenFile: "~/lab.token"},
 		{Name: "home", Addrs: []string{"unix:///run/herd/api.sock"}},
 	}}
 	if diff := cmp.Diff(want, cfg); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
 
-	// The current context is used for requests; --addr still wins.
+	// The current context is used for requests, with its token file; --addr
+	// still wins.
+	if err := os.WriteFile(filepath.Join(h.env["HOME"], "lab.token"), []byte(labTok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	h.mustRun(0, "status")
 	h.mustRun(0, "status", "--addr", "http://x:1")
 	h.mustRun(0, "status", "--context", "home")
@@ -216,6 +350,9 @@ func TestConfigCommands(t *testing.T) {
 	}
 	if diff := cmp.Diff([][]string{{"http://10.0.0.4:7948"}, {"http://x:1"}, {"unix:///run/herd/api.sock"}}, got); diff != "" {
 		t.Errorf("addresses used (-want +got):\n%s", diff)
+	}
+	if h.targets[0].Token != labTok || h.targets[1].Token != "" {
+		t.Errorf("tokens used %q, %q: want the context's token file for its own address only", h.targets[0].Token, h.targets[1].Token)
 	}
 
 	out, _ = h.mustRun(0, "config", "use-context", "home")

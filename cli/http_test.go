@@ -36,9 +36,9 @@ func deadAddr(t *testing.T) string {
 
 func TestHTTPEndToEnd(t *testing.T) {
 	h := newHarness(t)
-	url := startAgent(t, h, "s3cret")
+	url := startAgent(t, h, "s3cret-0123456789abc")
 	h.loadFixtures()
-	h.env["HERD_TOKEN"] = "s3cret"
+	h.env["HERD_TOKEN"] = "s3cret-0123456789abc"
 	// The first address is down: herdctl moves on to the next.
 	h.env["HERD_ADDR"] = deadAddr(t) + "," + url
 
@@ -87,9 +87,15 @@ func TestHTTPEndToEnd(t *testing.T) {
 	}
 
 	// A wrong token is the server's error, exit 1.
-	_, errOut = h.mustRun(1, "get", "pods", "--token", "wrong")
+	h.env["HERD_TOKEN"] = "wrong-token-0123456789"
+	_, errOut = h.mustRun(1, "get", "pods")
 	if !strings.Contains(errOut, "error: missing or wrong token") {
 		t.Errorf("wrong token: %q", errOut)
+	}
+	// A token on argv is a usage error pointing to the other ways.
+	_, errOut = h.mustRun(2, "get", "pods", "--token", "whatever-0123456789")
+	if !strings.Contains(errOut, "--token-file") || !strings.Contains(errOut, "HERD_TOKEN") {
+		t.Errorf("--token: %q, want a usage error naming --token-file and HERD_TOKEN", errOut)
 	}
 }
 

@@ -135,6 +135,7 @@ func TestLogsEndToEnd(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
+	cfg.Token = "logs-token-0123456789"
 	srv, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +146,7 @@ func TestLogsEndToEnd(t *testing.T) {
 	h := newHarness(t)
 	h.realClient = true
 	h.env["HERD_ADDR"] = hs.URL
+	h.env["HERD_TOKEN"] = cfg.Token
 	out, _ := h.mustRun(0, "logs", "web-7x2kq", "--since", "90s", "--tail", "5")
 	if out != "herd-web-7x2kq.service on pi1 since \"-90s\" tail 5\n" {
 		t.Errorf("stdout %q", out)

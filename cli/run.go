@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -200,7 +201,8 @@ func (me multiError) Error() string {
 type app struct {
 	env
 	addrs       []string
-	token       string
+	token       string // --token, refused: a token never goes on argv
+	tokenFile   string
 	contextName string
 	configPath  string
 	timeout     time.Duration
@@ -215,7 +217,12 @@ where, follow rollouts, read pods' logs, scale, delete, and see the cluster's
 status.
 
 The agent is found through --addr, else $HERD_ADDR, else the current context
-of the config file (see "herdctl config"), else ` + client.DefaultAddr + `.`,
+of the config file (see "herdctl config"), else ` + client.DefaultAddr + `.
+The API token comes from --token-file, the --context context's token_file
+(or token), $HERD_TOKEN, $HERD_TOKEN_FILE, else the current context when its
+own addresses are used; for a loopback address with none of these, from the
+file ` + "`herd agent -dev`" + ` writes ($XDG_CONFIG_HOME/herd/dev.token). A token is
+never taken from the command line.`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		Args:              cobra.ArbitraryArgs,
@@ -226,7 +233,15 @@ of the config file (see "herdctl config"), else ` + client.DefaultAddr + `.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
 	pf.StringSliceVar(&a.addrs, "addr", nil, "agent API address(es), repeatable or comma-separated; tried in order (http://host:port, https://..., unix:///path)")
-	pf.StringVar(&a.token, "token", "", "API token (default $HERD_TOKEN or the context's token)")
+	pf.StringVar(&a.tokenFile, "token-file", "", "file holding the API token (default: the context's token_file or token, $HERD_TOKEN, $HERD_TOKEN_FILE)")
+	pf.StringVar(&a.token, "token", "", "refused: use --token-file or $HERD_TOKEN")
+	_ = pf.MarkHidden("token")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if cmd.Flags().Changed("token") {
+			return usagef("--token is not accepted: a token on the command line is visible to every local user in /proc; use --token-file FILE, $HERD_TOKEN or $HERD_TOKEN_FILE")
+		}
+		return nil
+	}
 	pf.StringVar(&a.contextName, "context", "", "config file context to use (default current_context)")
 	pf.StringVar(&a.configPath, "config", "", "config file (default $XDG_CONFIG_HOME/herd/config.toml or ~/.config/herd/config.toml)")
 	pf.DurationVar(&a.timeout, "timeout", 0, "limit for the whole command (default 30s; 5m for apply --wait and rollout status; none for get --watch and logs -f)")
@@ -302,9 +317,11 @@ func (a *app) loadConfig() (config, string, error) {
 // target resolves where to send requests.
 func (a *app) target() (target, error) {
 	var cfg config
+	var configDir string
 	// Without a config file path (no $HOME) herdctl still works with
 	// --addr or $HERD_ADDR, unless a context was asked for.
 	if path, err := a.configFile(); err == nil {
+		configDir = filepath.Dir(path)
 		if cfg, err = loadConfig(path); err != nil {
 			return target{}, err
 		}
@@ -312,11 +329,12 @@ func (a *app) target() (target, error) {
 		return target{}, err
 	}
 	return resolveTarget(targetInput{
-		FlagAddrs:   a.addrs,
-		FlagToken:   a.token,
-		FlagContext: a.contextName,
-		Getenv:      a.getenv,
-		Config:      cfg,
+		FlagAddrs:     a.addrs,
+		FlagTokenFile: a.tokenFile,
+		ConfigDir:     configDir,
+		FlagContext:   a.contextName,
+		Getenv:        a.getenv,
+		Config:        cfg,
 	})
 }
 

@@ -27,8 +27,6 @@ import (
 // that cannot be reached within tunnelHostTimeout is skipped for the next.
 
 const (
-	// tunnelAPIAddr is the client's only address; the tunnel picks the board.
-	tunnelAPIAddr = "http://herd-api"
 	// tunnelHostTimeout bounds connecting to one host (TCP, SSH handshake,
 	// opening the channel).
 	tunnelHostTimeout = 3 * time.Second
@@ -441,7 +439,10 @@ func newTunnelClient(t target, timeout time.Duration) (apiClient, error) {
 
 // apiClient returns a client whose requests go through tun.
 func (t *tunnel) apiClient(token string, timeout time.Duration) (*client.Client, error) {
-	return client.New([]string{tunnelAPIAddr}, client.Options{
+	// The client's only address is the board's loopback API, so that the
+	// Host header names what the agent listens on (the tunnel picks the
+	// board; over the socket the Host is not checked).
+	return client.New([]string{"http://" + t.tcpAddr}, client.Options{
 		Token: token, Timeout: timeout, DialContext: t.DialContext, DialTimeout: t.dialBudget(),
 	})
 }

@@ -18,6 +18,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/herd-dev/herd/agent/httpapi"
+	"github.com/herd-dev/herd/agent/httpapi/fakestore"
 	"github.com/herd-dev/herd/bootstrap"
 	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/units/sshexec"
@@ -370,6 +372,57 @@ func TestUseSSH(t *testing.T) {
 			a.useSSH(&tg)
 			if got := tg.SSH != nil; got != tt.want {
 				t.Errorf("tunnel used = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTunnelCarriesTokenAndHost: through the tunnel, the real API (which
+// checks the token and the Host header) answers over its TCP listener and
+// its socket.
+func TestTunnelCarriesTokenAndHost(t *testing.T) {
+	srv := sshdtest.Start(t)
+	const tok = "tunnel-token-0123456789"
+	cfg := httpapi.DefaultConfig()
+	cfg.Store = fakestore.New(nil)
+	cfg.Token = tok
+	cfg.SocketUIDs = []int{} // the socket peer (sshd, as root here) needs the token too
+	cfg.Status = func() client.Status { return client.Status{Node: "real"} }
+	api, err := httpapi.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	ul, err := httpapi.ListenUnix(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); api.Serve(ctx, tl, ul) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	for _, tc := range []struct{ name, socket string }{{"tcp", "/nonexistent/api.sock"}, {"socket", sock}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tun := newTunnel([]tunnelHost{hostFor(t, srv)}, nil, nil)
+			tun.socket = tc.socket
+			tun.tcpAddr = tl.Addr().String()
+			defer tun.Close()
+			c, err := tun.apiClient(tok, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := c.Status(tunnelCtx(t))
+			if err != nil || st.Node != "real" {
+				t.Fatalf("status through the tunnel with the token: %+v, %v", st, err)
+			}
+			noTok, _ := tun.apiClient("", 10*time.Second)
+			if _, err := noTok.Status(tunnelCtx(t)); !client.IsCode(err, "unauthorized") {
+				t.Errorf("through the tunnel without a token: %v, want unauthorized", err)
 			}
 		})
 	}

@@ -268,14 +268,6 @@ func (c *Client) Update(ctx context.Context, obj api.Object) (api.RawObject, err
 	return o, err
 }
 
-// UpdateStatus replaces one object's status, compare-and-swap when its
-// metadata.resourceVersion is set, and returns it as stored.
-func (c *Client) UpdateStatus(ctx context.Context, obj api.Object) (api.RawObject, error) {
-	var o api.RawObject
-	err := c.doObject(ctx, http.MethodPut, kindPath(obj.GetKind(), obj.GetMeta().Name)+"/status", obj, &o)
-	return o, err
-}
-
 // Apply creates or updates objs together: all or none.
 func (c *Client) Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]ApplyResult, error) {
 	req := ApplyRequest{Objects: make([]json.RawMessage, len(objs))}
@@ -518,4 +510,18 @@ func codeForStatus(status int) string {
 		return "no_leader"
 	}
 	return "internal"
+}
+
+// DevTokenPath is where `herd agent -dev` writes the token of its API and
+// where herdctl looks for it when it falls back to DefaultAddr with no
+// other token: $XDG_CONFIG_HOME/herd/dev.token, or
+// $HOME/.config/herd/dev.token.
+func DevTokenPath(getenv func(string) string) (string, error) {
+	if x := getenv("XDG_CONFIG_HOME"); x != "" && strings.HasPrefix(x, "/") {
+		return path.Join(x, "herd", "dev.token"), nil
+	}
+	if h := getenv("HOME"); h != "" {
+		return path.Join(h, ".config", "herd", "dev.token"), nil
+	}
+	return "", errors.New("client: neither $XDG_CONFIG_HOME nor $HOME is set: no place for the dev token")
 }

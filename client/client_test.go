@@ -17,6 +17,9 @@ import (
 	"github.com/herd-dev/herd/client"
 )
 
+// testToken is the token of the test servers.
+const testToken = "client-test-token-0123456789"
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -28,6 +31,7 @@ func agent(t *testing.T, node string) *httptest.Server {
 	t.Helper()
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = fakestore.New(nil)
+	cfg.Token = testToken
 	cfg.Status = func() client.Status { return client.Status{Node: node} }
 	s, err := httpapi.New(cfg)
 	if err != nil {
@@ -73,7 +77,7 @@ func TestNewValidatesAddresses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := client.New(tc.addrs, client.Options{})
+			_, err := client.New(tc.addrs, client.Options{Token: testToken})
 			switch {
 			case tc.err == "" && err != nil:
 				t.Errorf("New(%q) = %v, want ok", tc.addrs, err)
@@ -87,7 +91,7 @@ func TestNewValidatesAddresses(t *testing.T) {
 func TestFailover(t *testing.T) {
 	dead := refusing(t)
 	live := agent(t, "pi2")
-	c, err := client.New([]string{dead, live.URL}, client.Options{})
+	c, err := client.New([]string{dead, live.URL}, client.Options{Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +111,7 @@ func TestFailover(t *testing.T) {
 		t.Errorf("Apply after failover: %v", err)
 	}
 	// An HTTP error is an answer: no failover past it.
-	c2, _ := client.New([]string{live.URL, agent(t, "pi3").URL}, client.Options{})
+	c2, _ := client.New([]string{live.URL, agent(t, "pi3").URL}, client.Options{Token: testToken})
 	_, err = c2.Get(ctxT(t), api.KindDeployment, "missing")
 	if !client.IsCode(err, "not_found") || c2.Addr() != live.URL {
 		t.Errorf("Get missing = %v via %s, want not_found from the first address", err, c2.Addr())
@@ -116,7 +120,7 @@ func TestFailover(t *testing.T) {
 
 func TestAllUnreachable(t *testing.T) {
 	a, b := refusing(t), refusing(t)
-	c, _ := client.New([]string{a, b, "unix:///nonexistent/herd.sock"}, client.Options{})
+	c, _ := client.New([]string{a, b, "unix:///nonexistent/herd.sock"}, client.Options{Token: testToken})
 	_, err := c.Status(ctxT(t))
 	if !errors.Is(err, client.ErrUnreachable) {
 		t.Fatalf("Status = %v, want ErrUnreachable", err)
@@ -152,7 +156,7 @@ func TestAPIErrorDecoding(t *testing.T) {
 				w.Write([]byte(tc.body))
 			}))
 			defer srv.Close()
-			c, _ := client.New([]string{srv.URL}, client.Options{})
+			c, _ := client.New([]string{srv.URL}, client.Options{Token: testToken})
 			_, err := c.Get(ctxT(t), api.KindDeployment, "x")
 			var ae *client.APIError
 			if !errors.As(err, &ae) {
@@ -175,7 +179,7 @@ func TestTimeout(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(block)
-	c, _ := client.New([]string{srv.URL}, client.Options{Timeout: 50 * time.Millisecond})
+	c, _ := client.New([]string{srv.URL}, client.Options{Token: testToken, Timeout: 50 * time.Millisecond})
 	if _, err := c.Status(ctxT(t)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Status against a hung agent = %v, want a deadline error", err)
 	}

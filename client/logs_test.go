@@ -68,6 +68,7 @@ func logsAgent(t *testing.T, run func(ctx context.Context, opts httpapi.LogOptio
 	}
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = st
+	cfg.Token = testToken
 	cfg.Logs = func(ctx context.Context, _ *api.Pod, opts httpapi.LogOptions, w io.Writer) error {
 		if run != nil {
 			return run(ctx, opts, w)
@@ -91,7 +92,7 @@ func TestLogs(t *testing.T) {
 		_, err := io.WriteString(w, "a\nb\n")
 		return err
 	})
-	c, _ := client.New([]string{refusing(t), srv.URL}, client.Options{})
+	c, _ := client.New([]string{refusing(t), srv.URL}, client.Options{Token: testToken})
 	var out bytes.Buffer
 	if err := c.Logs(ctxT(t), "web-1", client.LogOptions{Since: "2m", Tail: 7}, &out); err != nil {
 		t.Fatal(err)
@@ -123,7 +124,7 @@ func TestLogsFollowNoTimeout(t *testing.T) {
 		}
 		return nil
 	})
-	c, _ := client.New([]string{srv.URL}, client.Options{Timeout: time.Nanosecond})
+	c, _ := client.New([]string{srv.URL}, client.Options{Token: testToken, Timeout: time.Nanosecond})
 	if err := c.Logs(ctxT(t), "web-1", client.LogOptions{}, io.Discard); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("plain logs with a 1ns timeout = %v, want a deadline error", err)
 	}
@@ -138,7 +139,7 @@ func TestLogsFollowNoTimeout(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	c, _ = client.New([]string{blocked.URL}, client.Options{})
+	c, _ = client.New([]string{blocked.URL}, client.Options{Token: testToken})
 	ctx, cancel := context.WithCancel(ctxT(t))
 	w := &cancelOnWrite{cancel: cancel}
 	if err := c.Logs(ctx, "web-1", client.LogOptions{Follow: true}, w); !errors.Is(err, context.Canceled) {
@@ -162,7 +163,7 @@ func (w *cancelOnWrite) Write(p []byte) (int, error) {
 
 func TestLogsNotImplementedByServer(t *testing.T) {
 	srv := agent(t, "pi1")
-	c, _ := client.New([]string{srv.URL}, client.Options{})
+	c, _ := client.New([]string{srv.URL}, client.Options{Token: testToken})
 	err := c.Logs(ctxT(t), "web-1", client.LogOptions{}, io.Discard)
 	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotImplemented || ae.Code != client.CodeNotImplemented {

@@ -1,10 +1,21 @@
 // Package httpapi owns the agent's HTTP API: JSON over HTTP under /v1,
-// served on loopback TCP and on a unix socket (or, with a bearer token, on
-// any address). It turns requests into raftstore transactions: create,
-// update, status writes, delete, scale and the all-or-nothing apply with
-// strict decoding, defaulting and validation at admission; it streams watch
-// events as NDJSON, streams a pod's journal from its board as text/plain
-// (through Config.Logs), and maps store errors to HTTP status codes.
+// served on loopback TCP, on a unix socket, or on any address. Every
+// listener requires a bearer token (Config.Token or a TokenFile re-read as
+// it changes, for rotation); on a unix socket, peers whose uid is in
+// Config.SocketUIDs (root) need none. Before the token it refuses
+// browser-shaped requests: a Host that is a DNS name other than localhost
+// or a configured one (421, DNS rebinding) and a foreign Origin (403);
+// write bodies must be application/json (415). Each listener holds at most
+// Config.MaxConns connections and a body must arrive within
+// Config.ReadTimeout.
+//
+// It turns requests into raftstore transactions: create, update, delete,
+// scale and the all-or-nothing apply with strict decoding, defaulting and
+// validation at admission. It writes spec only: status is written by
+// herd's agents through raftstore, and PUT .../status is refused (403). It
+// streams watch events as NDJSON, streams a pod's journal from its board
+// as text/plain (through Config.Logs), and maps store errors to HTTP
+// status codes.
 //
 // It holds no state of its own: every read and write goes to the Store it
 // is given. The client side of the API lives in package client.

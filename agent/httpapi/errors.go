@@ -23,9 +23,12 @@ const (
 	CodeNoLeader     = "no_leader"
 	CodeCompacted    = "compacted"
 	CodeUnauthorized = "unauthorized"
-	CodeTooLarge     = "too_large"
-	CodeBadRequest   = "bad_request"
-	CodeInternal     = "internal"
+	// CodeForbidden: the request is refused whatever its credential: a
+	// foreign Host or Origin, or a write the user API does not allow.
+	CodeForbidden  = "forbidden"
+	CodeTooLarge   = "too_large"
+	CodeBadRequest = "bad_request"
+	CodeInternal   = "internal"
 	// CodeNotImplemented: the agent was built or configured without the
 	// feature (pod logs without Config.Logs).
 	CodeNotImplemented = client.CodeNotImplemented

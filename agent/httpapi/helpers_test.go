@@ -41,6 +41,9 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// testToken is the token newEnv's server accepts and its client sends.
+const testToken = "test-token-0123456789abcdef"
+
 // env is a server on httptest with a fake store and a client of it.
 type env struct {
 	store *fakestore.Store
@@ -55,6 +58,7 @@ func newEnv(t *testing.T, mutate ...func(*httpapi.Config)) *env {
 	cfg.Store = st
 	cfg.Clock = fixedClock{}
 	cfg.Logger = testLogger(t)
+	cfg.Token = testToken
 	cfg.Status = func() client.Status {
 		return client.Status{Node: "pi1", Leader: "pi1", Version: "test",
 			Servers: []client.Server{{ID: "pi1", Address: "10.0.0.1:7947", Suffrage: "voter", Leader: true}},
@@ -83,7 +87,19 @@ func (e *env) raw(t *testing.T, method, path, body string, hdr ...string) (int, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)

@@ -157,7 +157,9 @@ func TestLogsOptions(t *testing.T) {
 func TestLogsHeadersAndEmpty(t *testing.T) {
 	f := &fakeLogs{run: func(context.Context, io.Writer) error { return nil }}
 	e := logsEnv(t, f)
-	resp, err := http.Get(e.srv.URL + "/v1/pods/web-1/logs?tail=5")
+	req, _ := http.NewRequest("GET", e.srv.URL+"/v1/pods/web-1/logs?tail=5", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +192,7 @@ func TestLogsFollowStreams(t *testing.T) {
 	e := logsEnv(t, f)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/v1/pods/web-1/logs?follow=1", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

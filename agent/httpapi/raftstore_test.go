@@ -22,13 +22,14 @@ func TestRealStore(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = rc.Stores[rc.Leader()]
 	cfg.Logger = testLogger(t)
+	cfg.Token = testToken
 	s, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	c, _ := client.New([]string{srv.URL}, client.Options{})
+	c, _ := client.New([]string{srv.URL}, client.Options{Token: testToken})
 	ctx := ctxT(t)
 
 	wctx, cancel := context.WithCancel(ctx)

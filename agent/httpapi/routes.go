@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
@@ -31,7 +32,7 @@ const maxCASRetries = 3
 //	GET    /v1/{kind}/{name}             get
 //	PUT    /v1/{kind}/{name}             update spec and labels
 //	DELETE /v1/{kind}/{name}[?resourceVersion=N]
-//	PUT    /v1/{kind}/{name}/status      write status
+//	PUT    /v1/{kind}/{name}/status      403: status is written by herd only
 //	PUT    /v1/deployments/{name}/scale  set replicas
 //	GET    /v1/pods/{name}/logs[?follow=1&since=..&tail=N]  journal, text/plain
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
@@ -205,12 +206,18 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
+		// The read deadline guard set stays: the connection is closed
+		// rather than waited on.
+		w.Header().Set("Connection", "close")
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, err
 		}
 		return nil, badRequest("reading request body: %v", err)
 	}
+	// The body is in: lift the read deadline guard set, so that the
+	// connection is not cut while the handler waits for the store.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	return b, nil
 }
 
@@ -406,27 +413,12 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, kind api.Kind, n
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) updateStatus(w http.ResponseWriter, r *http.Request, kind api.Kind, name string) {
-	o, err := s.decodeObject(w, r, kind, name)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	raw, err := api.ToRaw(o)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	raw.Metadata = api.ObjectMeta{Name: name, ResourceVersion: raw.Metadata.ResourceVersion}
-	raw.Spec = nil
-	ctx, cancel := s.writeCtx(r)
-	defer cancel()
-	out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpUpdateStatus, Object: raw}})
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out[0])
+// updateStatus refuses: status is written only by herd's agents and
+// controllers, through raftstore on the leader, never by the user API
+// (a pod's status names its unit and a node's its address).
+func (s *Server) updateStatus(w http.ResponseWriter, _ *http.Request, kind api.Kind, name string) {
+	s.writeError(w, newError(http.StatusForbidden, CodeForbidden,
+		"status of %s is written by herd's agents only, not through the API; change the spec instead", objectRef(kind, name)))
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, kind api.Kind, name string) {

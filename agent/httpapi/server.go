@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -21,15 +20,23 @@ import (
 
 // Sentinel errors.
 var (
-	// ErrNoToken: a non-loopback TCP listener was given to a server without
-	// a token.
-	ErrNoToken = errors.New("httpapi: a token is required to serve on a non-loopback address")
+	// ErrNoToken: a server was configured without any token. Every
+	// listener, loopback and unix socket included, requires one.
+	ErrNoToken = errors.New("httpapi: an API token is required")
 	// ErrSocketInUse: another process is serving on the unix socket path.
 	ErrSocketInUse = errors.New("httpapi: unix socket in use")
 )
 
-// DefaultMaxBodyBytes is the default limit of a request body.
-const DefaultMaxBodyBytes = 4 << 20
+// Defaults of Config.
+const (
+	// DefaultMaxBodyBytes is the default limit of a request body.
+	DefaultMaxBodyBytes = 4 << 20
+	// DefaultMaxConns is the default cap on the connections one listener
+	// holds open at once.
+	DefaultMaxConns = 64
+	// DefaultReadTimeout is the default bound on reading a request body.
+	DefaultReadTimeout = 10 * time.Second
+)
 
 // Config configures a Server.
 type Config struct {
@@ -38,7 +45,8 @@ type Config struct {
 	// Status returns this agent's view of the cluster for GET /v1/status.
 	// Optional: without it the route answers with an empty status.
 	Status func() client.Status
-	// Logs writes the journal of pod's unit, read on the board the pod is
+	// Logs writes the journal of pod's unit (units.UnitName of the pod's
+	// name, never anything from its status), read on the board the pod is
 	// placed on (pod.Spec.Node, never empty), to w as it arrives, for GET
 	// /v1/pods/{name}/logs. opts are validated and normalized (see
 	// LogOptions). With opts.Follow it keeps writing until ctx ends (the
@@ -47,10 +55,29 @@ type Config struct {
 	// after Logs returns. Called concurrently, once per request. Optional:
 	// without it the route answers 501.
 	Logs func(ctx context.Context, pod *api.Pod, opts LogOptions, w io.Writer) error
-	// Token, when set, must be presented by every request as
-	// "Authorization: Bearer <token>". Required to serve on a non-loopback
-	// TCP address.
+	// Token is a single accepted token, shorthand for
+	// Tokens: StaticTokens{Token}. Every request presents one of the
+	// accepted tokens as "Authorization: Bearer <token>" (compared in
+	// constant time), on every listener. Token or Tokens is required.
 	Token string
+	// Tokens gives the accepted tokens (a TokenFile re-reads its file as it
+	// changes, for rotation). When set, Token is ignored.
+	Tokens TokenSource
+	// SocketUIDs are the peer uids (SO_PEERCRED) that need no token on a
+	// unix socket listener. Default: {0} (root). Empty after New only when
+	// set to an empty non-nil slice.
+	SocketUIDs []int
+	// Hosts are the DNS names (host, any port, or host:port) a request's
+	// Host header may carry besides IP literals and localhost; any other
+	// name is refused with 421, against DNS rebinding.
+	Hosts []string
+	// MaxConns caps the connections each listener holds open at once
+	// (watch and log streams included); further clients wait in the
+	// kernel's accept queue.
+	MaxConns int
+	// ReadTimeout bounds reading one request's body (not the watch and log
+	// streams, which have none); headers are bounded separately.
+	ReadTimeout time.Duration
 	// TLS, when set, wraps the TCP listeners given to Serve.
 	TLS *tls.Config
 	// MaxBodyBytes limits request bodies; larger ones get 413.
@@ -74,6 +101,9 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		MaxBodyBytes: DefaultMaxBodyBytes,
+		MaxConns:     DefaultMaxConns,
+		ReadTimeout:  DefaultReadTimeout,
+		SocketUIDs:   []int{0},
 		WriteTimeout: 15 * time.Second,
 		Heartbeat:    15 * time.Second,
 		Admission:    APIAdmission{},
@@ -91,6 +121,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("httpapi: config: MaxBodyBytes must be positive, got %d", c.MaxBodyBytes)
 	case c.WriteTimeout <= 0:
 		return fmt.Errorf("httpapi: config: WriteTimeout must be positive, got %s", c.WriteTimeout)
+	case c.MaxConns <= 0:
+		return fmt.Errorf("httpapi: config: MaxConns must be positive, got %d", c.MaxConns)
+	case c.ReadTimeout <= 0:
+		return fmt.Errorf("httpapi: config: ReadTimeout must be positive, got %s", c.ReadTimeout)
+	case c.Token == "" && c.Tokens == nil:
+		return fmt.Errorf("%w: set Token or Tokens (every listener needs one)", ErrNoToken)
 	case c.Heartbeat <= 0:
 		return fmt.Errorf("httpapi: config: Heartbeat must be positive, got %s", c.Heartbeat)
 	case c.Admission == nil:
@@ -99,8 +135,16 @@ func (c Config) Validate() error {
 		return errors.New("httpapi: config: Clock is required")
 	case c.Logger == nil:
 		return errors.New("httpapi: config: Logger is required")
-	case strings.ContainsAny(c.Token, " \t\r\n"):
-		return errors.New("httpapi: config: Token must not contain white space")
+	}
+	if c.Tokens == nil {
+		if err := client.CheckToken(c.Token); err != nil {
+			return fmt.Errorf("httpapi: config: Token: %v", strings.TrimPrefix(err.Error(), "client: "))
+		}
+	}
+	for i, h := range c.Hosts {
+		if h == "" || strings.ContainsAny(h, "/ \t") {
+			return fmt.Errorf("httpapi: config: Hosts[%d] %q: want a host name or host:port", i, h)
+		}
 	}
 	return nil
 }
@@ -108,6 +152,7 @@ func (c Config) Validate() error {
 // Server serves the API. Its methods are safe for concurrent use.
 type Server struct {
 	cfg     Config
+	tokens  TokenSource
 	handler http.Handler
 	// stopWatches is closed when Serve begins shutting down, ending every
 	// watch stream so that graceful shutdown does not wait for them.
@@ -128,6 +173,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = d.Heartbeat
 	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = d.MaxConns
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = d.ReadTimeout
+	}
+	if cfg.SocketUIDs == nil {
+		cfg.SocketUIDs = d.SocketUIDs
+	}
 	if cfg.Admission == nil {
 		cfg.Admission = d.Admission
 	}
@@ -140,31 +194,27 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, stopWatches: make(chan struct{})}
-	s.handler = s.logRequests(s.authenticate(http.HandlerFunc(s.route)))
+	s := &Server{cfg: cfg, tokens: cfg.Tokens, stopWatches: make(chan struct{})}
+	if s.tokens == nil {
+		s.tokens = StaticTokens{cfg.Token}
+	}
+	s.handler = s.logRequests(s.guard(http.HandlerFunc(s.route)))
 	return s, nil
 }
 
-// Handler returns the API as an http.Handler (token check and request
-// logging included).
+// Handler returns the API as an http.Handler (Host, Origin, token and
+// Content-Type checks and request logging included). Peer credentials and
+// the connection cap apply only to listeners given to Serve.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve serves the API on every listener until ctx ends, then shuts down
-// gracefully (watch streams are ended first) and returns nil. It refuses,
-// before serving anything, a non-loopback TCP listener when no token is set.
-// TCP listeners are wrapped in TLS when Config.TLS is set. Serve closes the
-// listeners. Call it once per Server.
+// gracefully (watch streams are ended first) and returns nil. Each listener
+// holds at most Config.MaxConns connections; on a unix socket the peer's
+// uid is read for Config.SocketUIDs. TCP listeners are wrapped in TLS when
+// Config.TLS is set. Serve closes the listeners. Call it once per Server.
 func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	if len(listeners) == 0 {
 		return errors.New("httpapi: serve: no listeners")
-	}
-	for _, l := range listeners {
-		if err := s.checkListener(l.Addr()); err != nil {
-			for _, l := range listeners {
-				l.Close()
-			}
-			return err
-		}
 	}
 	hs := &http.Server{
 		Handler:           s.handler,
@@ -172,9 +222,11 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnContext:       connContext,
 	}
 	errc := make(chan error, len(listeners))
 	for _, l := range listeners {
+		l = newAPIListener(l, s.cfg.MaxConns)
 		if _, ok := l.Addr().(*net.TCPAddr); ok && s.cfg.TLS != nil {
 			l = tls.NewListener(l, s.cfg.TLS)
 		}
@@ -203,30 +255,9 @@ func listenerName(l net.Listener) string {
 	return l.Addr().String()
 }
 
-func (s *Server) checkListener(a net.Addr) error {
-	ta, ok := a.(*net.TCPAddr)
-	if !ok || s.cfg.Token != "" || ta.IP.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("%w: refusing to listen on %s without one (set the API token, or listen on 127.0.0.1 or a unix socket)", ErrNoToken, a)
-}
-
 // ListenAndServe listens on every address (host:port, or unix:///path for a
-// unix socket) and serves until ctx ends, as Serve. It checks the token
-// requirement before opening anything.
+// unix socket) and serves until ctx ends, as Serve.
 func (s *Server) ListenAndServe(ctx context.Context, addrs ...string) error {
-	for _, a := range addrs {
-		if strings.HasPrefix(a, "unix://") {
-			continue
-		}
-		ta, err := net.ResolveTCPAddr("tcp", a)
-		if err != nil {
-			return fmt.Errorf("httpapi: listen address %q: %w", a, err)
-		}
-		if err := s.checkListener(ta); err != nil {
-			return err
-		}
-	}
 	var ls []net.Listener
 	for _, a := range addrs {
 		l, err := Listen(a)
@@ -257,8 +288,9 @@ func Listen(addr string) (net.Listener, error) {
 	return l, nil
 }
 
-// ListenUnix listens on the unix socket at path (absolute), with mode 0660
-// so that the socket's group may use the API. A stale socket left by a
+// ListenUnix listens on the unix socket at path (absolute), with mode 0660:
+// its owner and group (root and root's group for the agent) may connect;
+// they still need a token unless their uid is in Config.SocketUIDs. A stale socket left by a
 // process that died is removed; a socket someone still serves on is
 // ErrSocketInUse; any other file at path is an error.
 func ListenUnix(path string) (net.Listener, error) {
@@ -287,26 +319,6 @@ func ListenUnix(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("httpapi: chmod unix socket %s: %w", path, err)
 	}
 	return l, nil
-}
-
-// authenticate checks the bearer token when one is configured.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	if s.cfg.Token == "" {
-		return next
-	}
-	want := []byte("Bearer " + s.cfg.Token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			msg := "missing bearer token: send \"Authorization: Bearer <token>\""
-			if len(got) > 0 {
-				msg = "invalid bearer token"
-			}
-			s.writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "%s", msg))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // statusWriter records the status code for the request log.

@@ -118,6 +118,7 @@ func TestWatchAllKindsAndSelector(t *testing.T) {
 		t.Errorf("watch with a bad selector: %d, want 400", code)
 	}
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/v1/deployments?watch=true&selector=team%3Dops", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -188,6 +189,7 @@ func TestWatchRelist(t *testing.T) {
 func TestWatchHeartbeat(t *testing.T) {
 	e := newEnv(t, func(c *httpapi.Config) { c.Heartbeat = time.Millisecond })
 	req, _ := http.NewRequestWithContext(ctxT(t), "GET", e.srv.URL+"/v1/watch", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

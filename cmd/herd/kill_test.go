@@ -18,6 +18,9 @@ import (
 	"github.com/herd-dev/herd/client"
 )
 
+// testToken is the API token of the test agents.
+const testToken = "kill-test-token-0123456789"
+
 // proc is one herd agent process.
 type proc struct {
 	name, dir, api string
@@ -76,6 +79,10 @@ func TestKill9LeaderLosesNothing(t *testing.T) {
 	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	tokenFile := filepath.Join(dir, "api.token")
+	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var procs []*proc
 	var gossipAddrs []string
 	for i := 1; i <= 3; i++ {
@@ -94,9 +101,10 @@ cluster_key_file = %q
 gossip_bind = %q
 raft_bind = "127.0.0.1:%d"
 api_listen = [%q]
+api_token_file = %q
 ssh_address = "127.0.0.1:22"
 ssh_host_key_file = ""
-`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossipAddrs, `", "`)+`"`, keyFile, gossipAddrs[i-1], freePort(t), p.api)
+`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossipAddrs, `", "`)+`"`, keyFile, gossipAddrs[i-1], freePort(t), p.api, tokenFile)
 		if err := os.WriteFile(filepath.Join(p.dir, "agent.toml"), []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +128,7 @@ ssh_host_key_file = ""
 	for _, p := range procs {
 		addrs = append(addrs, "http://"+p.api)
 	}
-	c, err := client.New(addrs, client.Options{Timeout: 5 * time.Second})
+	c, err := client.New(addrs, client.Options{Token: testToken, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +170,7 @@ ssh_host_key_file = ""
 			survivors = append(survivors, "http://"+p.api)
 		}
 	}
-	sc, _ := client.New(survivors, client.Options{Timeout: 5 * time.Second})
+	sc, _ := client.New(survivors, client.Options{Token: testToken, Timeout: 5 * time.Second})
 	waitFor(t, "a new leader", 20*time.Second, func() error {
 		l, err := leaderOf(sc)
 		if err != nil {
@@ -182,7 +190,7 @@ ssh_host_key_file = ""
 	}
 	// Restart the killed agent from its data dir: it serves all of them.
 	victim.start(t, bin)
-	vc, _ := client.New([]string{"http://" + victim.api}, client.Options{Timeout: 5 * time.Second})
+	vc, _ := client.New([]string{"http://" + victim.api}, client.Options{Token: testToken, Timeout: 5 * time.Second})
 	waitFor(t, "the restarted agent to catch up", 20*time.Second, func() error {
 		items, _, err := vc.List(ctx, api.KindService)
 		if err != nil {

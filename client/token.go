@@ -1,0 +1,75 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// MaxTokenFileBytes bounds a token file.
+const MaxTokenFileBytes = 64 << 10
+
+// CheckToken reports what is wrong with an API token: at least 16
+// characters, printable ASCII without blanks.
+func CheckToken(tok string) error {
+	switch {
+	case tok == "":
+		return errors.New("client: empty token")
+	case len(tok) < 16:
+		return fmt.Errorf("client: token of %d characters is too short (want at least 16; herd makes 43)", len(tok))
+	case strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f || r > 0x7e }):
+		return errors.New("client: a token is printable ASCII without blanks")
+	}
+	return nil
+}
+
+// ParseTokens parses a token file: one token per line; blank lines and
+// lines starting with # are skipped. The first token is the one clients
+// should use; every listed token is accepted. name is used in errors.
+func ParseTokens(name string, data []byte) ([]string, error) {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), MaxTokenFileBytes)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if err := CheckToken(line); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, n, strings.TrimPrefix(err.Error(), "client: "))
+		}
+		out = append(out, line)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no token in the file", name)
+	}
+	return out, nil
+}
+
+// ReadTokenFile reads and parses a token file of at most MaxTokenFileBytes.
+func ReadTokenFile(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("client: token file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxTokenFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("client: token file %s: %w", path, err)
+	}
+	if len(data) > MaxTokenFileBytes {
+		return nil, fmt.Errorf("client: token file %s is larger than %d bytes", path, MaxTokenFileBytes)
+	}
+	toks, err := ParseTokens(path, data)
+	if err != nil {
+		return nil, fmt.Errorf("client: token file %w", err)
+	}
+	return toks, nil
+}
