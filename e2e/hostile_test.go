@@ -209,13 +209,30 @@ func checkUnchanged(t *testing.T, ctx context.Context, what string, before Clust
 	}
 }
 
+// state is the cluster state once it is quiet: two reads in a row agree
+// (an earlier attack that worked may still be rolling out; its effect must
+// not be charged to the next one).
 func state(t *testing.T, ctx context.Context) ClusterState {
 	t.Helper()
-	s, err := fleet.State(ctx, viaExcept())
+	var prev, cur ClusterState
+	err := Poll(ctx, time.Second, "a quiet cluster state", func(ctx context.Context) (bool, string) {
+		s, err := fleet.State(ctx, viaExcept())
+		if err != nil {
+			return false, err.Error()
+		}
+		prev, cur = cur, s
+		if prev.Objects == nil {
+			return false, "first read"
+		}
+		if d := cmp.Diff(prev, cur); d != "" {
+			return false, "still changing: " + d
+		}
+		return true, ""
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return cur
 }
 
 // A. From inside a pod running as nobody on the worker.
