@@ -33,10 +33,12 @@
 // attempt must be refused and leave the objects (resourceVersions; nodes'
 // phase and address) and every board's herd units as they were:
 //
-//   - a_pod_user, as nobody on the worker b4: the API on 127.0.0.1:7948
-//     without a token (GET and an escalating apply: 401) and on
-//     /run/herd/api.sock (permission error or 401/403); no secret file in
-//     /etc/herd, /var/lib/herd or /root readable (b4 and the server b1);
+//   - a_pod_user, as nobody (setpriv from root's SSH session) on the
+//     worker b4 and the server b2: the API on 127.0.0.1:7948 without a
+//     token (GET and an apply of a root daemon: 401) and on
+//     /run/herd/api.sock (permission error or 401/403); on b4 and b1, no
+//     file in /etc/herd (but *.pub and agent.toml), /var/lib/herd or /root
+//     readable; on b4:
 //     the other pod's SECRET nowhere in /etc, /run, /srv, systemctl show or
 //     its /proc environ; the exec probe never records uid 0.
 //   - b_worker, as root on b4 with every file it holds: a forwarded write
