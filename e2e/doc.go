@@ -24,4 +24,40 @@
 // SSH port forward per server for fast polls (Fleet.Herdctl with a via
 // board), and reads the herd units each board runs. Poll waits on a
 // condition with a deadline; nothing synchronises with a fixed sleep.
+//
+// TestHostile is the hostile-actor group (e2e/hostile_test.go; attacker
+// programs in e2e/hostiletool, copied onto the boards). It applies a daemon
+// running as nobody on every board (an exec readiness probe whose script
+// nobody owns, a file under a directory nobody can write), a root daemon
+// with SECRET in its environment, and a deployment to scale; then every
+// attempt must be refused and leave the objects (resourceVersions; nodes'
+// phase and address) and every board's herd units as they were:
+//
+//   - a_pod_user, as nobody (setpriv from root's SSH session) on the
+//     worker b4 and the server b2: the API on 127.0.0.1:7948 without a
+//     token (GET and an apply of a root daemon: 401) and on
+//     /run/herd/api.sock (permission error or 401/403); on b4 and b1, no
+//     file in /etc/herd (but *.pub and agent.toml), /var/lib/herd or /root
+//     readable; on b4:
+//     the other pod's SECRET nowhere in /etc, /run, /srv, systemctl show or
+//     its /proc environ; the exec probe never records uid 0.
+//   - b_worker, as root on b4 with every file it holds: a forwarded write
+//     of a pod bound to b1 to each server's Raft port is refused (a control
+//     from b1 with the server's keys proves the tool speaks the transport);
+//     no SSH shell and no sftp write as root on another board with any
+//     private key found.
+//   - c_stranger, from netns herd-stranger (10.77.0.250 on the lab bridge,
+//     no keys): the API port from the LAN (no listener or 401), a Raft RPC
+//     with a random key (refused), a memberlist join without and with a
+//     wrong key (not a member), and 200 idle connections to each server's
+//     Raft port while four scales forwarded from a follower each commit
+//     within 10s.
+//   - d_browser, with a valid token through b1's API: text/plain and form
+//     bodies, a foreign Origin, Host: evil.example (writes and reads) get 4xx
+//     while the same well-formed request is accepted.
+//   - e_symlink, last: nobody swaps the parent directory of its pod's file
+//     for a symlink to /etc and the file changes; /etc stays as it was and
+//     the pod gets a condition naming the symlink.
+//
+// Run it alone with: go test -tags e2e -count=1 -run TestHostile -v ./e2e/
 package e2e

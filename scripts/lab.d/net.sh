@@ -83,11 +83,12 @@ net_board_del() {
 net_all_del() {
   local ns l
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
-    [[ $ns =~ ^${NETNS_PREFIX}b[1-9][0-9]*$ ]] && { ip netns del "$ns" 2>/dev/null || true; }
+    # herd-stranger: the keyless LAN host of the e2e hostile scenarios
+    [[ $ns =~ ^${NETNS_PREFIX}(b[1-9][0-9]*|stranger)$ ]] && { ip netns del "$ns" 2>/dev/null || true; }
   done
   for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
     # a veth may already be gone with its namespace
-    [[ $l =~ ^${VETH_PREFIX}(b[1-9][0-9]*|p[0-9]+)$ || $l == "$BRIDGE" ]] && { ip link del "$l" 2>/dev/null || true; }
+    [[ $l =~ ^${VETH_PREFIX}(b[1-9][0-9]*|p[0-9]+|x0)$ || $l == "$BRIDGE" ]] && { ip link del "$l" 2>/dev/null || true; }
   done
   return 0
 }
