@@ -262,6 +262,10 @@ func (f *Fleet) SSHInside(ctx context.Context, board, stdin, cmdline string) (st
 	return string(out), err
 }
 
+// TokenFile is the cluster's API token, as bootstrap wrote it into the
+// state folder.
+func (f *Fleet) TokenFile() string { return filepath.Join(f.Dir, "state", "api.token") }
+
 func (f *Fleet) herdctlPath() string { return filepath.Join(f.Root, "bin", "herdctl") }
 
 // Herdctl runs bin/herdctl with the fleet's config and args. With via ""
@@ -275,7 +279,9 @@ func (f *Fleet) Herdctl(ctx context.Context, via, stdin string, args ...string) 
 		if err != nil {
 			return nil, err
 		}
-		full = append(full, "--addr", "http://"+addr)
+		// A context's token is only sent to its own addresses: name the
+		// cluster's token file for the forwarded address.
+		full = append(full, "--addr", "http://"+addr, "--token-file", f.TokenFile())
 	}
 	full = append(full, args...)
 	return f.run(ctx, stdin, f.herdctlPath(), full...)

@@ -197,9 +197,13 @@ func podsByBoard(s Snapshot) string {
 }
 
 // memberPy prints the gossip members as the board's own agent sees them
-// (its API on loopback).
-const memberPy = `import json, urllib.request
-d = json.load(urllib.request.urlopen("http://127.0.0.1:7948/v1/status", timeout=5))
+// (its API on loopback, with the token a server holds, or the one a worker
+// generated for itself).
+const memberPy = `import json, os, urllib.request
+p = "/etc/herd/api.token" if os.path.exists("/etc/herd/api.token") else "/var/lib/herd/api.token"
+tok = open(p).readline().strip()
+req = urllib.request.Request("http://127.0.0.1:7948/v1/status", headers={"Authorization": "Bearer " + tok})
+d = json.load(urllib.request.urlopen(req, timeout=5))
 print(" ".join("%s=%s" % (m["name"], m["state"]) for m in d["members"]))
 `
 
