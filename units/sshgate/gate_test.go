@@ -3,9 +3,11 @@ package sshgate
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -84,10 +86,23 @@ func TestGateProcess(t *testing.T) {
 	run := func(original string, stdin string) (string, string, int) {
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), "HERD_SSHGATE_TEST=1", "SSH_ORIGINAL_COMMAND="+original)
-		cmd.Stdin = strings.NewReader(stdin)
+		// Its own session, as under sshd: the wrapper signals its process
+		// group when its stdin (the SSH channel, its lifeline) closes, which
+		// must not reach the test. stdin stays open until the gate exits.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(in, stdin); err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Wait()
 		code := 0
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
