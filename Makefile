@@ -28,6 +28,9 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@if command -v shellcheck >/dev/null; then \
+	  shellcheck -x $$(grep -slE '^#!.*(ba)?sh' scripts/* .ci/run); \
+	else echo "lint: shellcheck not installed (scripts/deps installs it as root); skipping"; fi
 
 ## deps: what the tests need on a fresh Debian machine (OpenSSH for the
 ## executor tests). Skipped when already present.
