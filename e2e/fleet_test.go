@@ -27,9 +27,8 @@ const pollFast = 100 * time.Millisecond
 // converged fleet running examples/web.toml and leaves one behind (killed
 // boards booted again, partitions healed, netem cleared).
 func TestFleet(t *testing.T) {
-	// A panic in a scenario skips TestMain's deferred calls but not the
-	// cleanups of the tests it runs in.
-	t.Cleanup(stopLab)
+	// The lab stays up for TestHostile, which runs after this one and
+	// takes it down; after a panic, make e2e's own `scripts/lab down` does.
 	scenarios := []struct {
 		name string
 		run  func(t *testing.T)
