@@ -669,7 +669,8 @@ func testHostileSymlink(t *testing.T) {
 				continue
 			}
 			for _, c := range p.Status.Conditions {
-				if strings.Contains(strings.ToLower(c.Message+c.Reason), "symlink") {
+				m := strings.ToLower(c.Message)
+				if c.Reason == "FileRefused" && (strings.Contains(m, "symbolic link") || strings.Contains(m, "symlink")) {
 					cond = fmt.Sprintf("%s %s=%s: %s", p.Metadata.Name, c.Type, c.Status, c.Message)
 					return true, ""
 				}
