@@ -94,6 +94,10 @@ type Config struct {
 	// not sent its protocol byte by then is closed. It also bounds reading
 	// one forwarded request. Default 3s.
 	HandshakeTimeout time.Duration
+
+	// network is the transport's network; nil is the host's TCP stack.
+	// TestCluster sets one that can cut servers off.
+	network network
 }
 
 // DefaultConfig returns a Config with the timings documented on Config and

@@ -30,5 +30,7 @@
 // (transport.go).
 //
 // NewTestCluster (testing.go) builds an in-process cluster on loopback for
-// tests in this and other packages.
+// tests in this and other packages; its Isolate and Heal cut a server off
+// the network without closing it, as a power pull or a frozen process
+// would (testnet.go).
 package raftstore

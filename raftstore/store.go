@@ -161,7 +161,7 @@ func Open(cfg Config) (*Store, error) {
 		s.bolt, s.logs, s.stable, s.snaps = bolt, cache, bolt, snaps
 	}
 
-	m, err := listen(cfg.BindAddr, cfg.AdvertiseAddr, id, cfg.HandshakeTimeout, logger)
+	m, err := listen(cfg.network, cfg.BindAddr, cfg.AdvertiseAddr, id, cfg.HandshakeTimeout, logger)
 	if err != nil {
 		return fail(err)
 	}
