@@ -71,10 +71,11 @@ type Store struct {
 	log   *slog.Logger
 	clock func() time.Time
 
-	hub  *hub
-	fsm  *fsm
-	raft *raft.Raft
-	mux  *mux
+	hub   *hub
+	fsm   *fsm
+	raft  *raft.Raft
+	mux   *mux
+	trans *raft.NetworkTransport
 
 	logs   raft.LogStore
 	stable raft.StableStore
@@ -179,6 +180,7 @@ func Open(cfg Config) (*Store, error) {
 		MaxRPCsInFlight: 1,
 		Logger:          hc.Named("transport"),
 	})
+	s.trans = trans
 	undo = append(undo, func() { trans.Close(); m.Close(); m.wait() })
 
 	rc := raft.DefaultConfig()
@@ -669,6 +671,12 @@ func (s *Store) Close() error {
 		s.closeCancel()
 		s.leadership.close()
 		s.hub.close()
+		// The transport closes first: raft's shutdown waits for its RPCs
+		// in flight, and a peer that is shutting down too answers them
+		// only once its transport has closed (hashicorp/raft closes it
+		// after that wait), so two servers closing in an election would
+		// wait out the RPC timeout for each other.
+		s.trans.Close()
 		var errs []error
 		if err := s.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raftstore: shutdown raft: %w", err))
