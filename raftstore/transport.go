@@ -404,19 +404,22 @@ func (m *mux) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn,
 	return m.dial(ctx, string(address), protoRaft)
 }
 
-// dial connects to address, completes the TLS handshake and sends proto.
+// dial connects to address, completes the TLS handshake and sends proto,
+// within the handshake timeout (and ctx): a peer that does not answer, such
+// as a board without power or a frozen process, costs no more than that.
 func (m *mux) dial(ctx context.Context, address string, proto byte) (*tls.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.handshake)
+	defer cancel()
 	c, err := m.net.DialContext(ctx, address)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("raftstore: dial %s: %w", address, err)
 	}
 	// A server this one dials (a Raft peer, the leader) keeps pending
 	// slots when it connects back, even before its first handshake here.
 	m.pending.markKnown(sourceOf(c.RemoteAddr()))
 	tc := tls.Client(c, m.clientTLS)
-	if dl, ok := ctx.Deadline(); ok {
-		_ = tc.SetDeadline(dl)
-	}
+	dl, _ := ctx.Deadline()
+	_ = tc.SetDeadline(dl)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		tc.Close()
 		return nil, fmt.Errorf("raftstore: handshake with %s: %w", address, err)
