@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/herd-dev/herd/api"
@@ -183,30 +184,56 @@ type errRetry struct{ err error }
 func (e *errRetry) Error() string { return e.err.Error() }
 func (e *errRetry) Unwrap() error { return e.err }
 
+// errLeaderMoved ends a forwarding attempt whose leader raft no longer
+// names.
+var errLeaderMoved = errors.New("raftstore: leader changed")
+
 // forward sends ops to the leader at addr. Errors before the request was
 // sent, and the leader's "not leader" answer, are wrapped in errRetry;
 // others are final (the write may or may not have committed).
+//
+// The attempt follows raft's view of the leader: it gives up as soon as
+// raft names another leader, or none while it is still connecting, so
+// that a write whose leader vanished moves on to the new one at once
+// instead of waiting on a peer that will never answer. Connecting is also
+// bounded by the handshake timeout; the whole call by ctx.
 func (s *Store) forward(ctx context.Context, addr string, ops []Op) (uint64, []api.RawObject, error) {
 	timeout := s.cfg.WriteTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	c, err := s.mux.dial(ctx, addr, protoForward)
+	var sent atomic.Bool
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go s.watchLeader(actx, func() bool {
+		now, _ := s.raft.LeaderWithID()
+		if string(now) == addr || (now == "" && sent.Load()) {
+			return false
+		}
+		to := string(now)
+		if to == "" {
+			to = "none known"
+		}
+		cancel(fmt.Errorf("%w from %s to %s", errLeaderMoved, addr, to))
+		return true
+	})
+	c, err := s.mux.dial(actx, addr, protoForward)
 	if err != nil {
+		if cause := context.Cause(actx); ctx.Err() == nil && errors.Is(cause, errLeaderMoved) {
+			err = cause
+		}
 		return 0, nil, &errRetry{fmt.Errorf("raftstore: forward to leader %s: %w", addr, err)}
 	}
 	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	stop := context.AfterFunc(actx, func() { _ = c.SetDeadline(time.Now()) })
 	defer stop()
+	sent.Store(true)
 	if err := writeFrame(c, forwardRequest{Ops: ops, TimeoutMillis: timeout.Milliseconds()}); err != nil {
-		return 0, nil, fmt.Errorf("raftstore: forward to leader %s: %w", addr, err)
+		return 0, nil, fmt.Errorf("raftstore: forward to leader %s: outcome unknown: %w", addr, s.attemptErr(ctx, actx, err))
 	}
 	var resp forwardResponse
 	if err := readFrame(c, 4*s.cfg.MaxTxnBytes+forwardOverhead, &resp); err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return 0, nil, fmt.Errorf("raftstore: forward to leader %s: outcome unknown: %w", addr, err)
+		return 0, nil, fmt.Errorf("raftstore: forward to leader %s: outcome unknown: %w", addr, s.attemptErr(ctx, actx, err))
 	}
 	if resp.Error != nil {
 		err := resp.Error.toError()
@@ -219,4 +246,32 @@ func (s *Store) forward(ctx context.Context, addr string, ops []Op) (uint64, []a
 		return 0, nil, fmt.Errorf("raftstore: forward to leader %s: %d objects for %d ops", addr, len(resp.Objects), len(ops))
 	}
 	return resp.Index, resp.Objects, nil
+}
+
+// attemptErr returns why a forwarding attempt's I/O failed: the caller's
+// context, the leader change that ended the attempt, or err itself.
+func (s *Store) attemptErr(ctx, actx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case actx.Err() != nil:
+		return context.Cause(actx)
+	}
+	return err
+}
+
+// watchLeader calls changed every time raft reports a leadership change
+// until it returns true or ctx ends.
+func (s *Store) watchLeader(ctx context.Context, changed func() bool) {
+	for {
+		wake := s.leaderChanged.wait()
+		if changed() {
+			return
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -322,9 +322,15 @@ func (s *Store) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan
 // Without a leader it waits for one until ctx ends (or WriteTimeout, if ctx
 // has no deadline) and then fails with ErrNoLeader.
 //
+// A forwarded write follows raft's view of the leader: when the leader it
+// was sent to vanishes, it moves to the new one as soon as raft knows it
+// (before the request was sent) or fails at once (after). So a write
+// through a follower is acknowledged, or fails, within about an election
+// and a round trip of the leader's loss, not at the end of ctx.
+//
 // An error that wraps none of the sentinels (leadership lost mid-commit,
-// connection to the leader cut) means the outcome is unknown: read before
-// retrying.
+// connection to the leader cut, the leader changed while it held the
+// request) means the outcome is unknown: read before retrying.
 func (s *Store) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
