@@ -14,8 +14,11 @@
 //     replay from a resourceVersion and then follow live, without ever
 //     blocking the FSM.
 //   - the Store (store.go): Raft wiring, leadership notifications, cluster
-//     membership, and writes that followers forward to the leader over the
-//     authenticated transport (transport.go, forward.go).
+//     membership, writes that followers forward to the leader over the
+//     authenticated transport (transport.go, forward.go), and the read
+//     barrier that makes a local read linearizable (read.go): the leader
+//     answers only after its election barrier and a quorum's confirmation
+//     (VerifyLeader), a follower waits for the leader's read index.
 //
 // Board-to-board traffic needs the server key, which only servers hold
 // (workers have only the gossip key): the transport is TLS 1.3 in which
