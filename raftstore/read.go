@@ -136,3 +136,39 @@ func (s *Store) withLeader(ctx context.Context, onLeader func() error, onFollowe
 		backoff = min(2*backoff, 200*time.Millisecond)
 	}
 }
+
+// VerifiedLeader returns the leader's ID and address once that leader has
+// confirmed its leadership with a quorum (this server itself, or the one
+// a follower asked for a read index), so that a deposed leader is never
+// named. It fails like ReadBarrier when no leader answers before ctx ends.
+func (s *Store) VerifiedLeader(ctx context.Context) (id, addr string, err error) {
+	if s.isClosed() {
+		return "", "", ErrClosed
+	}
+	ctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	err = s.withLeader(ctx, func() error {
+		if _, err := s.readIndex(ctx); err != nil {
+			return err
+		}
+		id, addr = s.cfg.NodeID, s.Addr()
+		return nil
+	}, func(leader string) error {
+		if _, err := s.call(ctx, leader, forwardRequest{ReadIndex: true}); err != nil {
+			var retry *errRetry
+			if !errors.As(err, &retry) && !errors.Is(err, ErrInvalid) && ctx.Err() == nil {
+				err = &errRetry{err}
+			}
+			return err
+		}
+		if a, i := s.raft.LeaderWithID(); string(a) == leader {
+			id, addr = string(i), leader
+			return nil
+		}
+		return &errRetry{fmt.Errorf("%w: leader changed while verifying", ErrNoLeader)}
+	})
+	if err != nil {
+		return "", "", err
+	}
+	return id, addr, nil
+}

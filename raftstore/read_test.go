@@ -72,3 +72,22 @@ func TestDeposedLeaderCannotRead(t *testing.T) {
 		t.Errorf("healed old leader: Get = %+v, %v", got.Metadata, err)
 	}
 }
+
+// TestVerifiedLeader: every server names the leader once it confirmed
+// itself; a cut-off old leader names none.
+func TestVerifiedLeader(t *testing.T) {
+	c := NewTestCluster(t, 3)
+	leader := c.Leader()
+	for _, s := range c.Stores {
+		id, _, err := s.VerifiedLeader(ctxTimeout(t, 10*time.Second))
+		if err != nil || id != c.Stores[leader].NodeID() {
+			t.Errorf("VerifiedLeader on %s = %q, %v; want %s", s.NodeID(), id, err, c.Stores[leader].NodeID())
+		}
+	}
+	c.Isolate(leader)
+	if id, _, err := c.Stores[leader].VerifiedLeader(ctxTimeout(t, time.Second)); err == nil {
+		t.Errorf("VerifiedLeader on the cut-off leader = %q, want an error", id)
+	}
+	c.Heal(leader)
+	c.Leader()
+}
