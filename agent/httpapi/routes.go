@@ -158,7 +158,9 @@ func (s *Server) writeCtx(r *http.Request) (context.Context, context.CancelFunc)
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	var st client.Status
 	if s.cfg.Status != nil {
-		st = s.cfg.Status()
+		ctx, cancel := s.writeCtx(r)
+		defer cancel()
+		st = s.cfg.Status(ctx)
 	}
 	writeJSON(w, http.StatusOK, st)
 }
