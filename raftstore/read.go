@@ -25,6 +25,10 @@ import (
 // a leader it waits for one until ctx ends (or WriteTimeout, if ctx has no
 // deadline) and then fails with ErrNoLeader. A deposed leader (frozen,
 // partitioned) cannot pass it: it fails or follows the new leader.
+//
+// Only while the leader runs a version without read indexes (a rolling
+// upgrade) does a follower's ReadBarrier return at once, with a warning:
+// its reads are then local, as they were before.
 func (s *Store) ReadBarrier(ctx context.Context) error {
 	if s.isClosed() {
 		return ErrClosed
@@ -38,6 +42,14 @@ func (s *Store) ReadBarrier(ctx context.Context) error {
 		return err
 	}, func(addr string) error {
 		resp, err := s.call(ctx, addr, forwardRequest{ReadIndex: true})
+		if errors.Is(err, ErrInvalid) {
+			// A leader from before read indexes (during a rolling
+			// upgrade) refuses the request: read the local copy, as
+			// every read did then.
+			s.log.Warn("leader does not serve read indexes (older version?): reading the local copy", "leader", addr, "err", err)
+			index = 0
+			return nil
+		}
 		if err != nil {
 			var retry *errRetry
 			if !errors.As(err, &retry) && !errors.Is(err, ErrInvalid) && ctx.Err() == nil {
@@ -154,9 +166,11 @@ func (s *Store) VerifiedLeader(ctx context.Context) (id, addr string, err error)
 		id, addr = s.cfg.NodeID, s.Addr()
 		return nil
 	}, func(leader string) error {
-		if _, err := s.call(ctx, leader, forwardRequest{ReadIndex: true}); err != nil {
+		// A leader from before read indexes refuses the request as
+		// invalid: name it unverified, as every status did then.
+		if _, err := s.call(ctx, leader, forwardRequest{ReadIndex: true}); err != nil && !errors.Is(err, ErrInvalid) {
 			var retry *errRetry
-			if !errors.As(err, &retry) && !errors.Is(err, ErrInvalid) && ctx.Err() == nil {
+			if !errors.As(err, &retry) && ctx.Err() == nil {
 				err = &errRetry{err}
 			}
 			return err

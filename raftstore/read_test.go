@@ -2,6 +2,8 @@ package raftstore
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -90,4 +92,31 @@ func TestVerifiedLeader(t *testing.T) {
 	}
 	c.Heal(leader)
 	c.Leader()
+}
+
+// TestReadBarrierOlderLeader: a leader that refuses read index requests
+// as invalid (a version from before them, during a rolling upgrade) does
+// not make followers' reads fail.
+func TestReadBarrierOlderLeader(t *testing.T) {
+	c := NewTestCluster(t, 3)
+	leader := c.Leader()
+	c.Stores[leader].mux.setForward(func(conn net.Conn) {
+		defer conn.Close()
+		var req struct {
+			Ops           []Op  `json:"ops"`
+			TimeoutMillis int64 `json:"timeoutMillis"`
+		}
+		err := readFrame(conn, 1<<20, &req) // unknown field readIndex
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("old leader decoding a read index request: %v, want ErrInvalid", err)
+		}
+		_ = writeFrame(conn, forwardResponse{Error: toWire(fmt.Errorf("%w: forwarded request: %v", ErrInvalid, err))})
+	})
+	f := (leader + 1) % 3
+	if err := c.Stores[f].ReadBarrier(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Errorf("ReadBarrier on a follower of an older leader: %v", err)
+	}
+	if id, _, err := c.Stores[f].VerifiedLeader(ctxTimeout(t, 10*time.Second)); err != nil || id != c.Stores[leader].NodeID() {
+		t.Errorf("VerifiedLeader on a follower of an older leader = %q, %v; want %s", id, err, c.Stores[leader].NodeID())
+	}
 }
