@@ -18,11 +18,15 @@ import (
 	"github.com/herd-dev/herd/raftstore"
 )
 
-// maxCASRetries is how many times a get-then-CAS write is retried after a
-// conflict with a concurrent writer (the controllers' status writes move
-// an object's resourceVersion often); each retry reads the leader's state
-// afresh.
+// maxCASRetries is how many times apply retries after a conflict with a
+// concurrent writer; each retry reads the leader's state afresh.
 const maxCASRetries = 8
+
+// maxOwnCASRetries bounds the retries of an update whose client gave no
+// resourceVersion (scale, an update without one): the controllers' status
+// writes move an object's resourceVersion often, and such a write retries
+// its own conflicts for as long as its context allows, up to this many.
+const maxOwnCASRetries = 100
 
 // route dispatches /v1 requests. The routes:
 //
@@ -394,7 +398,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, kind api.Kind) {
 // ReadBarrier, so the object is the leader's current one, never a lagging
 // copy's. When expectRV is non-zero the client's version must be current
 // (no retry); otherwise a conflict with a concurrent writer is retried
-// with fresh state.
+// with fresh state while ctx allows (up to maxOwnCASRetries).
 func (s *Server) casUpdate(ctx context.Context, kind api.Kind, name string, expectRV uint64,
 	next func(cur api.RawObject) (api.RawObject, error)) (api.RawObject, error) {
 	for attempt := 0; ; attempt++ {
@@ -417,7 +421,7 @@ func (s *Server) casUpdate(ctx context.Context, kind api.Kind, name string, expe
 		raw.Metadata.Created = cur.Metadata.Created
 		raw.Metadata.Generation = cur.Metadata.Generation
 		out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpUpdate, Object: raw}})
-		if errors.Is(err, raftstore.ErrConflict) && expectRV == 0 && attempt < maxCASRetries {
+		if errors.Is(err, raftstore.ErrConflict) && expectRV == 0 && attempt < maxOwnCASRetries && ctx.Err() == nil {
 			continue
 		}
 		if err != nil {
