@@ -362,14 +362,27 @@ func (a *Agent) APIAddrs() []string {
 	return out
 }
 
-// Status is the agent's view of the cluster (GET /v1/status).
-func (a *Agent) Status() client.Status {
+// statusLeaderTimeout bounds how long Status waits for a leader to confirm
+// itself: about an election.
+const statusLeaderTimeout = 2 * time.Second
+
+// Status is the agent's view of the cluster (GET /v1/status). It names as
+// leader only a server that confirmed its leadership with a quorum within
+// ctx (a frozen or cut-off leader that was deposed is not named, even by
+// itself); Leader is empty when none did.
+func (a *Agent) Status(ctx context.Context) client.Status {
 	st := client.Status{Node: a.cfg.Name, Version: Version}
 	for _, m := range a.gossip.Members() {
 		st.Members = append(st.Members, client.Member{Name: m.Name, Addr: m.Address(), State: string(m.State), Server: m.Meta.Server})
 	}
 	if a.store != nil {
-		leaderID, _ := a.store.Leader()
+		// Bounded so that a cut-off agent still answers promptly.
+		vctx, cancel := context.WithTimeout(ctx, statusLeaderTimeout)
+		leaderID, _, err := a.store.VerifiedLeader(vctx)
+		cancel()
+		if err != nil {
+			a.log.Debug("status: no leader confirmed itself", "err", err)
+		}
 		st.Leader = leaderID
 		if servers, err := a.store.Configuration(); err == nil {
 			for _, s := range servers {

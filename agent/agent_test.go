@@ -341,7 +341,7 @@ func TestGossipEventsReachAgent(t *testing.T) {
 	f := newFleet(t, 3, 3)
 	f.leader()
 	statusOf := func(i int, name string) string {
-		for _, m := range f.agents[i].a.Status().Members {
+		for _, m := range f.agents[i].a.Status(t.Context()).Members {
 			if m.Name == name {
 				return m.State
 			}
@@ -392,7 +392,7 @@ func TestGossipOnlyAgentRefusesState(t *testing.T) {
 		t.Fatalf("list on a gossip-only agent: %v, want 503", err)
 	}
 	waitFor(t, "worker in gossip", 10*time.Second, func() error {
-		for _, m := range f.agents[0].a.Status().Members {
+		for _, m := range f.agents[0].a.Status(t.Context()).Members {
 			if m.Name == "worker" && m.State == "alive" && !m.Server {
 				return nil
 			}

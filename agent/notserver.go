@@ -15,6 +15,7 @@ var errNotServer = errors.Join(raftstore.ErrNoLeader, errors.New("agent: this ag
 // notServerStore stands in for the raftstore on a gossip-only agent.
 type notServerStore struct{}
 
+func (notServerStore) ReadBarrier(context.Context) error { return errNotServer }
 func (notServerStore) Get(api.Kind, string) (api.RawObject, error) {
 	return api.RawObject{}, errNotServer
 }

@@ -321,6 +321,9 @@ func (s *fakeStore) Status(ctx context.Context) (client.Status, error) {
 type fakeAgent struct {
 	store *fakeStore
 	token string
+	// noLeader answers gets and lists without ?stale with 503, as an
+	// agent does when no leader confirms itself.
+	noLeader bool
 }
 
 func (f *fakeAgent) handler() http.Handler {
@@ -385,10 +388,20 @@ func (f *fakeAgent) handler() http.Handler {
 		}
 		writeJSON(w, client.ApplyResponse{Results: res})
 	})
+	leaderless := func(w http.ResponseWriter, r *http.Request) bool {
+		if f.noLeader && !r.URL.Query().Has("stale") {
+			writeErr(w, &client.APIError{StatusCode: 503, Code: "no_leader", Message: "no leader: read barrier (no leader known)"})
+			return true
+		}
+		return false
+	}
 	mux.HandleFunc("GET /v1/{kind}", func(w http.ResponseWriter, r *http.Request) {
 		kind := api.Kind(r.PathValue("kind"))
 		if r.URL.Query().Get("watch") == "1" {
 			watch(w, r, kind)
+			return
+		}
+		if leaderless(w, r) {
 			return
 		}
 		items, rv, _ := f.store.List(r.Context(), kind)
@@ -398,6 +411,9 @@ func (f *fakeAgent) handler() http.Handler {
 		writeJSON(w, client.ObjectList{Items: items, ResourceVersion: rv})
 	})
 	mux.HandleFunc("GET /v1/{kind}/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if leaderless(w, r) {
+			return
+		}
 		o, err := f.store.Get(r.Context(), api.Kind(r.PathValue("kind")), r.PathValue("name"))
 		if err != nil {
 			writeErr(w, err)

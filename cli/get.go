@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/client"
 )
 
 // Output formats of get.
@@ -36,7 +37,7 @@ func parseOutput(s string) (string, error) {
 
 func (a *app) getCmd() *cobra.Command {
 	var output, selector string
-	var watch bool
+	var watch, stale bool
 	cmd := &cobra.Command{
 		Use:   "get KIND [NAME]",
 		Short: "List objects of a kind, or show one",
@@ -46,7 +47,12 @@ Kinds: deployments (deploy), daemons (ds), pods (po), services (svc),
 nodes (no); singular forms work too, and KIND/NAME.
 
 With --watch, herdctl lists, then prints a line each time an object changes,
-until interrupted (or --timeout).`,
+until interrupted (or --timeout).
+
+Reads are linearizable: the agent answers after the leader confirmed its
+leadership, so they reflect every acknowledged write and fail without a
+leader. With --stale the agent answers from its own copy, which works
+without a leader but may be behind.`,
 		Example: `  herdctl get pods
   herdctl get deploy web -o json
   herdctl get pods -l app=web -o wide -w`,
@@ -77,6 +83,9 @@ until interrupted (or --timeout).`,
 			}
 			ctx, cancel := a.cmdContext(cmd, def)
 			defer cancel()
+			if stale {
+				ctx = client.WithStale(ctx)
+			}
 			g := &getter{app: a, c: c, kind: kind, name: name, sel: sel, out: out}
 			if watch {
 				return g.watch(ctx)
@@ -88,6 +97,7 @@ until interrupted (or --timeout).`,
 	f.StringVarP(&output, "output", "o", outTable, "output format: table, wide, json or name")
 	f.StringVarP(&selector, "selector", "l", "", "only objects whose labels match, e.g. app=web,tier=front")
 	f.BoolVarP(&watch, "watch", "w", false, "after listing, print changes as they happen")
+	f.BoolVar(&stale, "stale", false, "read the agent's own copy, possibly behind the leader (works without a leader)")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outTable, outWide, outJSON, outName}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

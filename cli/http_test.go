@@ -148,3 +148,27 @@ func TestHTTPWatchAndWait(t *testing.T) {
 		t.Errorf("stdout:\n%s\nwant:\n%s", stdout.String(), want)
 	}
 }
+
+// TestGetStale: without a leader, get fails (reads are linearizable) and
+// get --stale reads the agent's own copy.
+func TestGetStale(t *testing.T) {
+	h := newHarness(t)
+	const token = "s3cret-0123456789abc"
+	srv := httptest.NewServer((&fakeAgent{store: h.store, token: token, noLeader: true}).handler())
+	t.Cleanup(srv.Close)
+	h.realClient = true
+	h.loadFixtures()
+	h.env["HERD_TOKEN"] = token
+	h.env["HERD_ADDR"] = srv.URL
+
+	for _, args := range [][]string{{"get", "deploy", "web"}, {"get", "deploy"}} {
+		code, _, errOut := h.run(args...)
+		if code != 1 || !strings.Contains(errOut, "no leader") {
+			t.Errorf("herdctl %s without a leader: exit %d, stderr %q; want 1 and \"no leader\"", strings.Join(args, " "), code, errOut)
+		}
+		out, _ := h.mustRun(0, append(args, "--stale")...)
+		if !strings.Contains(out, "web") {
+			t.Errorf("herdctl %s --stale: %q lacks web", strings.Join(args, " "), out)
+		}
+	}
+}

@@ -387,7 +387,7 @@ func TestTunnelCarriesTokenAndHost(t *testing.T) {
 	cfg.Store = fakestore.New(nil)
 	cfg.Token = tok
 	cfg.SocketUIDs = []int{} // the socket peer (sshd, as root here) needs the token too
-	cfg.Status = func() client.Status { return client.Status{Node: "real"} }
+	cfg.Status = func(context.Context) client.Status { return client.Status{Node: "real"} }
 	api, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)

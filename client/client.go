@@ -225,6 +225,26 @@ type Member struct {
 	Server bool   `json:"server"`
 }
 
+// staleKey marks a context whose reads may be stale (WithStale).
+type staleKey struct{}
+
+// WithStale returns a context under which Get, List and ListSelected ask
+// the agent for its own copy as it is (?stale): answered without a
+// leader, but possibly behind writes acknowledged elsewhere. Without it
+// reads are linearizable: served after the leader confirmed itself.
+func WithStale(ctx context.Context) context.Context {
+	return context.WithValue(ctx, staleKey{}, true)
+}
+
+// readQuery returns the query parameters of a read under ctx.
+func readQuery(ctx context.Context) url.Values {
+	q := url.Values{}
+	if stale, _ := ctx.Value(staleKey{}).(bool); stale {
+		q.Set("stale", "1")
+	}
+	return q
+}
+
 // List lists objects of a kind, sorted by name, and the store's
 // resourceVersion at the time of listing (to watch from).
 func (c *Client) List(ctx context.Context, kind api.Kind) ([]api.RawObject, uint64, error) {
@@ -234,7 +254,7 @@ func (c *Client) List(ctx context.Context, kind api.Kind) ([]api.RawObject, uint
 // ListSelected lists the objects of a kind whose labels match selector
 // ("app=web,tier=front"; "" matches all), as List.
 func (c *Client) ListSelected(ctx context.Context, kind api.Kind, selector string) ([]api.RawObject, uint64, error) {
-	q := url.Values{}
+	q := readQuery(ctx)
 	if selector != "" {
 		q.Set("selector", selector)
 	}
@@ -248,7 +268,7 @@ func (c *Client) ListSelected(ctx context.Context, kind api.Kind, selector strin
 // Get gets one object.
 func (c *Client) Get(ctx context.Context, kind api.Kind, name string) (api.RawObject, error) {
 	var o api.RawObject
-	err := c.do(ctx, http.MethodGet, kindPath(kind, name), nil, nil, &o)
+	err := c.do(ctx, http.MethodGet, kindPath(kind, name), readQuery(ctx), nil, &o)
 	return o, err
 }
 

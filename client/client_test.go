@@ -32,7 +32,7 @@ func agent(t *testing.T, node string) *httptest.Server {
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = fakestore.New(nil)
 	cfg.Token = testToken
-	cfg.Status = func() client.Status { return client.Status{Node: node} }
+	cfg.Status = func(context.Context) client.Status { return client.Status{Node: node} }
 	s, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -172,3 +172,24 @@ func BenchmarkWatchFanout100(b *testing.B) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "entries/s")
 	b.ReportMetric(float64(b.N)*watchers/elapsed.Seconds(), "deliveries/s")
 }
+
+// BenchmarkReadBarrier measures what a linearizable read costs on top of
+// a local one, on the leader (a heartbeat round) and on a follower (a
+// round trip to the leader for its read index).
+func BenchmarkReadBarrier(b *testing.B) {
+	c := NewTestCluster(b, 3)
+	leader := c.Leader()
+	for _, tc := range []struct {
+		name string
+		s    *Store
+	}{{"leader", c.Stores[leader]}, {"follower", c.Stores[(leader+1)%3]}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			for b.Loop() {
+				if err := tc.s.ReadBarrier(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -92,8 +92,14 @@ type Config struct {
 	// HandshakeTimeout bounds the TLS handshake and protocol selection of
 	// an incoming connection (its first message): a connection that has
 	// not sent its protocol byte by then is closed. It also bounds reading
-	// one forwarded request. Default 3s.
+	// one forwarded request, and this server's own dials: connecting to a
+	// peer and completing the handshake, so that a write forwarded to a
+	// leader that vanished moves on within it. Default 3s.
 	HandshakeTimeout time.Duration
+
+	// network is the transport's network; nil is the host's TCP stack.
+	// TestCluster sets one that can cut servers off.
+	network network
 }
 
 // DefaultConfig returns a Config with the timings documented on Config and

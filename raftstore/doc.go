@@ -14,8 +14,11 @@
 //     replay from a resourceVersion and then follow live, without ever
 //     blocking the FSM.
 //   - the Store (store.go): Raft wiring, leadership notifications, cluster
-//     membership, and writes that followers forward to the leader over the
-//     authenticated transport (transport.go, forward.go).
+//     membership, writes that followers forward to the leader over the
+//     authenticated transport (transport.go, forward.go), and the read
+//     barrier that makes a local read linearizable (read.go): the leader
+//     answers only after its election barrier and a quorum's confirmation
+//     (VerifyLeader), a follower waits for the leader's read index.
 //
 // Board-to-board traffic needs the server key, which only servers hold
 // (workers have only the gossip key): the transport is TLS 1.3 in which
@@ -29,6 +32,14 @@
 // Config.HandshakeTimeout, so keyless hosts cannot starve the servers
 // (transport.go).
 //
+// A forwarded write follows the leader: the dial and handshake are bounded
+// by Config.HandshakeTimeout, the call by the caller's context, and an
+// attempt ends as soon as raft names another leader, so a write whose
+// leader vanished goes to the new one (or, if the old one already held it,
+// fails as "outcome unknown") within about an election (forward.go).
+//
 // NewTestCluster (testing.go) builds an in-process cluster on loopback for
-// tests in this and other packages.
+// tests in this and other packages; its Isolate and Heal cut a server off
+// the network without closing it, as a power pull or a frozen process
+// would (testnet.go).
 package raftstore

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/herd-dev/herd/api"
@@ -26,15 +27,18 @@ const forwardOverhead = 64 << 10
 // maxForwardTimeout caps how long the leader works on a forwarded request.
 const maxForwardTimeout = time.Minute
 
-// forwardRequest asks the leader to commit a transaction.
+// forwardRequest asks the leader to commit a transaction, or, with
+// ReadIndex, for its read index (read.go).
 type forwardRequest struct {
-	Ops []Op `json:"ops"`
+	Ops []Op `json:"ops,omitempty"`
+	// ReadIndex asks for the index a linearizable read must wait for.
+	ReadIndex bool `json:"readIndex,omitempty"`
 	// TimeoutMillis is how long the follower will wait for the answer.
 	TimeoutMillis int64 `json:"timeoutMillis"`
 }
 
 // forwardResponse is the leader's answer: the log index and the objects as
-// stored, or an error.
+// stored (the read index, for a ReadIndex request), or an error.
 type forwardResponse struct {
 	Index   uint64          `json:"index,omitempty"`
 	Objects []api.RawObject `json:"objects,omitempty"`
@@ -156,9 +160,13 @@ func (s *Store) serveForward(c net.Conn) {
 	defer stop()
 
 	var resp forwardResponse
-	if s.isClosed() || !s.IsLeader() {
+	switch {
+	case s.isClosed() || !s.IsLeader():
 		resp.Error = toWire(fmt.Errorf("%w: %s", ErrNotLeader, s.cfg.NodeID))
-	} else {
+	case req.ReadIndex:
+		index, err := s.readIndex(ctx)
+		resp.Index, resp.Error = index, toWire(err)
+	default:
 		res, err := s.leaderTxn(ctx, req.Ops)
 		if err != nil {
 			resp.Error = toWire(err)
@@ -183,40 +191,106 @@ type errRetry struct{ err error }
 func (e *errRetry) Error() string { return e.err.Error() }
 func (e *errRetry) Unwrap() error { return e.err }
 
+// errLeaderMoved ends a forwarding attempt whose leader raft no longer
+// names.
+var errLeaderMoved = errors.New("raftstore: leader changed")
+
 // forward sends ops to the leader at addr. Errors before the request was
 // sent, and the leader's "not leader" answer, are wrapped in errRetry;
 // others are final (the write may or may not have committed).
 func (s *Store) forward(ctx context.Context, addr string, ops []Op) (uint64, []api.RawObject, error) {
-	timeout := s.cfg.WriteTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
-	c, err := s.mux.dial(ctx, addr, protoForward)
+	resp, err := s.call(ctx, addr, forwardRequest{Ops: ops})
 	if err != nil {
-		return 0, nil, &errRetry{fmt.Errorf("raftstore: forward to leader %s: %w", addr, err)}
-	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-	defer stop()
-	if err := writeFrame(c, forwardRequest{Ops: ops, TimeoutMillis: timeout.Milliseconds()}); err != nil {
-		return 0, nil, fmt.Errorf("raftstore: forward to leader %s: %w", addr, err)
-	}
-	var resp forwardResponse
-	if err := readFrame(c, 4*s.cfg.MaxTxnBytes+forwardOverhead, &resp); err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return 0, nil, fmt.Errorf("raftstore: forward to leader %s: outcome unknown: %w", addr, err)
-	}
-	if resp.Error != nil {
-		err := resp.Error.toError()
-		if errors.Is(err, ErrNotLeader) { // answered before anything entered the log
-			return 0, nil, &errRetry{err}
-		}
 		return 0, nil, err
 	}
 	if len(resp.Objects) != len(ops) {
 		return 0, nil, fmt.Errorf("raftstore: forward to leader %s: %d objects for %d ops", addr, len(resp.Objects), len(ops))
 	}
 	return resp.Index, resp.Objects, nil
+}
+
+// call sends req to the leader at addr and returns its answer. Errors
+// before the request was sent, and the leader's "not leader" answer, are
+// wrapped in errRetry; after it was sent the outcome is unknown.
+//
+// The attempt follows raft's view of the leader: it gives up as soon as
+// raft names another leader, or none while it is still connecting, so
+// that a request whose leader vanished moves on to the new one at once
+// instead of waiting on a peer that will never answer. Connecting is also
+// bounded by the handshake timeout; the whole call by ctx.
+func (s *Store) call(ctx context.Context, addr string, req forwardRequest) (forwardResponse, error) {
+	timeout := s.cfg.WriteTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	req.TimeoutMillis = timeout.Milliseconds()
+	var sent atomic.Bool
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go s.watchLeader(actx, func() bool {
+		now, _ := s.raft.LeaderWithID()
+		if string(now) == addr || (now == "" && sent.Load()) {
+			return false
+		}
+		to := string(now)
+		if to == "" {
+			to = "none known"
+		}
+		cancel(fmt.Errorf("%w from %s to %s", errLeaderMoved, addr, to))
+		return true
+	})
+	c, err := s.mux.dial(actx, addr, protoForward)
+	if err != nil {
+		if cause := context.Cause(actx); ctx.Err() == nil && errors.Is(cause, errLeaderMoved) {
+			err = cause
+		}
+		return forwardResponse{}, &errRetry{fmt.Errorf("raftstore: forward to leader %s: %w", addr, err)}
+	}
+	defer c.Close()
+	stop := context.AfterFunc(actx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	sent.Store(true)
+	if err := writeFrame(c, req); err != nil {
+		return forwardResponse{}, fmt.Errorf("raftstore: forward to leader %s: outcome unknown: %w", addr, s.attemptErr(ctx, actx, err))
+	}
+	var resp forwardResponse
+	if err := readFrame(c, 4*s.cfg.MaxTxnBytes+forwardOverhead, &resp); err != nil {
+		return forwardResponse{}, fmt.Errorf("raftstore: forward to leader %s: outcome unknown: %w", addr, s.attemptErr(ctx, actx, err))
+	}
+	if resp.Error != nil {
+		err := resp.Error.toError()
+		if errors.Is(err, ErrNotLeader) { // answered before anything entered the log
+			return forwardResponse{}, &errRetry{err}
+		}
+		return forwardResponse{}, err
+	}
+	return resp, nil
+}
+
+// attemptErr returns why a forwarding attempt's I/O failed: the caller's
+// context, the leader change that ended the attempt, or err itself.
+func (s *Store) attemptErr(ctx, actx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case actx.Err() != nil:
+		return context.Cause(actx)
+	}
+	return err
+}
+
+// watchLeader calls changed every time raft reports a leadership change
+// until it returns true or ctx ends.
+func (s *Store) watchLeader(ctx context.Context, changed func() bool) {
+	for {
+		wake := s.leaderChanged.wait()
+		if changed() {
+			return
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -62,8 +63,9 @@ type Stats struct {
 
 // Store is the replicated object store of one server. Reads (Get, List,
 // Watch) are served from the local copy, which may lag the leader by the
-// replication delay; writes (Txn) go through the leader, and a Txn that
-// returns has been applied locally too (read-your-writes).
+// replication delay; after ReadBarrier they are linearizable. Writes (Txn)
+// go through the leader, and a Txn that returns has been applied locally
+// too (read-your-writes).
 //
 // All methods are safe for concurrent use.
 type Store struct {
@@ -71,10 +73,11 @@ type Store struct {
 	log   *slog.Logger
 	clock func() time.Time
 
-	hub  *hub
-	fsm  *fsm
-	raft *raft.Raft
-	mux  *mux
+	hub   *hub
+	fsm   *fsm
+	raft  *raft.Raft
+	mux   *mux
+	trans *raft.NetworkTransport
 
 	logs   raft.LogStore
 	stable raft.StableStore
@@ -83,7 +86,11 @@ type Store struct {
 
 	leadership    *leadership
 	leaderChanged *broadcaster
-	observer      *raft.Observer
+	// readyTerm is the term in which this server, as leader, last applied
+	// everything committed before it (its barrier): reads may be served
+	// in that term only.
+	readyTerm atomic.Uint64
+	observer  *raft.Observer
 
 	closedCtx   context.Context // done once Close starts
 	closeCancel context.CancelFunc
@@ -161,7 +168,7 @@ func Open(cfg Config) (*Store, error) {
 		s.bolt, s.logs, s.stable, s.snaps = bolt, cache, bolt, snaps
 	}
 
-	m, err := listen(cfg.BindAddr, cfg.AdvertiseAddr, id, cfg.HandshakeTimeout, logger)
+	m, err := listen(cfg.network, cfg.BindAddr, cfg.AdvertiseAddr, id, cfg.HandshakeTimeout, logger)
 	if err != nil {
 		return fail(err)
 	}
@@ -179,6 +186,7 @@ func Open(cfg Config) (*Store, error) {
 		MaxRPCsInFlight: 1,
 		Logger:          hc.Named("transport"),
 	})
+	s.trans = trans
 	undo = append(undo, func() { trans.Close(); m.Close(); m.wait() })
 
 	rc := raft.DefaultConfig()
@@ -234,11 +242,16 @@ func (s *Store) leaderLoop() {
 }
 
 // barrierAsLeader waits until every earlier entry is applied, retrying
-// while this server is still leader. It reports whether it succeeded.
+// while this server is still leader, and records the term it did so in.
+// It reports whether it succeeded.
 func (s *Store) barrierAsLeader() bool {
 	for s.closedCtx.Err() == nil && s.raft.State() == raft.Leader {
+		term := s.raft.CurrentTerm()
 		err := s.waitFuture(s.closedCtx, s.raft.Barrier(s.cfg.WriteTimeout))
 		if err == nil {
+			// A barrier of an older term cannot succeed after the term
+			// changed: it would have failed with leadership lost.
+			s.readyTerm.Store(term)
 			return true
 		}
 		s.log.Warn("barrier after winning the election failed", "err", err)
@@ -320,9 +333,15 @@ func (s *Store) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan
 // Without a leader it waits for one until ctx ends (or WriteTimeout, if ctx
 // has no deadline) and then fails with ErrNoLeader.
 //
+// A forwarded write follows raft's view of the leader: when the leader it
+// was sent to vanishes, it moves to the new one as soon as raft knows it
+// (before the request was sent) or fails at once (after). So a write
+// through a follower is acknowledged, or fails, within about an election
+// and a round trip of the leader's loss, not at the end of ctx.
+//
 // An error that wraps none of the sentinels (leadership lost mid-commit,
-// connection to the leader cut) means the outcome is unknown: read before
-// retrying.
+// connection to the leader cut, the leader changed while it held the
+// request) means the outcome is unknown: read before retrying.
 func (s *Store) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
@@ -343,49 +362,32 @@ func (s *Store) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 	ctx, cancel := s.writeContext(ctx)
 	defer cancel()
 
-	backoff := 10 * time.Millisecond
-	for {
-		var err error
-		if s.raft.State() == raft.Leader {
-			var res *applyResult
-			if res, err = s.leaderTxn(ctx, ops); err == nil {
-				out := make([]api.RawObject, len(res.Objects))
-				for i, o := range res.Objects {
-					out[i] = cloneRaw(*o)
-				}
-				return out, nil
-			}
-		} else if addr, _ := s.raft.LeaderWithID(); addr != "" {
-			var index uint64
-			var objs []api.RawObject
-			if index, objs, err = s.forward(ctx, string(addr), ops); err == nil {
-				if werr := s.hub.waitApplied(ctx, index); werr != nil {
-					s.log.Debug("forwarded txn committed but not yet applied here", "index", index, "err", werr)
-				}
-				return objs, nil
-			}
-		} else {
-			err = &errRetry{ErrNoLeader}
+	var out []api.RawObject
+	err := s.withLeader(ctx, func() error {
+		res, err := s.leaderTxn(ctx, ops)
+		if err != nil {
+			return err
 		}
-		var retry *errRetry
-		if !errors.As(err, &retry) {
-			return nil, err
+		out = make([]api.RawObject, len(res.Objects))
+		for i, o := range res.Objects {
+			out[i] = cloneRaw(*o)
 		}
-		wake := s.leaderChanged.wait()
-		timer := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			if s.isClosed() {
-				return nil, ErrClosed
-			}
-			return nil, fmt.Errorf("%w: %w (last attempt: %v)", ErrNoLeader, ctx.Err(), retry.err)
-		case <-wake:
-		case <-timer.C:
+		return nil
+	}, func(addr string) error {
+		index, objs, err := s.forward(ctx, addr, ops)
+		if err != nil {
+			return err
 		}
-		timer.Stop()
-		backoff = min(2*backoff, 200*time.Millisecond)
+		if werr := s.hub.waitApplied(ctx, index); werr != nil {
+			s.log.Debug("forwarded txn committed but not yet applied here", "index", index, "err", werr)
+		}
+		out = objs
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // writeContext bounds ctx by WriteTimeout if it has no deadline and ends it
@@ -669,6 +671,12 @@ func (s *Store) Close() error {
 		s.closeCancel()
 		s.leadership.close()
 		s.hub.close()
+		// The transport closes first: raft's shutdown waits for its RPCs
+		// in flight, and a peer that is shutting down too answers them
+		// only once its transport has closed (hashicorp/raft closes it
+		// after that wait), so two servers closing in an election would
+		// wait out the RPC timeout for each other.
+		s.trans.Close()
 		var errs []error
 		if err := s.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raftstore: shutdown raft: %w", err))

@@ -38,6 +38,8 @@ type TestCluster struct {
 	// the first Open, BindAddr and AdvertiseAddr hold the bound address so a
 	// restart keeps it.
 	Configs []Config
+
+	net *testNet
 }
 
 // TestConfig returns a Config for a test server on 127.0.0.1 with a free
@@ -77,7 +79,7 @@ func NewTestClusterWithOptions(t testing.TB, opts TestClusterOptions) *TestClust
 	if opts.N < 1 {
 		t.Fatalf("NewTestCluster: need at least one server, got %d", opts.N)
 	}
-	c := &TestCluster{t: t, Key: TestKey(t.Name())}
+	c := &TestCluster{t: t, Key: TestKey(t.Name()), net: newTestNet()}
 	logger := TestLogger(t)
 	dirs := make([]string, opts.N)
 	if opts.OnDisk {
@@ -93,6 +95,7 @@ func NewTestClusterWithOptions(t testing.TB, opts TestClusterOptions) *TestClust
 		cfg := TestConfig(t, id, c.Key)
 		cfg.Logger = logger
 		cfg.DataDir = dirs[i]
+		cfg.network = c.net.node(id)
 		if opts.Configure != nil {
 			opts.Configure(i, &cfg)
 		}
@@ -184,8 +187,22 @@ func (c *TestCluster) Restart(i int) *Store {
 	return s
 }
 
-// Close closes every running server. It is registered with t.Cleanup.
+// Isolate cuts server i off, as if its board lost power or its process
+// froze: it keeps running, but nothing it sends arrives and nothing
+// reaches it; dials to and from it hang until their deadline. A leader
+// steps down once its lease runs out and the others elect a new one.
+func (c *TestCluster) Isolate(i int) { c.net.setCut(c.Configs[i].NodeID, true) }
+
+// Heal reconnects server i after Isolate. Connections open while it was
+// cut stay dead until their owners give up on them; new ones work.
+func (c *TestCluster) Heal(i int) { c.net.setCut(c.Configs[i].NodeID, false) }
+
+// Close heals every server and closes every running one. It is
+// registered with t.Cleanup.
 func (c *TestCluster) Close() {
+	for i := range c.Configs {
+		c.Heal(i)
+	}
 	var wg sync.WaitGroup
 	for i, s := range c.Stores {
 		if s == nil {

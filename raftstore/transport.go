@@ -173,6 +173,7 @@ type mux struct {
 	advertise net.Addr
 	log       *slog.Logger
 	handshake time.Duration
+	net       network
 
 	raftConns chan net.Conn
 	pending   pendingConns  // connections before their first message
@@ -187,10 +188,34 @@ type mux struct {
 
 var _ raft.StreamLayer = (*mux)(nil)
 
+// network is how the transport reaches other servers: the host's TCP stack,
+// or in tests one that can cut a server off (testnet.go). Safe for
+// concurrent use.
+type network interface {
+	// Listen opens a TCP listener on addr.
+	Listen(addr string) (net.Listener, error)
+	// DialContext opens a TCP connection to addr, giving up when ctx ends.
+	DialContext(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// tcpNetwork is the host's TCP stack.
+type tcpNetwork struct{}
+
+func (tcpNetwork) Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+
+func (tcpNetwork) DialContext(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
 // listen opens the listener on bindAddr. advertise "" means the listener's
-// address; a zero port in advertise is replaced by the bound port.
-func listen(bindAddr, advertise string, id *identity, handshake time.Duration, log *slog.Logger) (*mux, error) {
-	ln, err := net.Listen("tcp", bindAddr)
+// address; a zero port in advertise is replaced by the bound port. A nil
+// nw is the host's TCP stack.
+func listen(nw network, bindAddr, advertise string, id *identity, handshake time.Duration, log *slog.Logger) (*mux, error) {
+	if nw == nil {
+		nw = tcpNetwork{}
+	}
+	ln, err := nw.Listen(bindAddr)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: listen on %s: %w", bindAddr, err)
 	}
@@ -223,6 +248,7 @@ func listen(bindAddr, advertise string, id *identity, handshake time.Duration, l
 		advertise: adv,
 		log:       log,
 		handshake: handshake,
+		net:       nw,
 		raftConns: make(chan net.Conn),
 		pending:   newPendingConns(),
 		fwdSem:    make(chan struct{}, maxForwardConns),
@@ -378,20 +404,22 @@ func (m *mux) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn,
 	return m.dial(ctx, string(address), protoRaft)
 }
 
-// dial connects to address, completes the TLS handshake and sends proto.
+// dial connects to address, completes the TLS handshake and sends proto,
+// within the handshake timeout (and ctx): a peer that does not answer, such
+// as a board without power or a frozen process, costs no more than that.
 func (m *mux) dial(ctx context.Context, address string, proto byte) (*tls.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", address)
+	ctx, cancel := context.WithTimeout(ctx, m.handshake)
+	defer cancel()
+	c, err := m.net.DialContext(ctx, address)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("raftstore: dial %s: %w", address, err)
 	}
 	// A server this one dials (a Raft peer, the leader) keeps pending
 	// slots when it connects back, even before its first handshake here.
 	m.pending.markKnown(sourceOf(c.RemoteAddr()))
 	tc := tls.Client(c, m.clientTLS)
-	if dl, ok := ctx.Deadline(); ok {
-		_ = tc.SetDeadline(dl)
-	}
+	dl, _ := ctx.Deadline()
+	_ = tc.SetDeadline(dl)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		tc.Close()
 		return nil, fmt.Errorf("raftstore: handshake with %s: %w", address, err)

@@ -138,6 +138,10 @@ func decodeFieldError(ref string, err error) api.FieldError {
 // starting over when a concurrent writer got in between.
 func (s *Server) applyItems(ctx context.Context, items []applyItem, dryRun bool) ([]client.ApplyResult, error) {
 	for attempt := 0; ; attempt++ {
+		// Plan against the leader's state, never a lagging copy's.
+		if err := s.cfg.Store.ReadBarrier(ctx); err != nil {
+			return nil, err
+		}
 		results, ops, opIndex, err := s.planApply(items)
 		if err != nil {
 			return nil, err

@@ -17,6 +17,11 @@
 // as text/plain (through Config.Logs), and maps store errors to HTTP
 // status codes.
 //
+// Gets and lists are linearizable: they run after the Store's ReadBarrier
+// (503 without a leader) unless the request says ?stale, which reads the
+// local copy as it is. Update, scale and apply read after a ReadBarrier
+// too, so their compare-and-swap works on the leader's state.
+//
 // It holds no state of its own: every read and write goes to the Store it
 // is given. The client side of the API lives in package client.
 package httpapi

@@ -59,7 +59,7 @@ func newEnv(t *testing.T, mutate ...func(*httpapi.Config)) *env {
 	cfg.Clock = fixedClock{}
 	cfg.Logger = testLogger(t)
 	cfg.Token = testToken
-	cfg.Status = func() client.Status {
+	cfg.Status = func(context.Context) client.Status {
 		return client.Status{Node: "pi1", Leader: "pi1", Version: "test",
 			Servers: []client.Server{{ID: "pi1", Address: "10.0.0.1:7947", Suffrage: "voter", Leader: true}},
 			Members: []client.Member{{Name: "pi1", Addr: "10.0.0.1", State: "alive", Server: true}}}

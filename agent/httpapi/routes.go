@@ -18,23 +18,33 @@ import (
 	"github.com/herd-dev/herd/raftstore"
 )
 
-// maxCASRetries is how many times a get-then-CAS write is retried after a
-// conflict with a concurrent writer.
-const maxCASRetries = 3
+// maxCASRetries is how many times apply retries after a conflict with a
+// concurrent writer; each retry reads the leader's state afresh.
+const maxCASRetries = 8
+
+// maxOwnCASRetries bounds the retries of an update whose client gave no
+// resourceVersion (scale, an update without one): the controllers' status
+// writes move an object's resourceVersion often, and such a write retries
+// its own conflicts for as long as its context allows, up to this many.
+const maxOwnCASRetries = 100
 
 // route dispatches /v1 requests. The routes:
 //
 //	GET    /v1/status                    cluster status
 //	POST   /v1/apply[?dryRun=1]          apply objects, all or none
 //	GET    /v1/watch?resourceVersion=N   watch every kind
-//	GET    /v1/{kind}[?selector=..]      list ([&watch=1&resourceVersion=N] watch)
+//	GET    /v1/{kind}[?selector=..][&stale]  list ([&watch=1&resourceVersion=N] watch)
 //	POST   /v1/{kind}                    create
-//	GET    /v1/{kind}/{name}             get
+//	GET    /v1/{kind}/{name}[?stale]     get
 //	PUT    /v1/{kind}/{name}             update spec and labels
 //	DELETE /v1/{kind}/{name}[?resourceVersion=N]
 //	PUT    /v1/{kind}/{name}/status      403: status is written by herd only
 //	PUT    /v1/deployments/{name}/scale  set replicas
 //	GET    /v1/pods/{name}/logs[?follow=1&since=..&tail=N]  journal, text/plain
+//
+// Gets and lists are linearizable (the store's ReadBarrier) unless the
+// request says ?stale, which reads this agent's copy as it is. Every
+// read-modify-write (update, scale, apply) reads after a ReadBarrier.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/")
 	if !ok {
@@ -152,9 +162,36 @@ func (s *Server) writeCtx(r *http.Request) (context.Context, context.CancelFunc)
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	var st client.Status
 	if s.cfg.Status != nil {
-		st = s.cfg.Status()
+		ctx, cancel := s.writeCtx(r)
+		defer cancel()
+		st = s.cfg.Status(ctx)
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// staleParam reports whether the request opts out of linearizable reads
+// with ?stale (or stale=1, true, yes).
+func staleParam(r *http.Request) bool {
+	q := r.URL.Query()
+	if !q.Has("stale") {
+		return false
+	}
+	switch strings.ToLower(q.Get("stale")) {
+	case "", "1", "true", "yes":
+		return true
+	}
+	return false
+}
+
+// readBarrier makes the following reads linearizable, unless the request
+// asked for ?stale.
+func (s *Server) readBarrier(r *http.Request) error {
+	if staleParam(r) {
+		return nil
+	}
+	ctx, cancel := s.writeCtx(r)
+	defer cancel()
+	return s.cfg.Store.ReadBarrier(ctx)
 }
 
 func (s *Server) selector(r *http.Request) (func(map[string]string) bool, error) {
@@ -175,6 +212,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, kind api.Kind) {
 		s.writeError(w, err)
 		return
 	}
+	if err := s.readBarrier(r); err != nil {
+		s.writeError(w, err)
+		return
+	}
 	objs, rv, err := s.cfg.Store.List(kind)
 	if err != nil {
 		s.writeError(w, err)
@@ -191,6 +232,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, kind api.Kind) {
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, kind api.Kind, name string) {
+	if err := s.readBarrier(r); err != nil {
+		s.writeError(w, err)
+		return
+	}
 	o, err := s.cfg.Store.Get(kind, name)
 	if err != nil {
 		s.writeError(w, err)
@@ -349,12 +394,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, kind api.Kind) {
 }
 
 // casUpdate writes an update computed from the stored object by next,
-// with compare-and-swap on the stored resourceVersion. When expectRV is
-// non-zero the client's version must be current (no retry); otherwise a
-// conflict with a concurrent writer is retried with fresh state.
+// with compare-and-swap on the stored resourceVersion. It reads after a
+// ReadBarrier, so the object is the leader's current one, never a lagging
+// copy's. When expectRV is non-zero the client's version must be current
+// (no retry); otherwise a conflict with a concurrent writer is retried
+// with fresh state while ctx allows (up to maxOwnCASRetries).
 func (s *Server) casUpdate(ctx context.Context, kind api.Kind, name string, expectRV uint64,
 	next func(cur api.RawObject) (api.RawObject, error)) (api.RawObject, error) {
 	for attempt := 0; ; attempt++ {
+		if err := s.cfg.Store.ReadBarrier(ctx); err != nil {
+			return api.RawObject{}, err
+		}
 		cur, err := s.cfg.Store.Get(kind, name)
 		if err != nil {
 			return api.RawObject{}, err
@@ -371,7 +421,7 @@ func (s *Server) casUpdate(ctx context.Context, kind api.Kind, name string, expe
 		raw.Metadata.Created = cur.Metadata.Created
 		raw.Metadata.Generation = cur.Metadata.Generation
 		out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpUpdate, Object: raw}})
-		if errors.Is(err, raftstore.ErrConflict) && expectRV == 0 && attempt < maxCASRetries {
+		if errors.Is(err, raftstore.ErrConflict) && expectRV == 0 && attempt < maxOwnCASRetries && ctx.Err() == nil {
 			continue
 		}
 		if err != nil {

@@ -42,9 +42,11 @@ const (
 type Config struct {
 	// Store holds the objects. Required.
 	Store Store
-	// Status returns this agent's view of the cluster for GET /v1/status.
-	// Optional: without it the route answers with an empty status.
-	Status func() client.Status
+	// Status returns this agent's view of the cluster for GET /v1/status,
+	// within ctx (bounded by WriteTimeout); it must name as leader only a
+	// server that has confirmed its leadership. Optional: without it the
+	// route answers with an empty status.
+	Status func(ctx context.Context) client.Status
 	// Logs writes the journal of pod's unit (units.UnitName of the pod's
 	// name, never anything from its status), read on the board the pod is
 	// placed on (pod.Spec.Node, never empty), to w as it arrives, for GET

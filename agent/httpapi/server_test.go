@@ -270,9 +270,23 @@ func TestNoLeader(t *testing.T) {
 	if !strings.Contains(ae.Message, "no leader") {
 		t.Errorf("message %q does not say there is no leader", ae.Message)
 	}
-	// Reads still work.
-	if _, _, err := e.c.List(ctxT(t), api.KindDeployment); err != nil {
-		t.Errorf("List without leader: %v", err)
+	// Linearizable reads need a leader too; stale ones do not.
+	_, _, err = e.c.List(ctxT(t), api.KindDeployment)
+	apiErr(t, err, http.StatusServiceUnavailable, "no_leader")
+	_, err = e.c.Get(ctxT(t), api.KindDeployment, "web")
+	apiErr(t, err, http.StatusServiceUnavailable, "no_leader")
+	if _, _, err := e.c.List(client.WithStale(ctxT(t)), api.KindDeployment); err != nil {
+		t.Errorf("stale List without leader: %v", err)
+	}
+	_, err = e.c.Get(client.WithStale(ctxT(t)), api.KindDeployment, "web")
+	apiErr(t, err, http.StatusNotFound, "not_found")
+	for _, path := range []string{"/v1/deployments?stale", "/v1/deployments?stale=true", "/v1/deployments?stale=1"} {
+		if code, body := e.raw(t, "GET", path, ""); code != http.StatusOK {
+			t.Errorf("GET %s without leader: %d %s, want 200", path, code, body)
+		}
+	}
+	if code, body := e.raw(t, "GET", "/v1/deployments?stale=0", ""); code != http.StatusServiceUnavailable {
+		t.Errorf("GET ?stale=0 without leader: %d %s, want 503", code, body)
 	}
 }
 

@@ -315,6 +315,17 @@ func (s *Store) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan
 	return ch, nil
 }
 
+// ReadBarrier fails with raftstore.ErrNoLeader while the store has no
+// leader (SetLeader(false)); otherwise the one copy is current.
+func (s *Store) ReadBarrier(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.noLeader {
+		return fmt.Errorf("%w: read barrier", raftstore.ErrNoLeader)
+	}
+	return ctx.Err()
+}
+
 // IsLeader reports whether writes can be committed.
 func (s *Store) IsLeader() bool {
 	s.mu.Lock()
