@@ -181,9 +181,9 @@ ssh_host_key_file = ""
 		}
 		return nil
 	})
-	// Reads are still served from the answering agent's own store, which
-	// may not yet have applied the last entries the old leader committed
-	// (issue: linearizable reads); every acknowledged write must show up.
+	// Every acknowledged write must show up. Reads are linearizable, but
+	// the first ones after the election may fail (503) until the new
+	// leader has passed its barrier, hence the wait.
 	waitFor(t, "every acknowledged service on the survivors", 20*time.Second, func() error {
 		items, _, err := sc.List(ctx, api.KindService)
 		if err != nil {
