@@ -38,7 +38,7 @@
 // leader vanished goes to the new one (or, if the old one already held it,
 // fails as "outcome unknown") within about an election (forward.go).
 //
-// NewTestCluster (testing.go) builds an in-process cluster on loopback for
+// NewTestCluster (testcluster.go) builds an in-process cluster on loopback for
 // tests in this and other packages; its Isolate and Heal cut a server off
 // the network without closing it, as a power pull or a frozen process
 // would (testnet.go).

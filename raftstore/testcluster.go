@@ -7,9 +7,21 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"testing"
 	"time"
 )
+
+// TB is the part of testing.TB the test cluster helpers use; *testing.T
+// and *testing.B satisfy it. raftstore takes it instead of importing
+// package testing, so testing stays out of production binaries.
+type TB interface {
+	Helper()
+	Name() string
+	Cleanup(func())
+	TempDir() string
+	Output() io.Writer
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
 
 // TestClusterOptions configures NewTestClusterWithOptions.
 type TestClusterOptions struct {
@@ -29,7 +41,7 @@ type TestClusterOptions struct {
 // NewTestCluster. Its methods call t.Fatal on failure and must be called
 // from the test's goroutine.
 type TestCluster struct {
-	t testing.TB
+	t TB
 	// Key is the server key every server shares.
 	Key []byte
 	// Stores are the servers, by index; an entry is nil while stopped.
@@ -44,7 +56,7 @@ type TestCluster struct {
 
 // TestConfig returns a Config for a test server on 127.0.0.1 with a free
 // port, fast (test-only) timings and a logger writing to t.Log.
-func TestConfig(t testing.TB, nodeID string, key []byte) Config {
+func TestConfig(t TB, nodeID string, key []byte) Config {
 	cfg := DefaultConfig()
 	cfg.NodeID = nodeID
 	cfg.BindAddr = "127.0.0.1:0"
@@ -68,13 +80,13 @@ func TestKey(seed string) []byte {
 
 // NewTestCluster starts n voting servers with in-memory state, bootstraps
 // them and waits for a leader. Everything is closed when the test ends.
-func NewTestCluster(t testing.TB, n int) *TestCluster {
+func NewTestCluster(t TB, n int) *TestCluster {
 	t.Helper()
 	return NewTestClusterWithOptions(t, TestClusterOptions{N: n})
 }
 
 // NewTestClusterWithOptions is NewTestCluster with options.
-func NewTestClusterWithOptions(t testing.TB, opts TestClusterOptions) *TestCluster {
+func NewTestClusterWithOptions(t TB, opts TestClusterOptions) *TestCluster {
 	t.Helper()
 	if opts.N < 1 {
 		t.Fatalf("NewTestCluster: need at least one server, got %d", opts.N)
@@ -227,7 +239,7 @@ func (c *TestCluster) Eventually(timeout time.Duration, what string, cond func()
 
 // Eventually polls cond every 10 ms until it holds, failing t after timeout
 // with what was awaited.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+func Eventually(t TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -245,7 +257,7 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 // TestLogger returns a slog.Logger writing to t.Log-style test output. It
 // stops writing once the test's cleanup has run, so goroutines that outlive
 // the test cannot make it panic.
-func TestLogger(t testing.TB) *slog.Logger {
+func TestLogger(t TB) *slog.Logger {
 	w := &testWriter{out: t.Output()}
 	t.Cleanup(w.stop)
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
