@@ -59,6 +59,10 @@ type Config struct {
 	// Dial opens the connections of tcp and http readiness checks, from
 	// the leader to the board's address; nil means a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Jitter returns a number in [0, 1) for the ObserveJitter stretch; it
+	// is called from several workers at once. Nil means math/rand/v2.
+	// Tests inject a seeded source.
+	Jitter func() float64
 }
 
 // DefaultConfig returns a 5 s observation interval with 20 % jitter, quick

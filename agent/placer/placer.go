@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -31,6 +32,7 @@ type Placer struct {
 	clock  workqueue.Clock
 	log    *slog.Logger
 	http   *http.Client
+	jitter func() float64 // cfg.Jitter or math/rand/v2
 
 	viewMu   sync.Mutex
 	lastView *view
@@ -77,7 +79,10 @@ func New(cfg Config, exec Executor, state controller.State, writer controller.Wr
 		dial = (&net.Dialer{}).DialContext
 	}
 	cfg.QuickObserve = slices.Clone(cfg.QuickObserve)
-	p := &Placer{cfg: cfg, exec: exec, state: state, writer: writer, clock: clock, log: log}
+	p := &Placer{cfg: cfg, exec: exec, state: state, writer: writer, clock: clock, log: log, jitter: cfg.Jitter}
+	if p.jitter == nil {
+		p.jitter = rand.Float64
+	}
 	p.http = &http.Client{
 		Transport: &http.Transport{
 			Proxy:             nil, // probes go straight to the board

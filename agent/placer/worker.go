@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/herd-dev/herd/agent/workqueue"
@@ -148,7 +147,7 @@ func (w *worker) run(ctx context.Context) {
 				delay = cfg.QuickObserve[quick]
 				quick++
 			} else {
-				delay = jitter(cfg.ObserveInterval, cfg.ObserveJitter)
+				delay = jitter(cfg.ObserveInterval, cfg.ObserveJitter, w.p.jitter())
 			}
 		}
 	}
@@ -163,12 +162,12 @@ func backoff(n int, base, max time.Duration) time.Duration {
 	return min(d, max)
 }
 
-// jitter stretches d by a random fraction up to f.
-func jitter(d time.Duration, f float64) time.Duration {
+// jitter stretches d by the fraction r·f, r in [0, 1): into [d, d·(1+f)).
+func jitter(d time.Duration, f, r float64) time.Duration {
 	if f <= 0 {
 		return d
 	}
-	return d + time.Duration(rand.Float64()*f*float64(d))
+	return d + time.Duration(r*f*float64(d))
 }
 
 // errStale: the state moved under a pass (a pod was unbound, changed, or
