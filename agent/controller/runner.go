@@ -94,6 +94,9 @@ type RunnerConfig struct {
 	Queue workqueue.Config
 	// Scheduler tunes placement.
 	Scheduler scheduler.Config
+	// Jitter returns a number in [0, 1) for the ResyncJitter stretch. Nil
+	// means math/rand/v2. Tests inject a seeded source.
+	Jitter func() float64
 }
 
 // DefaultRunnerConfig returns a 5-minute resync with 20% jitter, a 1 s
@@ -139,6 +142,7 @@ type Runner struct {
 	writer Writer
 	clock  workqueue.Clock
 	log    *slog.Logger
+	jitter func() float64 // cfg.Jitter or math/rand/v2
 
 	mu  sync.Mutex
 	idx *Index // last index built, reused while State's Version is unchanged
@@ -159,7 +163,11 @@ func NewRunner(cfg RunnerConfig, state State, writer Writer, clock workqueue.Clo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{cfg: cfg, state: state, writer: writer, clock: clock, log: log}, nil
+	jitter := cfg.Jitter
+	if jitter == nil {
+		jitter = rand.Float64
+	}
+	return &Runner{cfg: cfg, state: state, writer: writer, clock: clock, log: log, jitter: jitter}, nil
 }
 
 // Run reconciles until ctx is done, starting with every key (a full
@@ -338,12 +346,18 @@ func (r *Runner) watchLoop(ctx context.Context, q *workqueue.Queue) {
 	}
 }
 
+// resyncDelay stretches period by the fraction r·f, r in [0, 1): into
+// [period, period·(1+f)).
+func resyncDelay(period time.Duration, f, r float64) time.Duration {
+	if f <= 0 {
+		return period
+	}
+	return period + time.Duration(r*f*float64(period))
+}
+
 func (r *Runner) resyncLoop(ctx context.Context, q *workqueue.Queue) {
 	for {
-		d := r.cfg.ResyncPeriod
-		if r.cfg.ResyncJitter > 0 {
-			d += time.Duration(rand.Float64() * r.cfg.ResyncJitter * float64(d))
-		}
+		d := resyncDelay(r.cfg.ResyncPeriod, r.cfg.ResyncJitter, r.jitter())
 		if !r.sleep(ctx, d) {
 			return
 		}
