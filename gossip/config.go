@@ -60,6 +60,11 @@ type Config struct {
 	// DeadRetention is how long a dead or left member stays visible in
 	// Members after its last change; 0 keeps it until it comes back.
 	DeadRetention time.Duration
+	// Jitter returns a number in [0, 1) that spreads the join retries and
+	// reconnect rounds over ±20% of their pause; it may be called from
+	// several goroutines at once. Nil means math/rand/v2. Tests inject a
+	// seeded source.
+	Jitter func() float64
 	// ReconnectInterval is how often Reconnect tries to reach members
 	// declared dead (see Gossip.Reconnect).
 	ReconnectInterval time.Duration

@@ -72,10 +72,11 @@ func (m Member) clone() Member {
 // table of every member seen (alive, dead and left). All methods are safe
 // for concurrent use.
 type Gossip struct {
-	cfg   Config
-	log   *slog.Logger
-	clock func() time.Time
-	ml    *memberlist.Memberlist
+	cfg    Config
+	log    *slog.Logger
+	clock  func() time.Time
+	jitter func() float64 // cfg.Jitter or math/rand/v2
+	ml     *memberlist.Memberlist
 
 	// metaMu guards metaBytes, read by memberlist through NodeMeta, and
 	// meta/leaving, from which metaBytes is encoded.
@@ -120,6 +121,7 @@ func New(cfg Config) (*Gossip, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		clock:     cfg.Clock,
+		jitter:    cfg.Jitter,
 		metaBytes: metaBytes,
 		meta:      cfg.Meta,
 		table:     make(map[string]Member),
@@ -131,6 +133,9 @@ func New(cfg Config) (*Gossip, error) {
 	g.log = g.log.With("node", cfg.Name)
 	if g.clock == nil {
 		g.clock = time.Now
+	}
+	if g.jitter == nil {
+		g.jitter = rand.Float64
 	}
 
 	mc := cfg.memberlistConfig()
@@ -212,7 +217,7 @@ func (g *Gossip) Join(ctx context.Context, addrs []string) (int, error) {
 		}
 		// Jitter in [0.8, 1.2) so that boards powered on together do not
 		// retry in lockstep.
-		d := time.Duration(float64(wait) * (0.8 + 0.4*rand.Float64()))
+		d := spread(wait, g.jitter())
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():

@@ -2,7 +2,6 @@ package gossip
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -21,7 +20,7 @@ func (g *Gossip) Reconnect(ctx context.Context) {
 		return
 	}
 	for {
-		d := time.Duration(float64(interval) * (0.8 + 0.4*rand.Float64()))
+		d := spread(interval, g.jitter())
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -34,6 +33,12 @@ func (g *Gossip) Reconnect(ctx context.Context) {
 		}
 		g.reconnectOnce()
 	}
+}
+
+// spread scales d into [0.8·d, 1.2·d) by r in [0, 1), so that boards
+// started together do not act in lockstep.
+func spread(d time.Duration, r float64) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*r))
 }
 
 // reconnectOnce joins each dead member in parallel (an unreachable one
