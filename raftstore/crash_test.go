@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 const crashEnv = "HERD_RAFTSTORE_CRASH_DIR"
@@ -95,7 +96,7 @@ func TestKillNineRecovers(t *testing.T) {
 	if ok, err := s.HasExistingState(); !ok || err != nil {
 		t.Fatalf("HasExistingState %v, %v", ok, err)
 	}
-	Eventually(t, 15*time.Second, "the reopened server to replay every acknowledged write", func() bool {
+	testutil.Until(t, 15*time.Second, "the reopened server to replay every acknowledged write", func() bool {
 		objs, _, _ := s.List(api.KindPod)
 		return len(objs) > acked
 	})

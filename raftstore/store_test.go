@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 func ctxTimeout(t *testing.T, d time.Duration) context.Context {
@@ -38,7 +39,7 @@ func deployment(name, spec string) api.RawObject {
 func waitObject(t *testing.T, s *Store, kind api.Kind, name string, rv uint64) api.RawObject {
 	t.Helper()
 	var o api.RawObject
-	Eventually(t, 15*time.Second, fmt.Sprintf("%s to have %s/%s at RV %d", s.NodeID(), kind, name, rv), func() bool {
+	testutil.Until(t, 15*time.Second, fmt.Sprintf("%s to have %s/%s at RV %d", s.NodeID(), kind, name, rv), func() bool {
 		var err error
 		o, err = s.Get(kind, name)
 		return err == nil && o.Metadata.ResourceVersion >= rv
@@ -58,7 +59,7 @@ func TestClusterElectsLeader(t *testing.T) {
 		}
 	}
 	wantID := c.Configs[leader].NodeID
-	Eventually(t, 10*time.Second, "every server to know the leader", func() bool {
+	testutil.Until(t, 10*time.Second, "every server to know the leader", func() bool {
 		for _, s := range c.Stores {
 			if id, addr := s.Leader(); id != wantID || addr != c.Stores[leader].Addr() {
 				return false
@@ -191,7 +192,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 		t.Errorf("state on the new leader (-want +got):\n%s", d)
 	}
 	// Exactly one remaining subscriber was told it leads.
-	Eventually(t, 10*time.Second, "the new leader's subscriber to see true", func() bool {
+	testutil.Until(t, 10*time.Second, "the new leader's subscriber to see true", func() bool {
 		n := 0
 		for _, ch := range subs {
 			select {
@@ -464,7 +465,7 @@ func TestLeadershipTransfer(t *testing.T) {
 	if err := c.Stores[old].LeadershipTransfer(); err != nil {
 		t.Fatal(err)
 	}
-	Eventually(t, 10*time.Second, "another leader", func() bool {
+	testutil.Until(t, 10*time.Second, "another leader", func() bool {
 		for i, s := range c.Stores {
 			if i != old && s.IsLeader() {
 				return true

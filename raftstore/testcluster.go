@@ -61,7 +61,7 @@ func TestConfig(t TB, nodeID string, key []byte) Config {
 	cfg.NodeID = nodeID
 	cfg.BindAddr = "127.0.0.1:0"
 	cfg.ServerKey = key
-	cfg.Logger = TestLogger(t)
+	cfg.Logger = testLogger(t)
 	// Fast enough for tests, slow enough for a loaded 2-core machine.
 	cfg.HeartbeatTimeout = 300 * time.Millisecond
 	cfg.ElectionTimeout = 300 * time.Millisecond
@@ -92,7 +92,7 @@ func NewTestClusterWithOptions(t TB, opts TestClusterOptions) *TestCluster {
 		t.Fatalf("NewTestCluster: need at least one server, got %d", opts.N)
 	}
 	c := &TestCluster{t: t, Key: TestKey(t.Name()), net: newTestNet()}
-	logger := TestLogger(t)
+	logger := testLogger(t)
 	dirs := make([]string, opts.N)
 	if opts.OnDisk {
 		for i := range dirs {
@@ -234,12 +234,13 @@ func (c *TestCluster) Close() {
 // timeout with what was awaited.
 func (c *TestCluster) Eventually(timeout time.Duration, what string, cond func() bool) {
 	c.t.Helper()
-	Eventually(c.t, timeout, what, cond)
+	eventually(c.t, timeout, what, cond)
 }
 
-// Eventually polls cond every 10 ms until it holds, failing t after timeout
-// with what was awaited.
-func Eventually(t TB, timeout time.Duration, what string, cond func() bool) {
+// eventually polls cond every 10 ms until it holds, failing t after timeout
+// with what was awaited. Tests use internal/testutil instead; raftstore
+// cannot import it without linking package testing.
+func eventually(t TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -254,10 +255,10 @@ func Eventually(t TB, timeout time.Duration, what string, cond func() bool) {
 	}
 }
 
-// TestLogger returns a slog.Logger writing to t.Log-style test output. It
+// testLogger returns a slog.Logger writing to the test's output. It
 // stops writing once the test's cleanup has run, so goroutines that outlive
 // the test cannot make it panic.
-func TestLogger(t TB) *slog.Logger {
+func testLogger(t TB) *slog.Logger {
 	w := &testWriter{out: t.Output()}
 	t.Cleanup(w.stop)
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))

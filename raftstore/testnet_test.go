@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // TestIsolateLeader: a cut-off leader keeps running but steps down, the
@@ -13,7 +15,7 @@ func TestIsolateLeader(t *testing.T) {
 	c := NewTestCluster(t, 3)
 	old := c.Leader()
 	c.Isolate(old)
-	Eventually(t, 10*time.Second, "the cut-off leader to step down", func() bool {
+	testutil.Until(t, 10*time.Second, "the cut-off leader to step down", func() bool {
 		return c.Stores[old].raft.State() != raft.Leader
 	})
 	leader := c.Leader()
@@ -22,7 +24,7 @@ func TestIsolateLeader(t *testing.T) {
 	}
 	c.Heal(old)
 	want, _ := c.Stores[leader].Leader()
-	Eventually(t, 10*time.Second, "the healed server to follow the new leader", func() bool {
+	testutil.Until(t, 10*time.Second, "the healed server to follow the new leader", func() bool {
 		id, _ := c.Stores[old].Leader()
 		return id == want
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // evKey summarises an event for comparisons.
@@ -237,7 +238,7 @@ func TestWatchEndsOnCancelCloseAndRestore(t *testing.T) {
 		}
 		cancel()
 		recvClosed(t, ch)
-		Eventually(t, 5*time.Second, "watcher goroutine to end", func() bool { return f.hub.watchers() == 0 })
+		testutil.Until(t, 5*time.Second, "watcher goroutine to end", func() bool { return f.hub.watchers() == 0 })
 	})
 	t.Run("hub closed", func(t *testing.T) {
 		f := newFSM(newHub(8, 8))
