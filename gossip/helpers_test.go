@@ -2,48 +2,26 @@ package gossip
 
 import (
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 var debugLog = flag.Bool("gossip.debug", false, "log memberlist debug output in tests")
 
-// tLogWriter writes log lines to t.Log until the test ends; memberlist
-// goroutines that log after that are silenced instead of panicking.
-type tLogWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *tLogWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Helper()
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
 func newTestLogger(t testing.TB) *slog.Logger {
-	w := &tLogWriter{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
 	level := slog.LevelInfo
 	if *debugLog {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	return testutil.LevelLogger(t, level)
 }
 
 func newKey(t testing.TB) []byte {
@@ -94,19 +72,12 @@ func startNode(t testing.TB, cfg Config) *Gossip {
 // the test with the last reason otherwise.
 func waitFor(t testing.TB, within time.Duration, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		why := cond()
-		if why == "" {
-			return
+	testutil.Eventually(t, within, "condition", func() error {
+		if why := cond(); why != "" {
+			return errors.New(why)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %s", within, why)
-		}
-		<-tick.C
-	}
+		return nil
+	})
 }
 
 // waitEvent reads g's events until one matches or the deadline passes.

@@ -12,14 +12,17 @@ import (
 // Logger returns a debug-level slog.Logger writing to t.Log until the
 // test's cleanup runs; later writes (from goroutines that outlive the test)
 // are dropped.
-func Logger(t testing.TB) *slog.Logger {
+func Logger(t testing.TB) *slog.Logger { return LevelLogger(t, slog.LevelDebug) }
+
+// LevelLogger is Logger for records at level and above.
+func LevelLogger(t testing.TB, level slog.Leveler) *slog.Logger {
 	w := &writer{t: t}
 	t.Cleanup(func() {
 		w.mu.Lock()
 		w.done = true
 		w.mu.Unlock()
 	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 type writer struct {
