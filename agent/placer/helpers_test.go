@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/herd-dev/herd/agent/placer/fakeboard"
 	"github.com/herd-dev/herd/agent/workqueue/clocktest"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units"
 )
 
@@ -314,18 +314,6 @@ func render(t testing.TB, p *api.Pod) []byte {
 	return b
 }
 
-// tWriter writes log lines to t.Log.
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(b), "\n"))
-	return len(b), nil
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
 // harness is a Placer over a fakeState and a fakeboard Fleet with a fake
 // clock and no jitter.
 type harness struct {
@@ -347,7 +335,7 @@ func newHarness(t testing.TB, tweak ...func(*Config)) *harness {
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	p, err := New(cfg, h.fleet, h.st, h.st, h.clock, testLogger(t))
+	p, err := New(cfg, h.fleet, h.st, h.st, h.clock, testutil.Logger(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
