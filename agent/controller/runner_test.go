@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/herd-dev/herd/agent/workqueue"
 	"github.com/herd-dev/herd/agent/workqueue/clocktest"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // fakeState serves a world as the Runner's State and Writer: Apply writes
@@ -111,15 +111,6 @@ func (s *fakeState) count(f func(w *world) int) int {
 	return f(s.w)
 }
 
-// testLogger writes slog records to t.Log.
-type testWriter struct{ t *testing.T }
-
-func (tw testWriter) Write(p []byte) (int, error) {
-	tw.t.Helper()
-	tw.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
 func scheduledPods(w *world) int {
 	n := 0
 	for _, p := range w.pods {
@@ -145,7 +136,7 @@ func TestRunner(t *testing.T) {
 	cfg := DefaultRunnerConfig()
 	cfg.ResyncJitter = 0
 	cfg.Queue.QPS = 0
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := testutil.Logger(t)
 	r, err := NewRunner(cfg, st, st, clk, log)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +222,7 @@ func TestRunnerTerminalErrorNotRetried(t *testing.T) {
 			cfg := DefaultRunnerConfig()
 			cfg.Queue.QPS = 0
 			clk := clocktest.New(t0)
-			r, err := NewRunner(cfg, st, failingWriter{tc.err}, clk, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+			r, err := NewRunner(cfg, st, failingWriter{tc.err}, clk, testutil.LevelLogger(t, slog.LevelInfo))
 			if err != nil {
 				t.Fatal(err)
 			}
