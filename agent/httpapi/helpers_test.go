@@ -29,17 +29,7 @@ type fixedClock struct{}
 func (fixedClock) Now() time.Time { return t0 }
 
 // testLogger writes to t.Log.
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testutil.Logger(t) }
 
 // testToken is the token newEnv's server accepts and its client sends.
 const testToken = "test-token-0123456789abcdef"
