@@ -20,11 +20,6 @@ import (
 	"github.com/herd-dev/herd/gossip"
 )
 
-// tlog writes agent logs to t.Log.
-type tlog struct{ t testing.TB }
-
-func (w tlog) Write(p []byte) (int, error) { w.t.Helper(); w.t.Log(string(p)); return len(p), nil }
-
 // running is one in-process agent.
 type running struct {
 	cfg  Config
@@ -95,7 +90,7 @@ func (f *testFleet) start(cfg Config) *running {
 	f.t.Helper()
 	timing := gossip.LocalTiming()
 	facts := Facts{Arch: "amd64", MemoryBytes: 1 << 30, CPUs: 4}
-	logger := slog.New(slog.NewTextHandler(tlog{f.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := testutil.LevelLogger(f.t, slog.LevelWarn)
 	a, err := New(cfg, Options{ClusterKey: f.key, Logger: logger, GossipTiming: &timing, Facts: &facts, Executor: f.boards})
 	if err != nil {
 		f.t.Fatalf("start %s: %v", cfg.Name, err)
