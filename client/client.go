@@ -24,7 +24,7 @@ const DefaultAddr = "http://127.0.0.1:7948"
 
 // Default timeouts.
 const (
-	// DefaultTimeout bounds one request (not a watch).
+	// DefaultTimeout bounds one request (not a watch), its retries included.
 	DefaultTimeout = 30 * time.Second
 	// DefaultDialTimeout bounds connecting to one address.
 	DefaultDialTimeout = 5 * time.Second
@@ -71,7 +71,8 @@ type Options struct {
 	// network is "tcp" (address host:port) or "unix" (address the socket
 	// path). herdctl uses it to reach an agent through an SSH connection.
 	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
-	// Timeout bounds one request other than a watch; 0 means DefaultTimeout.
+	// Timeout bounds one request other than a watch, its retries
+	// included; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// DialTimeout bounds connecting to one address; 0 means
 	// DefaultDialTimeout.
