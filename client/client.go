@@ -494,8 +494,8 @@ const (
 	// left applied once: a CAS update (the second fails with a conflict,
 	// overwriting nothing), scale (replicas = N) and apply (the server
 	// diffs the same manifests against the stored objects, all or none,
-	// so a second apply finds them unchanged; the actions it reports may
-	// then say so). It is also sent again after outcome_unknown, a
+	// so a second apply finds the first one's objects and reports them
+	// unchanged). It is also sent again after outcome_unknown, a
 	// 502/503/504 and a connection that broke after sending.
 	idempotent
 )
