@@ -24,7 +24,7 @@ const DefaultAddr = "http://127.0.0.1:7948"
 
 // Default timeouts.
 const (
-	// DefaultTimeout bounds one request (not a watch).
+	// DefaultTimeout bounds one request (not a watch), its retries included.
 	DefaultTimeout = 30 * time.Second
 	// DefaultDialTimeout bounds connecting to one address.
 	DefaultDialTimeout = 5 * time.Second
@@ -32,6 +32,17 @@ const (
 
 // ErrUnreachable: no address of the client accepted a connection.
 var ErrUnreachable = errors.New("client: no agent reachable")
+
+// Error codes the client's retries depend on.
+const (
+	// CodeNoLeader: the agent knows no leader (or is shutting down) and
+	// did not apply the request; it is safe to send again.
+	CodeNoLeader = "no_leader"
+	// CodeOutcomeUnknown: the write may or may not have been applied (the
+	// leader changed or the deadline passed while it was committing).
+	// Read the object before writing again.
+	CodeOutcomeUnknown = "outcome_unknown"
+)
 
 // APIError is an error response from the agent.
 type APIError struct {
@@ -60,16 +71,44 @@ type Options struct {
 	// network is "tcp" (address host:port) or "unix" (address the socket
 	// path). herdctl uses it to reach an agent through an SSH connection.
 	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
-	// Timeout bounds one request other than a watch; 0 means DefaultTimeout.
+	// Timeout bounds one request other than a watch, its retries
+	// included; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// DialTimeout bounds connecting to one address; 0 means
 	// DefaultDialTimeout.
 	DialTimeout time.Duration
+	// Retries is how many times a request is sent again, to the next
+	// address, after a failure that makes that safe (see send); 0 means
+	// DefaultRetries, negative means never. Retries of a request other
+	// than a watch stay within its Timeout.
+	Retries int
+	// Backoff returns how long to wait before retry n (1, 2, ...); nil
+	// means DefaultBackoff. A wait that would pass the request's deadline
+	// is not started: the last error is returned instead.
+	Backoff func(n int) time.Duration
+}
+
+// DefaultRetries is how many times a request is retried when
+// Options.Retries is 0: enough to ride out an election (about 1.5 s)
+// with DefaultBackoff.
+const DefaultRetries = 6
+
+// DefaultBackoff waits 100 ms before the first retry, doubling up to 1 s.
+func DefaultBackoff(n int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < n && d < time.Second; i++ {
+		d *= 2
+	}
+	return min(d, time.Second)
 }
 
 // Client talks to one of several agent addresses, moving on to the next
-// when one cannot be reached. Addresses are http://host:port, https://...,
-// or unix:///path/to/socket. A Client is safe for concurrent use.
+// when one cannot be reached. Requests that are safe to send again (reads,
+// compare-and-swap updates, scale, apply) are retried, on the next
+// address, after a broken connection or a 503 of an election (no_leader,
+// outcome_unknown); other writes only when they certainly were not
+// applied. Addresses are http://host:port, https://..., or
+// unix:///path/to/socket. A Client is safe for concurrent use.
 type Client struct {
 	addrs []string
 	opts  Options
@@ -100,6 +139,12 @@ func New(addrs []string, opts Options) (*Client, error) {
 	}
 	if opts.DialTimeout == 0 {
 		opts.DialTimeout = DefaultDialTimeout
+	}
+	if opts.Retries == 0 {
+		opts.Retries = DefaultRetries
+	}
+	if opts.Backoff == nil {
+		opts.Backoff = DefaultBackoff
 	}
 	c := &Client{addrs: append([]string(nil), addrs...), opts: opts}
 	var tcp *http.Client // shared by every http(s) address
@@ -259,7 +304,7 @@ func (c *Client) ListSelected(ctx context.Context, kind api.Kind, selector strin
 		q.Set("selector", selector)
 	}
 	var l ObjectList
-	if err := c.do(ctx, http.MethodGet, kindPath(kind, ""), q, nil, &l); err != nil {
+	if err := c.do(ctx, http.MethodGet, kindPath(kind, ""), q, nil, &l, idempotent); err != nil {
 		return nil, 0, err
 	}
 	return l.Items, l.ResourceVersion, nil
@@ -268,27 +313,36 @@ func (c *Client) ListSelected(ctx context.Context, kind api.Kind, selector strin
 // Get gets one object.
 func (c *Client) Get(ctx context.Context, kind api.Kind, name string) (api.RawObject, error) {
 	var o api.RawObject
-	err := c.do(ctx, http.MethodGet, kindPath(kind, name), readQuery(ctx), nil, &o)
+	err := c.do(ctx, http.MethodGet, kindPath(kind, name), readQuery(ctx), nil, &o, idempotent)
 	return o, err
 }
 
 // Create creates one object (not nodes or pods) and returns it as stored.
+// It is not sent again after a failure that leaves its outcome unknown
+// (code outcome_unknown, a broken connection): get the object to see.
 func (c *Client) Create(ctx context.Context, obj api.Object) (api.RawObject, error) {
 	var o api.RawObject
-	err := c.doObject(ctx, http.MethodPost, kindPath(obj.GetKind(), ""), obj, &o)
+	err := c.doObject(ctx, http.MethodPost, kindPath(obj.GetKind(), ""), obj, &o, unconditional)
 	return o, err
 }
 
 // Update replaces one object's labels and spec (a node's cordon flag, for
 // instance), compare-and-swap when its metadata.resourceVersion is set, and
-// returns it as stored.
+// returns it as stored. Only a compare-and-swap update is retried after a
+// failure that leaves its outcome unknown.
 func (c *Client) Update(ctx context.Context, obj api.Object) (api.RawObject, error) {
+	pol := unconditional
+	if obj.GetMeta().ResourceVersion != 0 {
+		pol = idempotent // compare-and-swap: a second write conflicts
+	}
 	var o api.RawObject
-	err := c.doObject(ctx, http.MethodPut, kindPath(obj.GetKind(), obj.GetMeta().Name), obj, &o)
+	err := c.doObject(ctx, http.MethodPut, kindPath(obj.GetKind(), obj.GetMeta().Name), obj, &o, pol)
 	return o, err
 }
 
-// Apply creates or updates objs together: all or none.
+// Apply creates or updates objs together: all or none. It is retried like
+// a read: the server diffs objs against the stored objects, so applying
+// them again after an unknown outcome changes nothing more.
 func (c *Client) Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]ApplyResult, error) {
 	req := ApplyRequest{Objects: make([]json.RawMessage, len(objs))}
 	for i, o := range objs {
@@ -303,21 +357,23 @@ func (c *Client) Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]A
 		q.Set("dryRun", "1")
 	}
 	var resp ApplyResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/apply", q, req, &resp); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/apply", q, req, &resp, idempotent); err != nil {
 		return nil, err
 	}
 	return resp.Results, nil
 }
 
-// Delete deletes one object.
+// Delete deletes one object. Like Create, it is not retried after a
+// failure that leaves its outcome unknown.
 func (c *Client) Delete(ctx context.Context, kind api.Kind, name string) error {
-	return c.do(ctx, http.MethodDelete, kindPath(kind, name), nil, nil, nil)
+	return c.do(ctx, http.MethodDelete, kindPath(kind, name), nil, nil, nil, unconditional)
 }
 
-// Scale sets a deployment's replicas.
+// Scale sets a deployment's replicas. Setting replicas to N twice is
+// setting it once, so it is retried like a read.
 func (c *Client) Scale(ctx context.Context, name string, replicas int) (api.RawObject, error) {
 	var o api.RawObject
-	err := c.do(ctx, http.MethodPut, kindPath(api.KindDeployment, name)+"/scale", nil, ScaleRequest{Replicas: &replicas}, &o)
+	err := c.do(ctx, http.MethodPut, kindPath(api.KindDeployment, name)+"/scale", nil, ScaleRequest{Replicas: &replicas}, &o, idempotent)
 	return o, err
 }
 
@@ -337,7 +393,7 @@ func (c *Client) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-cha
 		p = kindPath(kind, "")
 		q.Set("watch", "1")
 	}
-	resp, cancel, err := c.send(ctx, http.MethodGet, p, q, nil, false)
+	resp, cancel, err := c.send(ctx, http.MethodGet, p, q, nil, false, idempotent)
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +421,7 @@ func (c *Client) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-cha
 // Status returns the agent's cluster status.
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var st Status
-	err := c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &st)
+	err := c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &st, idempotent)
 	return st, err
 }
 
@@ -388,17 +444,17 @@ func kindPath(kind api.Kind, name string) string {
 }
 
 // doObject sends obj, encoded with its kind, as the request body.
-func (c *Client) doObject(ctx context.Context, method, p string, obj api.Object, out any) error {
+func (c *Client) doObject(ctx context.Context, method, p string, obj api.Object, out any, pol retryPolicy) error {
 	b, err := marshalObject(obj)
 	if err != nil {
 		return fmt.Errorf("client: encoding %s/%s: %w", obj.GetKind(), obj.GetMeta().Name, err)
 	}
-	return c.do(ctx, method, p, nil, json.RawMessage(b), out)
+	return c.do(ctx, method, p, nil, json.RawMessage(b), out, pol)
 }
 
 // do sends a request with a JSON body (when in is non-nil) and decodes a
 // JSON response into out (when non-nil), within the request timeout.
-func (c *Client) do(ctx context.Context, method, p string, q url.Values, in, out any) error {
+func (c *Client) do(ctx context.Context, method, p string, q url.Values, in, out any, pol retryPolicy) error {
 	var body []byte
 	if in != nil {
 		var err error
@@ -406,7 +462,7 @@ func (c *Client) do(ctx context.Context, method, p string, q url.Values, in, out
 			return fmt.Errorf("client: encoding request: %w", err)
 		}
 	}
-	resp, cancel, err := c.send(ctx, method, p, q, body, true)
+	resp, cancel, err := c.send(ctx, method, p, q, body, true, pol)
 	if err != nil {
 		return err
 	}
@@ -422,21 +478,111 @@ func (c *Client) do(ctx context.Context, method, p string, q url.Values, in, out
 	return nil
 }
 
-// send tries each address in turn, starting with the one that last
-// answered, moving on only when a connection cannot be made (the request
-// was then never sent, so any method is safe to retry). A non-2xx
-// response is returned as *APIError. The caller closes the body and calls
-// cancel.
-func (c *Client) send(ctx context.Context, method, p string, q url.Values, body []byte, timeout bool) (*http.Response, context.CancelFunc, error) {
+// retryPolicy says which failures of a request are answered by sending it
+// again.
+type retryPolicy int
+
+const (
+	// unconditional: a write that must not be applied twice blindly
+	// (create, delete, an update without a resourceVersion). It is sent
+	// again only when it certainly was not applied: no address accepted a
+	// connection, or the agent answered 503 no_leader. After
+	// outcome_unknown, or a connection that broke once the request was
+	// sent, the error is returned: the caller reads before writing again.
+	unconditional retryPolicy = iota
+	// idempotent: a read, or a write that applied twice leaves what it
+	// left applied once: a CAS update (the second fails with a conflict,
+	// overwriting nothing), scale (replicas = N) and apply (the server
+	// diffs the same manifests against the stored objects, all or none,
+	// so a second apply finds the first one's objects and reports them
+	// unchanged). It is also sent again after outcome_unknown, a
+	// 502/503/504 and a connection that broke after sending.
+	idempotent
+)
+
+// send sends a request, retrying failures that pol makes safe (at most
+// Options.Retries times, with Options.Backoff between, each to the next
+// address) within the request timeout when timeout is set. Each attempt
+// tries the addresses in turn, starting with the one that last answered,
+// moving on only when a connection cannot be made. A non-2xx response is
+// returned as *APIError. The caller closes the body and calls cancel.
+func (c *Client) send(ctx context.Context, method, p string, q url.Values, body []byte, timeout bool, pol retryPolicy) (*http.Response, context.CancelFunc, error) {
+	cancel := context.CancelFunc(func() {})
+	if timeout {
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+	}
 	start := int(c.cur.Load())
-	var errs []error
-	for i := range c.ends {
-		idx := (start + i) % len(c.ends)
-		e := c.ends[idx]
-		rctx, cancel := context.WithCancel(ctx)
-		if timeout {
-			rctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+	for n := 1; ; n++ {
+		resp, last, err := c.sendOnce(ctx, start, method, p, q, body)
+		if err == nil {
+			return resp, cancel, nil
 		}
+		if n > c.opts.Retries || !retryable(pol, err) || !wait(ctx, c.opts.Backoff(n)) {
+			cancel()
+			return nil, nil, err
+		}
+		start = (last + 1) % len(c.ends)
+	}
+}
+
+// retryable reports whether a request that failed with err may be sent
+// again under pol.
+func retryable(pol retryPolicy, err error) bool {
+	var ae *APIError
+	var be *brokenError
+	switch {
+	case errors.Is(err, ErrUnreachable): // never sent
+		return true
+	case errors.As(err, &ae):
+		if pol == unconditional {
+			return ae.StatusCode == http.StatusServiceUnavailable && ae.Code == CodeNoLeader
+		}
+		return ae.Code == CodeNoLeader || ae.Code == CodeOutcomeUnknown
+	case errors.As(err, &be):
+		return pol == idempotent
+	}
+	return false
+}
+
+// wait waits d unless ctx ends first or would end before d has passed; it
+// reports whether the wait completed.
+func wait(ctx context.Context, d time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return false
+	}
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// brokenError: the connection failed after the request was (or may have
+// been) sent, so it may have been applied.
+type brokenError struct{ err error }
+
+func (e *brokenError) Error() string { return e.err.Error() }
+func (e *brokenError) Unwrap() error { return e.err }
+
+// sendOnce tries each address in turn from start, moving on only when a
+// connection cannot be made (the request was then never sent, so any
+// method is safe to send elsewhere). It returns the index of the last
+// address tried.
+func (c *Client) sendOnce(ctx context.Context, start int, method, p string, q url.Values, body []byte) (*http.Response, int, error) {
+	var errs []error
+	idx := start
+	for i := range c.ends {
+		idx = (start + i) % len(c.ends)
+		e := c.ends[idx]
 		u := e.base + p
 		if len(q) > 0 {
 			u += "?" + q.Encode()
@@ -445,10 +591,9 @@ func (c *Client) send(ctx context.Context, method, p string, q url.Values, body 
 		if body != nil {
 			rd = bytes.NewReader(body)
 		}
-		req, err := http.NewRequestWithContext(rctx, method, u, rd)
+		req, err := http.NewRequestWithContext(ctx, method, u, rd)
 		if err != nil {
-			cancel()
-			return nil, nil, fmt.Errorf("client: %s %s: %w", method, p, err)
+			return nil, idx, fmt.Errorf("client: %s %s: %w", method, p, err)
 		}
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
@@ -459,22 +604,24 @@ func (c *Client) send(ctx context.Context, method, p string, q url.Values, body 
 		}
 		resp, err := e.hc.Do(req)
 		if err != nil {
-			cancel()
 			if isDialError(err) && ctx.Err() == nil {
 				errs = append(errs, fmt.Errorf("%s: %w", e.addr, unwrapURLError(err)))
 				continue
 			}
-			return nil, nil, fmt.Errorf("client: %s %s at %s: %w", method, p, e.addr, unwrapURLError(err))
+			err = fmt.Errorf("client: %s %s at %s: %w", method, p, e.addr, unwrapURLError(err))
+			if ctx.Err() != nil {
+				return nil, idx, err
+			}
+			return nil, idx, &brokenError{err}
 		}
 		c.cur.Store(int32(idx))
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			defer cancel()
 			defer resp.Body.Close()
-			return nil, nil, decodeAPIError(resp)
+			return nil, idx, decodeAPIError(resp)
 		}
-		return resp, cancel, nil
+		return resp, idx, nil
 	}
-	return nil, nil, fmt.Errorf("%w: %w", ErrUnreachable, errors.Join(errs...))
+	return nil, idx, fmt.Errorf("%w: %w", ErrUnreachable, errors.Join(errs...))
 }
 
 // isDialError reports whether err means no connection could be made, as

@@ -42,6 +42,9 @@ func agent(t *testing.T, node string) *httptest.Server {
 	return srv
 }
 
+// noWait is a backoff that retries at once.
+func noWait(int) time.Duration { return 0 }
+
 // refusing returns an http address on which nothing listens.
 func refusing(t *testing.T) string {
 	t.Helper()
@@ -120,7 +123,7 @@ func TestFailover(t *testing.T) {
 
 func TestAllUnreachable(t *testing.T) {
 	a, b := refusing(t), refusing(t)
-	c, _ := client.New([]string{a, b, "unix:///nonexistent/herd.sock"}, client.Options{Token: testToken})
+	c, _ := client.New([]string{a, b, "unix:///nonexistent/herd.sock"}, client.Options{Token: testToken, Backoff: noWait})
 	_, err := c.Status(ctxT(t))
 	if !errors.Is(err, client.ErrUnreachable) {
 		t.Fatalf("Status = %v, want ErrUnreachable", err)
@@ -156,7 +159,7 @@ func TestAPIErrorDecoding(t *testing.T) {
 				w.Write([]byte(tc.body))
 			}))
 			defer srv.Close()
-			c, _ := client.New([]string{srv.URL}, client.Options{Token: testToken})
+			c, _ := client.New([]string{srv.URL}, client.Options{Token: testToken, Retries: -1})
 			_, err := c.Get(ctxT(t), api.KindDeployment, "x")
 			var ae *client.APIError
 			if !errors.As(err, &ae) {

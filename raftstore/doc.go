@@ -36,7 +36,7 @@
 // by Config.HandshakeTimeout, the call by the caller's context, and an
 // attempt ends as soon as raft names another leader, so a write whose
 // leader vanished goes to the new one (or, if the old one already held it,
-// fails as "outcome unknown") within about an election (forward.go).
+// fails with ErrOutcomeUnknown) within about an election (forward.go).
 //
 // NewTestCluster (testcluster.go) builds an in-process cluster on loopback for
 // tests in this and other packages; its Isolate and Heal cut a server off

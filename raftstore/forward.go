@@ -65,6 +65,7 @@ var wireCodes = []struct {
 	{"notLeader", ErrNotLeader},
 	{"compacted", ErrCompacted},
 	{"closed", ErrClosed},
+	{"outcomeUnknown", ErrOutcomeUnknown},
 }
 
 func toWire(err error) *wireError {
@@ -197,7 +198,8 @@ var errLeaderMoved = errors.New("raftstore: leader changed")
 
 // forward sends ops to the leader at addr. Errors before the request was
 // sent, and the leader's "not leader" answer, are wrapped in errRetry;
-// others are final (the write may or may not have committed).
+// others are final (ErrOutcomeUnknown: the write may or may not have
+// committed).
 func (s *Store) forward(ctx context.Context, addr string, ops []Op) (uint64, []api.RawObject, error) {
 	resp, err := s.call(ctx, addr, forwardRequest{Ops: ops})
 	if err != nil {
@@ -211,7 +213,8 @@ func (s *Store) forward(ctx context.Context, addr string, ops []Op) (uint64, []a
 
 // call sends req to the leader at addr and returns its answer. Errors
 // before the request was sent, and the leader's "not leader" answer, are
-// wrapped in errRetry; after it was sent the outcome is unknown.
+// wrapped in errRetry; after it was sent the outcome is unknown
+// (ErrOutcomeUnknown).
 //
 // The attempt follows raft's view of the leader: it gives up as soon as
 // raft names another leader, or none while it is still connecting, so
@@ -251,11 +254,11 @@ func (s *Store) call(ctx context.Context, addr string, req forwardRequest) (forw
 	defer stop()
 	sent.Store(true)
 	if err := writeFrame(c, req); err != nil {
-		return forwardResponse{}, fmt.Errorf("raftstore: forward to leader %s: outcome unknown: %w", addr, s.attemptErr(ctx, actx, err))
+		return forwardResponse{}, fmt.Errorf("%w: forward to leader %s: %w", ErrOutcomeUnknown, addr, s.attemptErr(ctx, actx, err))
 	}
 	var resp forwardResponse
 	if err := readFrame(c, 4*s.cfg.MaxTxnBytes+forwardOverhead, &resp); err != nil {
-		return forwardResponse{}, fmt.Errorf("raftstore: forward to leader %s: outcome unknown: %w", addr, s.attemptErr(ctx, actx, err))
+		return forwardResponse{}, fmt.Errorf("%w: forward to leader %s: %w", ErrOutcomeUnknown, addr, s.attemptErr(ctx, actx, err))
 	}
 	if resp.Error != nil {
 		err := resp.Error.toError()

@@ -1,10 +1,11 @@
 package raftstore
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -89,12 +90,12 @@ func TestForwardInFlightLeaderVanishes(t *testing.T) {
 	if r.err == nil {
 		t.Fatal("write succeeded though the leader never answered")
 	}
-	if !errors.Is(r.err, errLeaderMoved) || !strings.Contains(r.err.Error(), "outcome unknown") {
+	if !errors.Is(r.err, errLeaderMoved) || !errors.Is(r.err, ErrOutcomeUnknown) {
 		t.Errorf("error = %v, want an unknown outcome because the leader changed", r.err)
 	}
 	for _, sentinel := range []error{ErrNoLeader, ErrNotLeader, ErrConflict, ErrNotFound} {
 		if errors.Is(r.err, sentinel) {
-			t.Errorf("error wraps %v; an unknown outcome must wrap no sentinel", sentinel)
+			t.Errorf("error wraps %v; an unknown outcome must wrap no other sentinel", sentinel)
 		}
 	}
 	if limit := 10 * time.Second; r.took > limit {
@@ -102,4 +103,13 @@ func TestForwardInFlightLeaderVanishes(t *testing.T) {
 	}
 	c.Heal(old)
 	c.Leader()
+}
+
+func TestWireErrorKeepsSentinel(t *testing.T) {
+	for _, sentinel := range []error{ErrOutcomeUnknown, ErrNoLeader, ErrConflict} {
+		err := toWire(fmt.Errorf("%w: txn: %w", sentinel, context.DeadlineExceeded)).toError()
+		if !errors.Is(err, sentinel) {
+			t.Errorf("%v across the wire = %v, which does not wrap it", sentinel, err)
+		}
+	}
 }

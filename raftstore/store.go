@@ -339,9 +339,10 @@ func (s *Store) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan
 // through a follower is acknowledged, or fails, within about an election
 // and a round trip of the leader's loss, not at the end of ctx.
 //
-// An error that wraps none of the sentinels (leadership lost mid-commit,
-// connection to the leader cut, the leader changed while it held the
-// request) means the outcome is unknown: read before retrying.
+// ErrOutcomeUnknown (leadership lost mid-commit, connection to the leader
+// cut, the leader changed while it held the request) means the write may
+// or may not have committed: read before retrying. ErrNoLeader and
+// ErrClosed mean it did not commit.
 func (s *Store) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
@@ -429,9 +430,8 @@ func (s *Store) leaderTxn(ctx context.Context, ops []Op) (*applyResult, error) {
 		return nil, &errRetry{fmt.Errorf("%w: %s: %v", ErrNotLeader, s.cfg.NodeID, err)}
 	default:
 		// Leadership lost, shutdown or deadline while committing: the
-		// entry may still commit. Not a sentinel, so nobody retries
-		// blindly.
-		return nil, fmt.Errorf("raftstore: txn: outcome unknown: %w", err)
+		// entry may still commit, so nobody may retry blindly.
+		return nil, fmt.Errorf("%w: txn: %w", ErrOutcomeUnknown, err)
 	}
 	res, ok := f.Response().(*applyResult)
 	if !ok {

@@ -27,6 +27,11 @@ var (
 	ErrInvalid = errors.New("raftstore: invalid command")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("raftstore: closed")
+	// ErrOutcomeUnknown: a write may or may not have committed (leadership
+	// lost while committing, the connection to the leader cut or the
+	// leader changed after it received the request, the deadline passed):
+	// read before retrying it.
+	ErrOutcomeUnknown = errors.New("raftstore: outcome unknown")
 )
 
 // OpType is what one Op in a transaction does.

@@ -16,13 +16,17 @@ import (
 
 // Error codes of the API, as they appear in client.APIError.Code.
 const (
-	CodeInvalid      = "invalid"
-	CodeNotFound     = "not_found"
-	CodeConflict     = "conflict"
-	CodeExists       = "exists"
-	CodeNoLeader     = "no_leader"
-	CodeCompacted    = "compacted"
-	CodeUnauthorized = "unauthorized"
+	CodeInvalid  = "invalid"
+	CodeNotFound = "not_found"
+	CodeConflict = "conflict"
+	CodeExists   = "exists"
+	// CodeNoLeader: no leader was known before the request's deadline; a
+	// write was not applied.
+	CodeNoLeader = client.CodeNoLeader
+	// CodeOutcomeUnknown: a write may or may not have been applied.
+	CodeOutcomeUnknown = client.CodeOutcomeUnknown
+	CodeCompacted      = "compacted"
+	CodeUnauthorized   = "unauthorized"
 	// CodeForbidden: the request is refused whatever its credential: a
 	// foreign Host or Origin, or a write the user API does not allow.
 	CodeForbidden  = "forbidden"
@@ -111,6 +115,11 @@ func (s *Server) toHTTPError(err error) *httpError {
 	case errors.Is(err, raftstore.ErrConflict):
 		return newError(http.StatusConflict, CodeConflict,
 			"%s: the object was changed by someone else; get it again and retry", trimPrefix(err))
+	case errors.Is(err, raftstore.ErrOutcomeUnknown):
+		// Before DeadlineExceeded: a write that timed out while
+		// committing is one of these, not a plain "no leader".
+		return newError(http.StatusServiceUnavailable, CodeOutcomeUnknown,
+			"%s: the write may or may not have been applied; get the object again before retrying%s", trimPrefix(err), s.leaderHint())
 	case errors.Is(err, raftstore.ErrNoLeader), errors.Is(err, raftstore.ErrNotLeader):
 		return newError(http.StatusServiceUnavailable, CodeNoLeader, "%s%s", trimPrefix(err), s.leaderHint())
 	case errors.Is(err, raftstore.ErrClosed):

@@ -1,7 +1,9 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -259,6 +261,33 @@ func TestErrors(t *testing.T) {
 				t.Errorf("got %d %q %q, want %d %q containing %q", code, ae.Code, ae.Message, tc.status, tc.code, tc.msgHas)
 			}
 		})
+	}
+}
+
+// TestOutcomeUnknown: a write the store cannot say committed or not is a
+// 503 of its own, telling the client to read before writing again.
+func TestOutcomeUnknown(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.c.Create(ctxT(t), deployment("web", nil)); err != nil {
+		t.Fatal(err)
+	}
+	e.store.SetTxnHook(func([]raftstore.Op) error {
+		return fmt.Errorf("%w: forward to leader 10.0.0.1:7947: raftstore: leader changed from 10.0.0.1:7947 to 10.0.0.2:7947", raftstore.ErrOutcomeUnknown)
+	})
+	_, err := e.c.Create(ctxT(t), deployment("db", nil))
+	ae := apiErr(t, err, http.StatusServiceUnavailable, httpapi.CodeOutcomeUnknown)
+	for _, want := range []string{"leader changed from 10.0.0.1:7947 to 10.0.0.2:7947", "may or may not have been applied"} {
+		if !strings.Contains(ae.Message, want) {
+			t.Errorf("message %q does not say %q", ae.Message, want)
+		}
+	}
+	// A timed-out commit is an unknown outcome too, not "no leader".
+	e.store.SetTxnHook(func([]raftstore.Op) error {
+		return fmt.Errorf("%w: txn: %w", raftstore.ErrOutcomeUnknown, context.DeadlineExceeded)
+	})
+	_, err = e.c.Scale(ctxT(t), "web", 2)
+	if !client.IsCode(err, httpapi.CodeOutcomeUnknown) {
+		t.Errorf("Scale = %v, want code %s", err, httpapi.CodeOutcomeUnknown)
 	}
 }
 

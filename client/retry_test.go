@@ -1,0 +1,272 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/client"
+)
+
+// fault is how a flaky agent fails a request.
+type fault int
+
+const (
+	noLeader       fault = iota // 503 no_leader: certainly not applied
+	outcomeUnknown              // 503 outcome_unknown: maybe applied
+	reset                       // the connection closes after the request was read
+)
+
+func (f fault) String() string {
+	return [...]string{"no_leader", "outcome_unknown", "reset"}[f]
+}
+
+// flaky is an agent that fails the next `fails` requests with fault, then
+// passes them to the real API, counting every request it receives.
+type flaky struct {
+	next http.Handler
+
+	mu       sync.Mutex
+	fails    int
+	fault    fault
+	requests int
+}
+
+func (f *flaky) arm(n int, ft fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fails, f.fault, f.requests = n, ft, 0
+}
+
+func (f *flaky) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
+}
+
+func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.requests++
+	fail, ft := f.fails > 0, f.fault
+	if fail {
+		f.fails--
+	}
+	f.mu.Unlock()
+	if !fail {
+		f.next.ServeHTTP(w, r)
+		return
+	}
+	switch ft {
+	case reset:
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(client.APIError{Code: ft.String(), Message: "injected " + ft.String()})
+	}
+}
+
+// flakyAgent starts an API server behind a flaky front and a client of it
+// that retries without waiting (backoffs records the retries' numbers).
+func flakyAgent(t *testing.T, retries int) (*flaky, *client.Client, *[]int) {
+	t.Helper()
+	srv := agent(t, "pi1")
+	f := &flaky{next: srv.Config.Handler}
+	front := httptest.NewServer(f)
+	t.Cleanup(front.Close)
+	var backoffs []int
+	c, err := client.New([]string{front.URL}, client.Options{
+		Token:   testToken,
+		Retries: retries,
+		Backoff: func(n int) time.Duration { backoffs = append(backoffs, n); return 0 },
+		// No connection reuse: net/http would itself resend a GET whose
+		// reused connection broke, hiding the client's own count.
+		HTTPClient: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, c, &backoffs
+}
+
+// TestRetries: reads, CAS updates, scale and apply are sent again after
+// every retryable failure; create, delete and an unconditional update only
+// after "no leader", never once their outcome is unknown.
+func TestRetries(t *testing.T) {
+	ops := []struct {
+		name string
+		safe bool // may be retried whatever its outcome
+		do   func(ctx context.Context, c *client.Client, arm func()) error
+	}{
+		{"get", true, func(ctx context.Context, c *client.Client, arm func()) error {
+			arm()
+			_, err := c.Get(ctx, api.KindDeployment, "web")
+			return err
+		}},
+		{"list", true, func(ctx context.Context, c *client.Client, arm func()) error {
+			arm()
+			_, _, err := c.List(ctx, api.KindDeployment)
+			return err
+		}},
+		{"status", true, func(ctx context.Context, c *client.Client, arm func()) error {
+			arm()
+			_, err := c.Status(ctx)
+			return err
+		}},
+		{"cas update", true, func(ctx context.Context, c *client.Client, arm func()) error {
+			cur, err := c.Get(ctx, api.KindDeployment, "web")
+			if err != nil {
+				return err
+			}
+			d := deploymentNamed("web")
+			d.Metadata.ResourceVersion = cur.Metadata.ResourceVersion
+			d.Metadata.Labels = map[string]string{"tier": "front"}
+			arm()
+			_, err = c.Update(ctx, d)
+			return err
+		}},
+		{"scale", true, func(ctx context.Context, c *client.Client, arm func()) error {
+			arm()
+			_, err := c.Scale(ctx, "web", 3)
+			return err
+		}},
+		{"apply", true, func(ctx context.Context, c *client.Client, arm func()) error {
+			arm()
+			_, err := c.Apply(ctx, []api.Object{deploymentNamed("web")}, false)
+			return err
+		}},
+		{"create", false, func(ctx context.Context, c *client.Client, arm func()) error {
+			arm()
+			_, err := c.Create(ctx, deploymentNamed("new"))
+			return err
+		}},
+		{"unconditional update", false, func(ctx context.Context, c *client.Client, arm func()) error {
+			arm()
+			_, err := c.Update(ctx, deploymentNamed("web"))
+			return err
+		}},
+		{"delete", false, func(ctx context.Context, c *client.Client, arm func()) error {
+			arm()
+			return c.Delete(ctx, api.KindDeployment, "gone")
+		}},
+	}
+	const failures = 2
+	for _, op := range ops {
+		for _, ft := range []fault{noLeader, outcomeUnknown, reset} {
+			t.Run(op.name+"/"+ft.String(), func(t *testing.T) {
+				f, c, backoffs := flakyAgent(t, 5)
+				ctx := ctxT(t)
+				for _, name := range []string{"web", "gone"} {
+					if _, err := c.Create(ctx, deploymentNamed(name)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				wantRetried := op.safe || ft == noLeader
+				*backoffs = nil
+				err := op.do(ctx, c, func() { f.arm(failures, ft) })
+				if wantRetried {
+					if err != nil {
+						t.Fatalf("err = %v, want success after %d retries", err, failures)
+					}
+					if got := f.count(); got != failures+1 {
+						t.Errorf("%d requests, want %d", got, failures+1)
+					}
+					if len(*backoffs) != failures || (*backoffs)[0] != 1 || (*backoffs)[1] != 2 {
+						t.Errorf("backoffs for retries %v, want [1 2]", *backoffs)
+					}
+					return
+				}
+				if err == nil {
+					t.Fatal("succeeded, want the first failure reported")
+				}
+				if got := f.count(); got != 1 {
+					t.Errorf("%d requests, want 1: a write of unknown outcome is never resent", got)
+				}
+				if ft == outcomeUnknown && !client.IsCode(err, client.CodeOutcomeUnknown) {
+					t.Errorf("err = %v, want code %s", err, client.CodeOutcomeUnknown)
+				}
+			})
+		}
+	}
+}
+
+// TestRetriesBounded: a request that keeps failing is sent 1+Retries
+// times, then fails with the last answer.
+func TestRetriesBounded(t *testing.T) {
+	f, c, _ := flakyAgent(t, 3)
+	f.arm(1000, noLeader)
+	_, err := c.Get(ctxT(t), api.KindDeployment, "web")
+	if !client.IsCode(err, client.CodeNoLeader) {
+		t.Errorf("err = %v, want code %s", err, client.CodeNoLeader)
+	}
+	if got := f.count(); got != 4 {
+		t.Errorf("%d requests, want 4", got)
+	}
+}
+
+// TestRetriesWithinTimeout: a backoff that would pass the request's
+// deadline is not waited: the last error is returned at once.
+func TestRetriesWithinTimeout(t *testing.T) {
+	srv := agent(t, "pi1")
+	f := &flaky{next: srv.Config.Handler}
+	front := httptest.NewServer(f)
+	t.Cleanup(front.Close)
+	c, err := client.New([]string{front.URL}, client.Options{
+		Token:   testToken,
+		Timeout: time.Minute,
+		Backoff: func(int) time.Duration { return time.Hour },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.arm(1000, noLeader)
+	if _, err := c.Get(context.Background(), api.KindDeployment, "web"); !client.IsCode(err, client.CodeNoLeader) {
+		t.Errorf("err = %v, want code %s", err, client.CodeNoLeader)
+	}
+	if got := f.count(); got != 1 {
+		t.Errorf("%d requests, want 1", got)
+	}
+}
+
+// TestRetryMovesToNextAddress: an agent without a leader is left for the
+// next address, which answers.
+func TestRetryMovesToNextAddress(t *testing.T) {
+	bad := &flaky{next: agent(t, "pi1").Config.Handler}
+	bad.arm(1000, noLeader)
+	front := httptest.NewServer(bad)
+	t.Cleanup(front.Close)
+	good := agent(t, "pi2")
+	c, err := client.New([]string{front.URL, good.URL}, client.Options{
+		Token:   testToken,
+		Backoff: noWait,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status(ctxT(t))
+	if err != nil || st.Node != "pi2" {
+		t.Fatalf("Status = %+v, %v; want pi2's", st, err)
+	}
+	if got := bad.count(); got != 1 {
+		t.Errorf("the leaderless agent got %d requests, want 1", got)
+	}
+	if c.Addr() != good.URL {
+		t.Errorf("Addr = %s, want %s, which answered", c.Addr(), good.URL)
+	}
+}
+
+func deploymentNamed(name string) *api.Deployment {
+	n := 1
+	return &api.Deployment{
+		Metadata: api.ObjectMeta{Name: name},
+		Spec:     api.DeploymentSpec{Replicas: &n, Template: api.PodTemplate{Exec: []string{"/usr/bin/" + name}}},
+	}
+}
