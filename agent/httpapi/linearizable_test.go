@@ -10,6 +10,7 @@ import (
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/raftstore"
 )
 
@@ -124,6 +125,14 @@ func TestDeposedLeaderRefusesReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc.Isolate(old)
+	// A read the cut-off leader answers before anything newer commits
+	// elsewhere is still linearizable; once the others have elected a
+	// leader and committed a newer write, it must refuse.
+	nc := apiOn(t, rc, (old+1)%3, 2*time.Second)
+	testutil.Until(t, 20*time.Second, "a write committed by the others", func() bool {
+		_, err := nc.Create(ctx, deployment("newer", nil))
+		return err == nil
+	})
 	_, err := oc.Get(ctx, api.KindDeployment, "web")
 	apiErr(t, err, http.StatusServiceUnavailable, "no_leader")
 	if _, err := oc.Get(client.WithStale(ctx), api.KindDeployment, "web"); err != nil {
