@@ -270,7 +270,7 @@ func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*ap
 	// later actions run this pass.
 	refused := make(map[string]bool)
 	// envWritten: units whose env file a write-env action of this plan
-	// wrote; writeUnit writes the others' itself.
+	// wrote (removed again if the unit's files are then refused).
 	envWritten := make(map[string]bool)
 	done := 0
 	for i := 0; i < len(acts); {
@@ -308,7 +308,7 @@ func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*ap
 				continue
 			}
 			if err = w.stillWanted(ctx, acts[i:j]); err == nil {
-				err = w.writeUnit(ctx, a, pod, seen[a.Unit], protected, envWritten[a.Unit])
+				err = w.writeUnit(ctx, a, pod, seen[a.Unit], protected)
 			}
 			if errors.Is(err, ErrFileRefused) && pod != nil {
 				w.refuse(pod, a.Content, err)
@@ -445,12 +445,12 @@ func (w *worker) stillWanted(ctx context.Context, batch []units.Action) error {
 // unitPath is where a unit's file lives on a board.
 func (w *worker) unitPath(unit string) string { return path.Join(w.p.cfg.UnitDir, unit) }
 
-// writeUnit writes a pod's files, then its environment file (0600 in the
-// root-only env directory), then its unit file. For a unit that
+// writeUnit writes a pod's files, then its unit file (Plan's write-env
+// action has written its environment file just before). For a unit that
 // already had a file, the files the old unit listed (X-Herd-Files) that
 // neither this pod nor another pod bound here uses any more are removed
 // afterwards.
-func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, old units.UnitState, protected map[string]bool, envDone bool) error {
+func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, old units.UnitState, protected map[string]bool) error {
 	ex := w.p.exec
 	if pod == nil {
 		return fmt.Errorf("placer: no bound pod for %s", a.Unit)
@@ -481,15 +481,6 @@ func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, ol
 			if !keep[f] && !protected[f] {
 				obsolete = append(obsolete, f)
 			}
-		}
-	}
-	if !envDone {
-		env, err := units.RenderEnvFile(pod)
-		if err != nil {
-			return fmt.Errorf("pod %s: environment file: %w", pod.Metadata.Name, err)
-		}
-		if err := w.writeEnv(ctx, a.Unit, env); err != nil {
-			return fmt.Errorf("pod %s: %w", pod.Metadata.Name, err)
 		}
 	}
 	if err := ex.PutFile(ctx, w.node, w.unitPath(a.Unit), a.Content, FileOptions{Mode: 0o644}); err != nil {
