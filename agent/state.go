@@ -192,43 +192,59 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 	return out, nil
 }
 
-// Apply implements controller.Writer: each action is one raftstore
-// transaction (a bind is the spec update and the status update together).
-// A write the store refuses as invalid is a controller.Terminal error.
+// Apply implements controller.Writer: each of controller.Transactions is
+// one raftstore transaction (a bind is the spec update and the status
+// update together; a deployment's or daemon's pass is its deletes, creates
+// and the status write that advances its pod counter). A write the store
+// refuses as invalid is a controller.Terminal error.
 func (s *clusterState) Apply(ctx context.Context, actions []controller.Action) error {
-	for _, a := range actions {
-		ops, err := opsFor(a)
-		if err != nil {
-			return err
+	for _, txn := range controller.Transactions(actions) {
+		var ops []raftstore.Op
+		for _, a := range txn {
+			o, err := opsFor(a)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, o...)
 		}
-		_, err = s.store.Txn(ctx, ops)
+		_, err := s.store.Txn(ctx, ops)
 		s.gen.Add(1)
+		what := txn[0].String()
+		if len(txn) > 1 {
+			what = fmt.Sprintf("transaction %s of %d actions (%s, ...)", txn[0].Txn, len(txn), what)
+		}
 		if errors.Is(err, raftstore.ErrInvalid) {
 			// The store refused the write itself (too large, invalid):
 			// retrying cannot help.
-			return controller.Terminal(fmt.Errorf("agent: %s: %w", a, err))
+			return controller.Terminal(fmt.Errorf("agent: %s: %w", what, err))
 		}
 		if err != nil {
-			return fmt.Errorf("agent: %s: %w", a, err)
+			return fmt.Errorf("agent: %s: %w", what, err)
 		}
 	}
 	return nil
 }
 
+// opsFor maps an action to raftstore operations. A delete carries only the
+// kind, name and resourceVersion, a status write those and the status: the
+// store reads nothing else of them, and the reconcilers budget their
+// transactions for it (controller.Writer).
 func opsFor(a controller.Action) ([]raftstore.Op, error) {
 	raw, err := api.ToRaw(a.Object)
 	if err != nil {
 		return nil, err
 	}
+	bare := api.RawObject{Kind: raw.Kind, Metadata: api.ObjectMeta{Name: raw.Metadata.Name, ResourceVersion: raw.Metadata.ResourceVersion}}
 	switch a.Type {
 	case controller.ActionCreate:
 		return []raftstore.Op{{Type: raftstore.OpCreate, Object: raw}}, nil
 	case controller.ActionUpdate:
 		return []raftstore.Op{{Type: raftstore.OpUpdate, Object: raw}}, nil
 	case controller.ActionUpdateStatus:
-		return []raftstore.Op{{Type: raftstore.OpUpdateStatus, Object: raw}}, nil
+		bare.Status = raw.Status
+		return []raftstore.Op{{Type: raftstore.OpUpdateStatus, Object: bare}}, nil
 	case controller.ActionDelete:
-		return []raftstore.Op{{Type: raftstore.OpDelete, Object: raw}}, nil
+		return []raftstore.Op{{Type: raftstore.OpDelete, Object: bare}}, nil
 	case controller.ActionBind:
 		status := raw
 		status.Metadata.ResourceVersion = 0 // follows the update in the same txn

@@ -283,6 +283,18 @@ type DeploymentStatus struct {
 	ReadyReplicas      int         `json:"readyReplicas"`
 	AvailableReplicas  int         `json:"availableReplicas"`
 	Conditions         []Condition `json:"conditions,omitempty"`
+	// PodsCreated counts the pods herd has ever created for this
+	// deployment; the next pod's name comes from it. It only grows, and
+	// moves in the same Raft transaction as the creates it counts, that
+	// transaction compare-and-swap on the deployment's resourceVersion: a
+	// crash, a retried write or a new leader never hands out a name twice.
+	// Pod k (from 0) is named <deployment>-<suffix>, the 5-character suffix
+	// a one-to-one function of k modulo 26^5 keyed by the deployment's name
+	// and metadata.created (agent/controller), so names come back only
+	// after 26^5 = 11,881,376 creations, and even then a name still in
+	// use is skipped. A deployment deleted and created again starts at 0
+	// with a different key. Written by herd only, like all status.
+	PodsCreated int64 `json:"podsCreated,omitempty"`
 }
 
 // GetKind implements Object.
@@ -316,6 +328,10 @@ type DaemonStatus struct {
 	Current            int         `json:"current"`
 	Ready              int         `json:"ready"`
 	Conditions         []Condition `json:"conditions,omitempty"`
+	// PodsCreated counts the pods herd has ever created for this daemon,
+	// on all nodes together, with DeploymentStatus.PodsCreated's rule:
+	// pod k is named <daemon>-<node>-<suffix of k>.
+	PodsCreated int64 `json:"podsCreated,omitempty"`
 }
 
 // GetKind implements Object.

@@ -9,7 +9,7 @@ import (
 
 // ActionType is what an Action does to the stored object. The set mirrors
 // the raftstore operations so a Writer maps each type to one operation
-// (Bind to two in one transaction).
+// (Bind to two); actions with the same Txn share one transaction.
 type ActionType string
 
 // Action types.
@@ -47,6 +47,14 @@ type Action struct {
 	Object api.Object
 	// Reason says why, for logs and `herdctl diff`.
 	Reason string
+	// Txn, when not empty, makes this action one step of a transaction:
+	// actions next to each other with the same Txn are applied together or
+	// not at all (a Writer sends them as one raftstore transaction). The
+	// deployment and daemon reconcilers set it to their key on every
+	// action of a pass, so a pod create never lands without the status
+	// write that advances the owner's pod counter. Empty: the action is a
+	// transaction of its own.
+	Txn string
 }
 
 // String renders the action as "bind pods/web-x2b4z: 1 of its owner's ...".
@@ -56,6 +64,32 @@ func (a Action) String() string {
 
 func newAction(t ActionType, o api.Object, format string, args ...any) Action {
 	return Action{Type: t, Kind: o.GetKind(), Name: o.GetMeta().Name, Object: o, Reason: fmt.Sprintf(format, args...)}
+}
+
+// inTxn sets Txn on every action and returns acts.
+func inTxn(acts []Action, txn string) []Action {
+	for i := range acts {
+		acts[i].Txn = txn
+	}
+	return acts
+}
+
+// Transactions splits actions into the transactions a Writer applies, in
+// order: a run of actions with the same non-empty Txn is one, every other
+// action one of its own. The slices share acts' backing array.
+func Transactions(acts []Action) [][]Action {
+	var out [][]Action
+	for i := 0; i < len(acts); {
+		j := i + 1
+		if acts[i].Txn != "" {
+			for j < len(acts) && acts[j].Txn == acts[i].Txn {
+				j++
+			}
+		}
+		out = append(out, acts[i:j:j])
+		i = j
+	}
+	return out
 }
 
 // compareByName orders objects by name, for deterministic output.

@@ -3,7 +3,6 @@ package controller
 import (
 	"cmp"
 	"fmt"
-	"hash/fnv"
 	"reflect"
 	"slices"
 	"time"
@@ -11,39 +10,35 @@ import (
 	"github.com/herd-dev/herd/api"
 )
 
-// DaemonPodName is the name of a daemon's pod on a node: <daemon>-<node>,
-// or, when that exceeds 63 characters, its first 54 characters, a dash and
-// 8 hex digits of a hash of the whole.
-func DaemonPodName(daemon, node string) string {
-	name := daemon + "-" + node
-	if len(name) <= maxNameLen {
-		return name
-	}
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	return fmt.Sprintf("%s-%08x", truncateName(name, maxNameLen-9), h.Sum32())
-}
-
 // ReconcileDaemon keeps one pod of a Daemon on every Ready node its
 // template's node selector matches. pods are the pods the daemon owns
 // (others are ignored), nodes every node.
 //
-// Daemon pods are created Pending but pinned (spec.node set, named
-// DaemonPodName): the scheduling step then checks the node's resources and
-// ports and assigns dynamic ports, exactly as for other pods. In one pass:
-//   - Lost, Failed and Succeeded pods are deleted; the replacement, with the
-//     same name, is created when its node is Ready again;
-//   - pods on nodes that left, were deleted or no longer match are deleted;
+// Daemon pods are created Pending but pinned (spec.node set): the
+// scheduling step then checks the node's resources and ports and assigns
+// dynamic ports, exactly as for other pods. A node's pod is the daemon's
+// pod whose spec.node names it, whatever its name. New pods are named
+// daemonPodName with the daemon's status.podsCreated as the number,
+// skipping names of any pod in pods, so a replacement on the same node
+// never has its predecessor's name. In one pass:
+//   - Lost, Failed and Succeeded pods are deleted; the replacement, under a
+//     new name, is created when its node is Ready again;
+//   - pods on nodes that left, were deleted or no longer match are deleted,
+//     and so is every pod but one on a node with several (the one kept:
+//     available first, then the oldest, then by name);
 //   - a Ready matching node without a pod gets one, unless it is cordoned
 //     (a cordoned node keeps the pod it has);
-//   - on a template change pods are replaced (delete, then create with the
-//     same name) one at a time: every unavailable old pod at once, and one
+//   - on a template change pods are replaced (delete, then create under a
+//     new name) one at a time: every unavailable old pod at once, and one
 //     available old pod only while no pod of the daemon is unavailable.
 //
-// Status (desired, current, ready, revision, observedGeneration) is written
-// as it will be once the actions are applied, only when it changes.
+// Status (desired, current, ready, revision, observedGeneration,
+// podsCreated) is written as it will be once the actions are applied,
+// only when it changes. As for a deployment, every action of a pass
+// carries the same Txn (the counter commits with the creates), and a pass
+// creates only as many pods as fit in createBudget.
 func ReconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, nodes []*api.Node) []Action {
-	return reconcileDaemon(now, ds, pods, sortNodes(nodes), nodeIndex(nodes))
+	return reconcileDaemon(now, ds, pods, sortNodes(nodes), nodeIndex(nodes), podNameSet(pods))
 }
 
 // sortNodes returns the non-nil nodes sorted by name, in a new slice.
@@ -53,7 +48,7 @@ func sortNodes(nodes []*api.Node) []*api.Node {
 	return sorted
 }
 
-func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes []*api.Node, nodeByName map[string]*api.Node) []Action {
+func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes []*api.Node, nodeByName map[string]*api.Node, taken func(string) bool) []Action {
 	if ds == nil {
 		return nil
 	}
@@ -69,7 +64,19 @@ func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes
 
 	owned := slices.Clone(pods)
 	owned = slices.DeleteFunc(owned, func(p *api.Pod) bool { return p == nil || p.Spec.Owner != owner })
-	slices.SortFunc(owned, compareByName)
+	// The pod kept on a node is the first in this order.
+	slices.SortFunc(owned, func(a, b *api.Pod) int {
+		if c := cmp.Compare(a.Spec.Node, b.Spec.Node); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(boolInt(!available(a, nodeByName)), boolInt(!available(b, nodeByName))); c != 0 {
+			return c
+		}
+		if c := a.Metadata.Created.Compare(b.Metadata.Created); c != 0 {
+			return c
+		}
+		return compareByName(a, b)
+	})
 
 	var deletes, creates []Action
 	current := make(map[string]*api.Pod) // node → live pod kept there
@@ -82,14 +89,26 @@ func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes
 			deletes = append(deletes, newAction(ActionDelete, p, "board %s is gone", orNone(p.Spec.Node)))
 		case !matches(n):
 			deletes = append(deletes, newAction(ActionDelete, p, "board %s no longer matches the node selector or left", n.Metadata.Name))
-		case p.Metadata.Name != DaemonPodName(ds.Metadata.Name, n.Metadata.Name) || current[n.Metadata.Name] != nil:
-			deletes = append(deletes, newAction(ActionDelete, p, "stray pod on board %s", n.Metadata.Name))
+		case current[n.Metadata.Name] != nil:
+			deletes = append(deletes, newAction(ActionDelete, p, "board %s already has pod %s of the daemon", n.Metadata.Name, current[n.Metadata.Name].Metadata.Name))
 		default:
 			current[n.Metadata.Name] = p
 		}
 	}
+	names := newNamer(nameKey(api.KindDaemon, ds.Metadata.Name, ds.Metadata.Created), ds.Status.PodsCreated, taken)
+	maxCreates := -1 // computed at the first create
 	create := func(n *api.Node, why string) {
-		p := newPod(DaemonPodName(ds.Metadata.Name, n.Metadata.Name), owner, ds.Spec.Template, rev)
+		if maxCreates < 0 {
+			maxCreates = createsThatFit(&ds.Spec.Template)
+		}
+		if len(creates) >= maxCreates {
+			return // the next pass creates it
+		}
+		name := names.name(daemonPodPrefix(ds.Metadata.Name, n.Metadata.Name))
+		if name == "" {
+			return
+		}
+		p := newPod(name, owner, ds.Spec.Template, rev)
 		p.Spec.Node = n.Metadata.Name
 		creates = append(creates, newAction(ActionCreate, p, "%s", why))
 	}
@@ -149,6 +168,7 @@ func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes
 	st := ds.Status
 	st.ObservedGeneration = ds.Metadata.Generation
 	st.Revision = rev
+	st.PodsCreated = names.next
 	st.Desired, st.Current, st.Ready = 0, 0, 0
 	for _, n := range sortedNodes {
 		p := current[n.Metadata.Name]
@@ -173,5 +193,5 @@ func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes
 		nd.Status = st
 		acts = append(acts, newAction(ActionUpdateStatus, &nd, "%d desired, %d current, %d ready", st.Desired, st.Current, st.Ready))
 	}
-	return acts
+	return inTxn(acts, KeyOf(api.KindDaemon, ds.Metadata.Name))
 }

@@ -19,8 +19,30 @@ func exporter(sel ...string) *api.Daemon {
 	return &api.Daemon{Kind: api.KindDaemon, Metadata: api.ObjectMeta{Name: "exp"}, Spec: api.DaemonSpec{Template: t}}
 }
 
+// daemonPod returns a pod of ds on node named <daemon>-<node>, as herd
+// named them before names carried a counter: a node's pod is found by
+// owner and node, whatever its name.
 func daemonPod(ds *api.Daemon, node string, ph api.PodPhase) *api.Pod {
-	return ownedPod(DaemonPodName(ds.Metadata.Name, node), api.OwnerRef{Kind: api.KindDaemon, Name: ds.Metadata.Name}, ds.Spec.Template, node, ph)
+	return ownedPod(ds.Metadata.Name+"-"+node, api.OwnerRef{Kind: api.KindDaemon, Name: ds.Metadata.Name}, ds.Spec.Template, node, ph)
+}
+
+// maskedSummary is summary with the suffix of every created pod's name
+// replaced by "*" (checking that it is one).
+func maskedSummary(t *testing.T, acts []Action) []string {
+	t.Helper()
+	out := summary(acts)
+	for i, a := range acts {
+		if a.Type != ActionCreate || a.Kind != api.KindPod {
+			continue
+		}
+		n := a.Name
+		if len(n) < suffixLen+2 || n[len(n)-suffixLen-1] != '-' || strings.Trim(n[len(n)-suffixLen:], suffixAlphabet) != "" {
+			t.Errorf("created pod %q has no suffix", n)
+			continue
+		}
+		out[i] = "create pods/" + n[:len(n)-suffixLen] + "*"
+	}
+	return out
 }
 
 func TestReconcileDaemon(t *testing.T) {
@@ -37,7 +59,7 @@ func TestReconcileDaemon(t *testing.T) {
 			name:        "one pod per ready matching node",
 			ds:          ds,
 			nodes:       []*api.Node{readyNode("a"), readyNode("b"), readyNode("x86", func(n *api.Node) { n.Status.Arch = "amd64" }), readyNode("down", withPhase(api.NodeNotReady)), readyNode("cordoned", func(n *api.Node) { n.Spec.Unschedulable = true })},
-			want:        []string{"create pods/exp-a", "create pods/exp-b", "updateStatus daemons/exp"},
+			want:        []string{"create pods/exp-a-*", "create pods/exp-b-*", "updateStatus daemons/exp"},
 			wantDesired: 2,
 		},
 		{
@@ -62,11 +84,11 @@ func TestReconcileDaemon(t *testing.T) {
 			want:  []string{"delete pods/exp-down", "updateStatus daemons/exp"}, wantDesired: 1,
 		},
 		{
-			name:  "lost pod on a node ready again replaced under the same name",
+			name:  "lost pod on a node ready again replaced under a new name",
 			ds:    ds,
 			nodes: []*api.Node{readyNode("a"), readyNode("back")},
 			pods:  []*api.Pod{daemonPod(ds, "a", api.PodRunning), daemonPod(ds, "back", api.PodLost)},
-			want:  []string{"delete pods/exp-back", "create pods/exp-back", "updateStatus daemons/exp"}, wantDesired: 2,
+			want:  []string{"delete pods/exp-back", "create pods/exp-back-*", "updateStatus daemons/exp"}, wantDesired: 2,
 		},
 		{
 			name:  "cordoned node keeps its pod",
@@ -76,12 +98,28 @@ func TestReconcileDaemon(t *testing.T) {
 			want:  []string{"updateStatus daemons/exp"}, wantDesired: 1,
 		},
 		{
-			name:  "stray pod deleted",
+			name:  "second pod on a node deleted, the older kept",
 			ds:    ds,
 			nodes: []*api.Node{readyNode("a")},
 			pods: []*api.Pod{daemonPod(ds, "a", api.PodRunning),
-				ownedPod("exp-zzz", api.OwnerRef{Kind: api.KindDaemon, Name: "exp"}, ds.Spec.Template, "a", api.PodRunning)},
-			want: []string{"delete pods/exp-zzz", "updateStatus daemons/exp"}, wantDesired: 1,
+				ownedPod("exp-0", api.OwnerRef{Kind: api.KindDaemon, Name: "exp"}, ds.Spec.Template, "a", api.PodRunning)},
+			want: []string{"delete pods/exp-0", "updateStatus daemons/exp"}, wantDesired: 1,
+		},
+		{
+			name:  "second pod on a node deleted, the available one kept",
+			ds:    ds,
+			nodes: []*api.Node{readyNode("a")},
+			pods: []*api.Pod{daemonPod(ds, "a", api.PodStarting),
+				ownedPod("exp-0", api.OwnerRef{Kind: api.KindDaemon, Name: "exp"}, ds.Spec.Template, "a", api.PodRunning)},
+			want: []string{"delete pods/exp-a", "updateStatus daemons/exp"}, wantDesired: 1,
+		},
+		{
+			name:  "a node's pod is found by node, whatever its name",
+			ds:    ds,
+			nodes: []*api.Node{readyNode("a"), readyNode("b")},
+			pods: []*api.Pod{ownedPod("anything", api.OwnerRef{Kind: api.KindDaemon, Name: "exp"}, ds.Spec.Template, "a", api.PodRunning),
+				daemonPod(ds, "b", api.PodRunning)},
+			want: []string{"updateStatus daemons/exp"}, wantDesired: 2,
 		},
 		{
 			name:  "other owners ignored",
@@ -101,21 +139,30 @@ func TestReconcileDaemon(t *testing.T) {
 			for _, p := range tt.pods {
 				w.add(p)
 			}
+			before := w.daemons["exp"].Status.PodsCreated
 			acts := ReconcileDaemon(t0, w.daemons["exp"], w.podList(), w.nodeList())
-			if diff := cmp.Diff(tt.want, summary(acts)); diff != "" {
+			if diff := cmp.Diff(tt.want, maskedSummary(t, acts)); diff != "" {
 				t.Fatalf("actions (-want +got):\n%s%s", diff, fmtActions(acts))
 			}
+			creates := 0
 			for _, a := range acts {
+				if a.Txn != KeyOf(api.KindDaemon, "exp") {
+					t.Errorf("%v: Txn %q, want the daemon's key", a, a.Txn)
+				}
 				if p, ok := a.Object.(*api.Pod); ok && a.Type == ActionCreate {
-					if p.Spec.Node == "" || p.Status.Phase != api.PodPending || p.Metadata.Name != DaemonPodName("exp", p.Spec.Node) ||
+					if p.Spec.Node == "" || p.Status.Phase != api.PodPending || p.Metadata.Name != daemonPodName("exp", w.daemons["exp"].Metadata.Created, p.Spec.Node, before+int64(creates)) ||
 						p.Spec.Owner != (api.OwnerRef{Kind: api.KindDaemon, Name: "exp"}) {
 						t.Errorf("bad daemon pod %+v", p)
 					}
+					creates++
 				}
 			}
 			w.apply(acts)
 			if got := w.daemons["exp"].Status.Desired; got != tt.wantDesired {
 				t.Errorf("desired = %d, want %d", got, tt.wantDesired)
+			}
+			if got := w.daemons["exp"].Status.PodsCreated; got != before+int64(creates) {
+				t.Errorf("podsCreated = %d after %d creates, want %d", got, creates, before+int64(creates))
 			}
 			if again := ReconcileDaemon(t0.Add(time.Minute), w.daemons["exp"], w.podList(), w.nodeList()); len(again) != 0 {
 				t.Errorf("second pass not empty:%s", fmtActions(again))
@@ -125,13 +172,22 @@ func TestReconcileDaemon(t *testing.T) {
 }
 
 func TestDaemonPodName(t *testing.T) {
-	if got := DaemonPodName("exp", "pi-1"); got != "exp-pi-1" {
-		t.Errorf("short name = %q", got)
+	if got := daemonPodName("exp", t0, "pi-1", 0); !strings.HasPrefix(got, "exp-pi-1-") || len(got) != len("exp-pi-1-")+suffixLen || !podNameRE.MatchString(got) {
+		t.Errorf("short name = %q, want exp-pi-1-<%d chars>", got, suffixLen)
 	}
-	long1 := DaemonPodName(strings.Repeat("d", 40), strings.Repeat("n", 30)+"1")
-	long2 := DaemonPodName(strings.Repeat("d", 40), strings.Repeat("n", 30)+"2")
+	if daemonPodName("exp", t0, "pi-1", 0) == daemonPodName("exp", t0, "pi-1", 1) {
+		t.Error("pods 0 and 1 on one node share a name")
+	}
+	if daemonPodName("exp", t0, "pi-1", 0) == daemonPodName("exp", t0.Add(time.Nanosecond), "pi-1", 0) {
+		t.Error("a daemon created again reuses its predecessor's first name")
+	}
+	long1 := daemonPodName(strings.Repeat("d", 40), t0, strings.Repeat("n", 30)+"1", 7)
+	long2 := daemonPodName(strings.Repeat("d", 40), t0, strings.Repeat("n", 30)+"2", 7)
 	if len(long1) > maxNameLen || !podNameRE.MatchString(long1) || long1 == long2 {
 		t.Errorf("long names %q, %q: want distinct DNS labels of at most 63", long1, long2)
+	}
+	if longest := daemonPodName(strings.Repeat("d", 63), t0, strings.Repeat("n", 63), 0); len(longest) != maxNameLen || !podNameRE.MatchString(longest) {
+		t.Errorf("longest name %q (%d): want a 63-character DNS label", longest, len(longest))
 	}
 }
 

@@ -3,12 +3,9 @@ package controller
 import (
 	"cmp"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"reflect"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/herd-dev/herd/api"
@@ -50,17 +47,24 @@ const (
 // that order the total never exceeds replicas+maxSurge and availability
 // never drops below replicas-maxUnavailable.
 //
-// New pods are Pending, named <deployment>-<5 chars> where the suffix is a
-// hash of the deployment name, the revision and an index, skipping names of
-// pods the deployment still has: deterministic, so reconciling twice from
-// the same state (a retry, or a new leader) asks for the same names and a
-// duplicate create fails instead of making an extra pod. A name can be
-// reused once its pod is gone from the store.
+// New pods are Pending, named <deployment>-<5 chars>: pod number
+// status.podsCreated gets the suffix scramble(podsCreated), skipping names
+// of any pod in pods (others' too), and the status write advances the
+// counter (see api.DeploymentStatus.PodsCreated). Every action of a pass
+// carries the same Txn, so the deletes, the creates and the counter
+// commit together, the status write compare-and-swap on the deployment's
+// resourceVersion: reconciling twice from the same state (a retry, or a
+// new leader) asks for the same names, and a name is never handed out
+// twice, even once its pod is gone from the store.
+//
+// A pass creates only as many pods as fit in half a Raft transaction
+// (createBudget); the writes wake the deployment again and the next pass
+// creates more.
 func ReconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, nodes []*api.Node) []Action {
-	return reconcileDeployment(now, d, pods, nodeIndex(nodes))
+	return reconcileDeployment(now, d, pods, nodeIndex(nodes), podNameSet(pods))
 }
 
-func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, nodeByName map[string]*api.Node) []Action {
+func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, nodeByName map[string]*api.Node, taken func(string) bool) []Action {
 	if d == nil {
 		return nil
 	}
@@ -84,12 +88,10 @@ func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, node
 	var deletes []Action
 	var failed []*api.Pod
 	var live, newPods, oldPods []*api.Pod
-	used := make(map[string]bool)
 	for _, p := range pods {
 		if p == nil || p.Spec.Owner != owner {
 			continue
 		}
-		used[p.Metadata.Name] = true
 		switch {
 		case terminal(p.Status.Phase):
 			if p.Status.Phase != api.PodLost {
@@ -166,8 +168,22 @@ func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, node
 		}
 	}
 
+	// Creates: as many as fit in one transaction, named from the counter.
+	// Fewer creates than planned keep the bounds: the deletes above do not
+	// depend on toCreate (they free what availability allows), and the
+	// total only shrinks.
+	if toCreate > 0 {
+		toCreate = min(toCreate, createsThatFit(&d.Spec.Template))
+	}
+	names := newNamer(nameKey(api.KindDeployment, d.Metadata.Name, d.Metadata.Created), d.Status.PodsCreated, taken)
+	prefix := deploymentPodPrefix(d.Metadata.Name)
 	acts := deletes
-	for _, name := range podNames(d.Metadata.Name, rev, toCreate, used) {
+	for range toCreate {
+		name := names.name(prefix)
+		if name == "" {
+			toCreate = len(acts) - len(deletes)
+			break
+		}
 		p := newPod(name, owner, d.Spec.Template, rev)
 		acts = append(acts, newAction(ActionCreate, p, "%d of %d replicas of revision %s", nNew+toCreate, replicas, rev))
 	}
@@ -176,6 +192,7 @@ func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, node
 	st := d.Status
 	st.ObservedGeneration = d.Metadata.Generation
 	st.Revision = rev
+	st.PodsCreated = names.next
 	st.Replicas = nNew + toCreate + nOld
 	st.UpdatedReplicas = nNew + toCreate
 	st.ReadyReplicas = availNew + availOld
@@ -207,7 +224,7 @@ func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, node
 		nd.Status = st
 		acts = append(acts, newAction(ActionUpdateStatus, &nd, "%d/%d updated, %d available", st.UpdatedReplicas, replicas, st.AvailableReplicas))
 	}
-	return acts
+	return inTxn(acts, KeyOf(api.KindDeployment, d.Metadata.Name))
 }
 
 // replicaFailure sets the ReplicaFailure condition: True/Unschedulable while
@@ -299,43 +316,4 @@ func newPod(name string, owner api.OwnerRef, t api.PodTemplate, rev string) *api
 		Spec:     api.PodSpec{Owner: owner, Template: copyTemplate(t), Revision: rev},
 		Status:   api.PodStatus{Phase: api.PodPending, Unit: UnitName(name)},
 	}
-}
-
-// maxNameLen is the longest object name (a DNS label).
-const maxNameLen = 63
-
-// suffixAlphabet avoids vowels (no words) and look-alike characters.
-const suffixAlphabet = "bcdfghjkmnpqrstvwxz2456789"
-
-// podNames returns n new pod names for a deployment: <prefix>-<suffix>,
-// the suffix hashed from the deployment name, revision and an index,
-// skipping names in used.
-func podNames(deploy, rev string, n int, used map[string]bool) []string {
-	prefix := truncateName(deploy, maxNameLen-6)
-	var out []string
-	for i := 0; len(out) < n; i++ {
-		h := fnv.New64a()
-		h.Write([]byte(deploy + "\x00" + rev + "\x00" + strconv.Itoa(i)))
-		v := h.Sum64()
-		var b [5]byte
-		for j := range b {
-			b[j] = suffixAlphabet[v%uint64(len(suffixAlphabet))]
-			v /= uint64(len(suffixAlphabet))
-		}
-		name := prefix + "-" + string(b[:])
-		if used[name] {
-			continue
-		}
-		used[name] = true
-		out = append(out, name)
-	}
-	return out
-}
-
-// truncateName cuts s to at most n characters without a trailing dash.
-func truncateName(s string, n int) string {
-	if len(s) > n {
-		s = s[:n]
-	}
-	return strings.TrimRight(s, "-")
 }

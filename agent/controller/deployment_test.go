@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,10 +127,16 @@ func TestReconcileDeployment(t *testing.T) {
 			var creates int
 			var deletes []string
 			for _, a := range acts {
+				if a.Txn != KeyOf(api.KindDeployment, "web") {
+					t.Errorf("%v: Txn %q, want the deployment's key", a, a.Txn)
+				}
 				switch a.Type {
 				case ActionCreate:
-					creates++
 					p := a.Object.(*api.Pod)
+					if want := deploymentPodName("web", d.Metadata.Created, d.Status.PodsCreated+int64(creates)); p.Metadata.Name != want {
+						t.Errorf("pod %d is %q, want %q", creates, p.Metadata.Name, want)
+					}
+					creates++
 					if !podNameRE.MatchString(p.Metadata.Name) || !strings.HasPrefix(p.Metadata.Name, "web-") || len(p.Metadata.Name) != len("web-")+5 {
 						t.Errorf("bad pod name %q", p.Metadata.Name)
 					}
@@ -150,6 +157,9 @@ func TestReconcileDeployment(t *testing.T) {
 			}
 			w.apply(acts)
 			st := w.deployments["web"].Status
+			if st.PodsCreated != d.Status.PodsCreated+int64(creates) {
+				t.Errorf("podsCreated = %d after %d creates, want %d", st.PodsCreated, creates, d.Status.PodsCreated+int64(creates))
+			}
 			if tt.wantStatus != nil {
 				got := api.DeploymentStatus{Replicas: st.Replicas, UpdatedReplicas: st.UpdatedReplicas, ReadyReplicas: st.ReadyReplicas, AvailableReplicas: st.AvailableReplicas}
 				if diff := cmp.Diff(*tt.wantStatus, got); diff != "" {
@@ -171,25 +181,46 @@ func TestReconcileDeployment(t *testing.T) {
 	}
 }
 
-func TestPodNames(t *testing.T) {
-	used := map[string]bool{}
-	a := podNames("web", "rev1", 3, used)
-	b := podNames("web", "rev1", 3, map[string]bool{})
-	if !cmp.Equal(a, b) {
-		t.Errorf("names not deterministic: %v vs %v", a, b)
+func TestDeploymentPodNames(t *testing.T) {
+	key := nameKey(api.KindDeployment, "web", t0)
+	names := func(start int64, n int, taken func(string) bool) ([]string, int64) {
+		nm := newNamer(key, start, taken)
+		var out []string
+		for range n {
+			out = append(out, nm.name("web"))
+		}
+		return out, nm.next
 	}
-	c := podNames("web", "rev1", 2, map[string]bool{a[0]: true})
-	if c[0] != a[1] || c[1] == a[0] {
-		t.Errorf("used names not skipped: %v then %v", a, c)
+	a, next := names(0, 3, nil)
+	if b, _ := names(0, 3, nil); !cmp.Equal(a, b) || next != 3 {
+		t.Errorf("names not deterministic: %v vs %v (next %d)", a, b, next)
 	}
-	long := strings.Repeat("x", 62) + "-y"
-	for _, n := range podNames(long, "r", 2, map[string]bool{}) {
-		if len(n) > maxNameLen || !podNameRE.MatchString(n) {
-			t.Errorf("name %q for a long deployment is not a DNS label", n)
+	for i, n := range a {
+		if n != deploymentPodName("web", t0, int64(i)) {
+			t.Errorf("name %d = %q, want deploymentPodName's %q", i, n, deploymentPodName("web", t0, int64(i)))
 		}
 	}
-	if got := podNames("web", "rev2", 1, map[string]bool{}); got[0] == a[0] {
-		t.Errorf("a new revision reuses name %q", got[0])
+	// A taken name is skipped and its number consumed.
+	c, next := names(0, 2, func(n string) bool { return n == a[0] })
+	if !cmp.Equal(c, a[1:3]) || next != 3 {
+		t.Errorf("taken name not skipped: %v then %v (next %d)", a, c, next)
+	}
+	// The counter continues: pods 3 and 4 are new names.
+	d, _ := names(3, 2, nil)
+	for _, n := range d {
+		if slices.Contains(a, n) {
+			t.Errorf("pod %q of 3.. reuses a name of 0..2 %v", n, a)
+		}
+	}
+	long := strings.Repeat("x", 62) + "-y"
+	if n := deploymentPodName(long, t0, 0); len(n) > maxNameLen || !podNameRE.MatchString(n) {
+		t.Errorf("name %q for a long deployment is not a DNS label", n)
+	}
+	if deploymentPodName("web", t0, 0) == deploymentPodName("web", t0.Add(time.Second), 0) {
+		t.Error("a deployment created again reuses its predecessor's first name")
+	}
+	if deploymentPodName("web", t0, 0)[len("web-"):] == deploymentPodName("api", t0, 0)[len("api-"):] {
+		t.Error("two deployments number their pods alike")
 	}
 }
 

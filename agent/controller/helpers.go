@@ -34,6 +34,35 @@ func matchNode(sel map[string]string, n *api.Node) bool {
 	return true
 }
 
+// createBudget is how many bytes of pod creates one pass of a deployment
+// or daemon puts in its transaction: half of what a Raft transaction holds
+// (api.MaxBindTxnBytes, raftstore's default MaxTxnBytes), the other half
+// left for the pass's deletes and its status write, which a Writer sends
+// as names, resourceVersions and status only (see Writer).
+const createBudget = api.MaxBindTxnBytes / 2
+
+// podCreateOverhead bounds what a new pod's JSON holds besides its
+// template and labels (counted by api.TemplateBytes): kind, name, owner,
+// revision, Pending status and unit, and the op around it.
+const podCreateOverhead = 2 << 10
+
+// createsThatFit is how many new pods of template t fit in createBudget:
+// at least one, which a template within api.MaxTemplateBytes always does.
+func createsThatFit(t *api.PodTemplate) int {
+	return max(1, createBudget/(api.TemplateBytes(t)+podCreateOverhead))
+}
+
+// podNameSet returns whether a name belongs to one of pods.
+func podNameSet(pods []*api.Pod) func(string) bool {
+	set := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		if p != nil {
+			set[p.Metadata.Name] = true
+		}
+	}
+	return func(name string) bool { return set[name] }
+}
+
 // UnitName is the systemd unit of a pod, herd-<pod>.service.
 func UnitName(pod string) string { return "herd-" + pod + ".service" }
 

@@ -49,6 +49,7 @@ type Index struct {
 	daemons     map[string]*api.Daemon
 	services    map[string]*api.Service
 	byOwner     map[api.OwnerRef][]*api.Pod
+	podNames    map[string]bool
 	byNode      map[string][]*api.Pod
 	byLabel     map[string][]*api.Pod // "k=v" → pods with that label
 	snap        *scheduler.Snapshot
@@ -68,6 +69,7 @@ func NewIndex(c *Cluster) *Index {
 		daemons:     make(map[string]*api.Daemon, len(c.Daemons)),
 		services:    make(map[string]*api.Service, len(c.Services)),
 		byOwner:     make(map[api.OwnerRef][]*api.Pod),
+		podNames:    make(map[string]bool, len(c.Pods)),
 		byNode:      make(map[string][]*api.Pod),
 		byLabel:     make(map[string][]*api.Pod),
 		snap:        &scheduler.Snapshot{Nodes: c.Nodes, Pods: c.Pods},
@@ -97,6 +99,7 @@ func NewIndex(c *Cluster) *Index {
 			continue
 		}
 		ix.byOwner[p.Spec.Owner] = append(ix.byOwner[p.Spec.Owner], p)
+		ix.podNames[p.Metadata.Name] = true
 		if p.Spec.Node != "" {
 			ix.byNode[p.Spec.Node] = append(ix.byNode[p.Spec.Node], p)
 		}
@@ -152,6 +155,9 @@ func (ix *Index) servicePods(sel map[string]string) []*api.Pod {
 	return ix.byLabel[k+"="+sel[k]]
 }
 
+// podTaken reports whether a pod of that name is stored.
+func (ix *Index) podTaken(name string) bool { return ix.podNames[name] }
+
 // Reconcile runs the reconciler for one key against the index. An unknown
 // key yields no actions; the key of a deployment or daemon that is gone
 // deletes the pods it still owns (garbage collection: the placer then stops
@@ -177,13 +183,13 @@ func (ix *Index) Reconcile(now time.Time, cfg scheduler.Config, key Key) []Actio
 	case api.KindDeployment:
 		owned := ix.byOwner[api.OwnerRef{Kind: api.KindDeployment, Name: name}]
 		if d := ix.deployments[name]; d != nil {
-			return reconcileDeployment(now, d, owned, ix.nodes)
+			return reconcileDeployment(now, d, owned, ix.nodes, ix.podTaken)
 		}
 		return deleteOrphans(owned, "deployment "+name+" was deleted")
 	case api.KindDaemon:
 		owned := ix.byOwner[api.OwnerRef{Kind: api.KindDaemon, Name: name}]
 		if d := ix.daemons[name]; d != nil {
-			return reconcileDaemon(now, d, owned, ix.sortedNodes, ix.nodes)
+			return reconcileDaemon(now, d, owned, ix.sortedNodes, ix.nodes, ix.podTaken)
 		}
 		return deleteOrphans(owned, "daemon "+name+" was deleted")
 	case api.KindService:
@@ -197,7 +203,7 @@ func (ix *Index) Reconcile(now time.Time, cfg scheduler.Config, key Key) []Actio
 // ReconcileAll is one full pass over c: every node, deployment, daemon and
 // service (in key order), then the scheduling step, each against the same
 // state. The actions of different keys are independent; apply them in the
-// order returned.
+// order returned, each run of one Txn as one transaction.
 func ReconcileAll(now time.Time, cfg scheduler.Config, c *Cluster) []Action {
 	ix := NewIndex(c)
 	var acts []Action

@@ -69,14 +69,20 @@ type State interface {
 // Writer is the Runner's write side. It is called from one goroutine at a
 // time.
 type Writer interface {
-	// Apply writes the actions in order (ActionBind as one transaction of
-	// spec then status), stopping at the first failure and returning it. A
-	// compare-and-swap conflict is an ordinary error: the key is retried
-	// against fresh state. When Apply returns nil, the next
-	// State.Snapshot must reflect every action (read your writes), or a
-	// following reconcile could repeat them. An error that retrying
-	// cannot fix (the store refused the write as invalid) should be
-	// wrapped with Terminal, so the Runner does not retry it.
+	// Apply writes the actions in order, one transaction per element of
+	// Transactions(actions): a run of actions with the same Txn all
+	// together or none of them, every other action alone (ActionBind as
+	// one transaction of spec then status). It stops at the first failed
+	// transaction and returns its error. A compare-and-swap conflict is an
+	// ordinary error: the key is retried against fresh state. When Apply
+	// returns nil, the next State.Snapshot must reflect every action (read
+	// your writes), or a following reconcile could repeat them. An error
+	// that retrying cannot fix (the store refused the write as invalid)
+	// should be wrapped with Terminal, so the Runner does not retry it.
+	//
+	// A delete needs only the object's kind, name and resourceVersion and
+	// a status write only those and the status; a Writer sends no more, as
+	// the reconcilers size their transactions assuming so (createBudget).
 	Apply(ctx context.Context, actions []Action) error
 }
 
@@ -227,7 +233,7 @@ func (r *Runner) process(ctx context.Context, q *workqueue.Queue, key Key) {
 		return
 	}
 	for _, a := range acts {
-		r.log.Info("reconcile", "key", key, "action", string(a.Type), "kind", string(a.Kind), "name", a.Name, "reason", a.Reason)
+		r.log.Info("reconcile", "key", key, "action", string(a.Type), "kind", string(a.Kind), "name", a.Name, "reason", a.Reason, "txn", a.Txn)
 	}
 	if err := r.writer.Apply(ctx, acts); err != nil {
 		if ctx.Err() != nil {

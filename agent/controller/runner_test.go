@@ -68,14 +68,16 @@ func (s *fakeState) Apply(ctx context.Context, acts []Action) error {
 		return errInjected
 	}
 	var changes []Change
-	for _, a := range acts {
-		if err := s.w.applyOne(a); err != nil {
+	for _, txn := range Transactions(acts) {
+		if err := s.w.applyTxn(txn); err != nil {
 			s.mu.Unlock()
 			return err
 		}
-		changes = append(changes, Change{Kind: a.Kind, Name: a.Name, Object: s.w.get(a.Kind, a.Name)})
-		if a.Type == ActionDelete {
-			changes[len(changes)-1].Object = a.Object
+		for _, a := range txn {
+			changes = append(changes, Change{Kind: a.Kind, Name: a.Name, Object: s.w.get(a.Kind, a.Name)})
+			if a.Type == ActionDelete {
+				changes[len(changes)-1].Object = a.Object
+			}
 		}
 	}
 	s.mu.Unlock()

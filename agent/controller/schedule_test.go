@@ -68,7 +68,7 @@ func TestSchedulePendingPinnedAndDynamic(t *testing.T) {
 	acts := SchedulePending(t0, w.snapshot(), w.podList())
 	w.apply(acts)
 	for _, n := range []string{"a", "b"} {
-		p := w.pods[DaemonPodName("exp", n)]
+		p := w.pods["exp-"+n]
 		if p.Spec.Node != n || p.Status.Phase != api.PodScheduled || p.Spec.HostPorts["metrics"] < scheduler.DefaultPortMin {
 			t.Errorf("pinned pod on %s: node %q phase %s ports %v", n, p.Spec.Node, p.Status.Phase, p.Spec.HostPorts)
 		}

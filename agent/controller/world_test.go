@@ -19,8 +19,9 @@ const gib = int64(1) << 30
 
 // world is a fake store: it applies actions with the store's semantics
 // (create fails on an existing name, compare-and-swap on resourceVersion,
-// update keeps status, updateStatus keeps spec) and keeps every object as
-// it would come back from the store: through a JSON round trip.
+// update keeps status, updateStatus keeps spec, a run of one Txn all or
+// nothing) and keeps every object as it would come back from the store:
+// through a JSON round trip.
 type world struct {
 	t           testing.TB
 	now         time.Time
@@ -133,17 +134,52 @@ func (w *world) del(kind api.Kind, name string) {
 	}
 }
 
-// apply applies actions in order, failing the test on a store error.
+// apply applies actions in order, each of Transactions(acts) all or
+// nothing, failing the test on a store error. afterEach runs after every
+// action, inside its transaction too: the bounds it checks hold at every
+// step, so they hold at the commits.
 func (w *world) apply(acts []Action) {
 	w.t.Helper()
-	for _, a := range acts {
+	for _, txn := range Transactions(acts) {
+		if err := w.applyTxn(txn); err != nil {
+			w.t.Fatalf("apply %v: %v", txn, err)
+		}
+	}
+}
+
+// applyTxn applies one transaction: every action, or none when one fails
+// (the world is then as before and the error names the action).
+func (w *world) applyTxn(txn []Action) error {
+	saved := w.save()
+	for _, a := range txn {
 		if err := w.applyOne(a); err != nil {
-			w.t.Fatalf("apply %v: %v", a, err)
+			w.restore(saved)
+			return fmt.Errorf("%v: %w", a, err)
 		}
 		if w.afterEach != nil {
 			w.afterEach(a)
 		}
 	}
+	return nil
+}
+
+// worldState is what save keeps: the maps (objects are never modified in
+// place, only replaced) and the version.
+type worldState struct {
+	rv          uint64
+	nodes       map[string]*api.Node
+	pods        map[string]*api.Pod
+	deployments map[string]*api.Deployment
+	daemons     map[string]*api.Daemon
+	services    map[string]*api.Service
+}
+
+func (w *world) save() worldState {
+	return worldState{w.rv, maps.Clone(w.nodes), maps.Clone(w.pods), maps.Clone(w.deployments), maps.Clone(w.daemons), maps.Clone(w.services)}
+}
+
+func (w *world) restore(s worldState) {
+	w.rv, w.nodes, w.pods, w.deployments, w.daemons, w.services = s.rv, s.nodes, s.pods, s.deployments, s.daemons, s.services
 }
 
 func (w *world) applyOne(a Action) error {
