@@ -8,7 +8,21 @@
 // never read a clock and never depend on map iteration order. Applying a
 // reconciler's actions and calling it again with the result returns no
 // actions (no flapping): status is written only when it changes, and
-// computed on the state the actions leave behind.
+// computed on the state the actions leave behind. (A deployment or daemon
+// creates only as many pods per pass as fit in one transaction; then the
+// next pass creates more.)
+//
+// An owner never gives two of its pods one name (names.go): deployments
+// and daemons count the pods they have ever created in status.podsCreated;
+// pod k of a deployment is <deployment>-<5 chars>, of a daemon
+// <daemon>-<node>-<5 chars>, the suffix a keyed one-to-one scramble of k
+// (names repeat only after 26^5 creations, and a name in use is skipped
+// even then). A pass's actions share one Action.Txn: its deletes, creates
+// and the status write advancing the counter commit as one transaction,
+// compare-and-swap on the owner, so a retry or a new leader asks for the
+// same names and never hands one out twice. A replacement therefore has
+// its own unit (herd-<pod>.service), journal, events and fencing; a
+// daemon's pod on a node is found by owner and spec.node, not by name.
 //
 // The package also holds a thin Runner that drives the reconcilers from a
 // work queue over a State (read side) and a Writer (write side); the agent
