@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -132,6 +133,8 @@ func TestRunner(t *testing.T) {
 			Facts: NodeFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4}}
 	}
 	w.add(deployment("web", 2))
+	wantNames := createdNames(ReconcileDeployment(t0, w.deployments["web"], w.podList(), w.nodeList()))
+	slices.Sort(wantNames)
 	st := &fakeState{w: w, failNext: 1}
 
 	clk := clocktest.New(t0)
@@ -167,6 +170,11 @@ func TestRunner(t *testing.T) {
 	}
 	clk.Advance(5 * time.Millisecond)
 	clocktest.WaitFor(t, "2 scheduled web pods after the retry", func() bool { return st.count(scheduledPods) == 2 })
+	var gotNames []string
+	st.do(func(w *world) { gotNames = podNamesOf(w.owned(api.KindDeployment, "web")) })
+	if !slices.Equal(gotNames, wantNames) {
+		t.Errorf("pods after the failed write and its retry: %v, want the first pass's names %v", gotNames, wantNames)
+	}
 
 	// An object nobody was told about is caught by the periodic resync.
 	st.do(func(w *world) { w.add(deployment("api", 1)) })
@@ -243,4 +251,13 @@ func TestRunnerTerminalErrorNotRetried(t *testing.T) {
 	if !errors.Is(Terminal(errInjected), errInjected) || !errors.Is(Terminal(errInjected), ErrTerminal) || Terminal(nil) != nil {
 		t.Error("Terminal(err) must match both err and ErrTerminal, and Terminal(nil) be nil")
 	}
+}
+
+// podNamesOf returns the pods' names, in order.
+func podNamesOf(ps []*api.Pod) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.Metadata.Name)
+	}
+	return out
 }
