@@ -220,7 +220,7 @@ func newState(cfg Config, s *Snapshot, owners map[api.OwnerRef]struct{}) *state 
 		}
 		// Admission validated the quantities; a bad one counts as zero
 		// rather than blocking every placement.
-		req, _ := requestOf(&p.Spec.Template)
+		req, _ := p.Spec.Template.Resources.Request()
 		st.take(ni, p, req, p.Spec.HostPorts)
 		if _, ok := owners[p.Spec.Owner]; ok {
 			st.owners[ownerKey{p.Spec.Owner, ni}]++
@@ -230,10 +230,10 @@ func newState(cfg Config, s *Snapshot, owners map[api.OwnerRef]struct{}) *state 
 }
 
 // take books the resources of pod p on node ni.
-func (st *state) take(ni int32, p *api.Pod, req request, hostPorts map[string]int) {
+func (st *state) take(ni int32, p *api.Pod, req api.Request, hostPorts map[string]int) {
 	n := &st.nodes[ni]
-	n.memUsed += req.memOn(n.memCap)
-	n.cpuUsed += req.cpu
+	n.memUsed += req.MemoryOn(n.memCap)
+	n.cpuUsed += req.CPUPercent
 	for i := range p.Spec.Template.Ports {
 		port := &p.Spec.Template.Ports[i]
 		hp, ok := hostPorts[portName(i, port)]
@@ -271,9 +271,9 @@ func (st *state) place(pod *api.Pod) (Decision, error) {
 	if err := api.ValidateBindable(pod); err != nil {
 		return Decision{}, fmt.Errorf("%w: %w", ErrInvalidPod, err)
 	}
-	req, err := requestOf(&pod.Spec.Template)
+	req, err := pod.Spec.Template.Resources.Request()
 	if err != nil {
-		return Decision{}, fmt.Errorf("%w: pods/%s: %w", ErrInvalidPod, pod.Metadata.Name, err)
+		return Decision{}, fmt.Errorf("%w: pods/%s: spec.template.%w", ErrInvalidPod, pod.Metadata.Name, err)
 	}
 	tmpl := &pod.Spec.Template
 	st.setOffsets(pod)
@@ -295,7 +295,7 @@ func (st *state) place(pod *api.Pod) (Decision, error) {
 		n := &st.nodes[ni]
 		free := 0.0
 		if n.memCap > 0 {
-			free = float64(n.memCap-n.memUsed-req.memOn(n.memCap)) / float64(n.memCap)
+			free = float64(n.memCap-n.memUsed-req.MemoryOn(n.memCap)) / float64(n.memCap)
 		}
 		if best < 0 || spread < bestSpread ||
 			(spread == bestSpread && (free > bestFree ||
@@ -340,7 +340,7 @@ func (st *state) place(pod *api.Pod) (Decision, error) {
 }
 
 // filter returns why node ni cannot take pod, or "" if it can.
-func (st *state) filter(ni int32, pod *api.Pod, req request) string {
+func (st *state) filter(ni int32, pod *api.Pod, req api.Request) string {
 	n := &st.nodes[ni]
 	if n.node.Status.Phase != api.NodeReady {
 		return "not ready"
@@ -363,10 +363,10 @@ func (st *state) filter(ni int32, pod *api.Pod, req request) string {
 			return "port " + strconv.Itoa(p.Port) + " in use"
 		}
 	}
-	if m := req.memOn(n.memCap); m > 0 && n.memUsed+m > n.memCap {
+	if m := req.MemoryOn(n.memCap); m > 0 && n.memUsed+m > n.memCap {
 		return "insufficient memory"
 	}
-	if req.cpu > 0 && n.cpuUsed+req.cpu > n.cpuCap {
+	if req.CPUPercent > 0 && n.cpuUsed+req.CPUPercent > n.cpuCap {
 		return "insufficient cpu"
 	}
 	if _, ok := st.pickPorts(ni, pod); !ok {
