@@ -9,15 +9,6 @@ import (
 	"github.com/herd-dev/herd/api"
 )
 
-// Well-known node labels, set from gossip facts rather than by users. The
-// selector keys "arch" and "model" are shorthands for LabelArch and
-// LabelModel.
-const (
-	LabelNode  = "herd.dev/node"
-	LabelArch  = "herd.dev/arch"
-	LabelModel = "herd.dev/model"
-)
-
 // Default dynamic host port range, for ports declared with port = 0.
 const (
 	DefaultPortMin = 20000
@@ -348,7 +339,7 @@ func (st *state) filter(ni int32, pod *api.Pod, req api.Request) string {
 	if n.node.Spec.Unschedulable {
 		return "cordoned"
 	}
-	if !selectorMatches(pod.Spec.Template.NodeSelector, n.node) {
+	if !n.node.MatchesNodeSelector(pod.Spec.Template.NodeSelector) {
 		return "node selector mismatch"
 	}
 	for i := range pod.Spec.Template.Ports {
@@ -441,31 +432,4 @@ func ownPortUsed(ports []api.Port, hosts []int, cand int, proto uint8, i int) bo
 		}
 	}
 	return false
-}
-
-// selectorMatches reports whether every key of sel has the same value on
-// node n, looking keys up with nodeLabel.
-func selectorMatches(sel map[string]string, n *api.Node) bool {
-	for k, want := range sel {
-		if got, ok := nodeLabel(n, k); !ok || got != want {
-			return false
-		}
-	}
-	return true
-}
-
-// nodeLabel looks up a selector key on a node: the well-known labels (and
-// their shorthands) come from the node's name and gossip facts and cannot be
-// overridden by user labels; any other key is a user label.
-func nodeLabel(n *api.Node, key string) (string, bool) {
-	switch key {
-	case LabelNode:
-		return n.Metadata.Name, true
-	case LabelArch, "arch":
-		return n.Status.Arch, n.Status.Arch != ""
-	case LabelModel, "model":
-		return n.Status.Model, n.Status.Model != ""
-	}
-	v, ok := n.Metadata.Labels[key]
-	return v, ok
 }

@@ -122,7 +122,7 @@ func TestPlaceFilters(t *testing.T) {
 		{
 			name:     "selector well-known arch",
 			nodes:    []*api.Node{node("a", arch("arm")), node("b")},
-			pod:      pod("p", selector(LabelArch, "arm")),
+			pod:      pod("p", selector(api.LabelArch, "arm")),
 			wantNode: "a",
 		},
 		{
@@ -134,12 +134,12 @@ func TestPlaceFilters(t *testing.T) {
 		{
 			name:     "selector node name",
 			nodes:    []*api.Node{node("a"), node("b"), node("c")},
-			pod:      pod("p", selector(LabelNode, "c")),
+			pod:      pod("p", selector(api.LabelNode, "c")),
 			wantNode: "c",
 		},
 		{
 			name:     "user label cannot spoof well-known",
-			nodes:    []*api.Node{node("a", nodeLabels(LabelArch, "riscv64")), node("b", arch("riscv64"))},
+			nodes:    []*api.Node{node("a", nodeLabels(api.LabelArch, "riscv64")), node("b", arch("riscv64"))},
 			pod:      pod("p", selector("arch", "riscv64")),
 			wantNode: "b",
 		},
