@@ -16,7 +16,7 @@ const (
 	DefaultProbePeriodSeconds  = 5
 	DefaultProbeTimeoutSeconds = 2
 	DefaultTemplateLabelKey    = "app"
-	// defaultPortNamePrefix + index names a port left unnamed.
+	// defaultPortNamePrefix + index names a port left unnamed (PortName).
 	defaultPortNamePrefix = "p"
 )
 
@@ -101,9 +101,7 @@ func defaultTemplate(t *PodTemplate) {
 		if p.Protocol == "" {
 			p.Protocol = DefaultProtocol
 		}
-		if p.Name == "" {
-			p.Name = defaultPortNamePrefix + strconv.Itoa(i)
-		}
+		p.Name = t.PortName(i)
 	}
 	for i := range t.Files {
 		f := &t.Files[i]
@@ -251,4 +249,14 @@ func cloneTemplate(t PodTemplate) PodTemplate {
 		t.Readiness = &p
 	}
 	return t
+}
+
+// PortName is the name of the template's port i: its own, or the default
+// SetDefaults gives an unnamed port ("p" and its index), so a spec stored
+// before defaulting names its ports the same way.
+func (t *PodTemplate) PortName(i int) string {
+	if n := t.Ports[i].Name; n != "" {
+		return n
+	}
+	return defaultPortNamePrefix + strconv.Itoa(i)
 }

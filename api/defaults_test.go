@@ -202,3 +202,18 @@ func TestCloneObjectIsDeep(t *testing.T) {
 		t.Error("cloneObject shares memory with its argument")
 	}
 }
+
+func TestPortName(t *testing.T) {
+	tm := PodTemplate{Ports: []Port{{Name: "http", Port: 80}, {Port: 9000}}}
+	if got := tm.PortName(0); got != "http" {
+		t.Errorf("PortName(0) = %q, want http", got)
+	}
+	if got := tm.PortName(1); got != "p1" {
+		t.Errorf("PortName(1) = %q, want p1", got)
+	}
+	d := Deployment{Metadata: ObjectMeta{Name: "web"}, Spec: DeploymentSpec{Template: tm}}
+	SetDefaults(&d)
+	if got := d.Spec.Template.Ports[1].Name; got != tm.PortName(1) {
+		t.Errorf("SetDefaults named port 1 %q, PortName says %q", got, tm.PortName(1))
+	}
+}

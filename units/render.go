@@ -290,10 +290,7 @@ func environment(p *api.Pod) []envVar {
 		vars[k] = v
 	}
 	for i, port := range t.Ports {
-		name := port.Name
-		if name == "" {
-			name = "p" + strconv.Itoa(i)
-		}
+		name := t.PortName(i)
 		host, ok := p.Spec.HostPorts[name]
 		if !ok {
 			host = port.Port

@@ -227,7 +227,7 @@ func (st *state) take(ni int32, p *api.Pod, req api.Request, hostPorts map[strin
 	n.cpuUsed += req.CPUPercent
 	for i := range p.Spec.Template.Ports {
 		port := &p.Spec.Template.Ports[i]
-		hp, ok := hostPorts[portName(i, port)]
+		hp, ok := hostPorts[p.Spec.Template.PortName(i)]
 		if !ok || hp == 0 {
 			hp = port.Port
 		}
@@ -242,14 +242,6 @@ func protoOf(p *api.Port) uint8 {
 		return protoUDP
 	}
 	return protoTCP
-}
-
-// portName is the port's name, or the default admission gives it.
-func portName(i int, p *api.Port) string {
-	if p.Name != "" {
-		return p.Name
-	}
-	return "p" + strconv.Itoa(i)
 }
 
 func (st *state) place(pod *api.Pod) (Decision, error) {
@@ -315,7 +307,7 @@ func (st *state) place(pod *api.Pod) (Decision, error) {
 	if len(tmpl.Ports) > 0 {
 		hostPorts = make(map[string]int, len(tmpl.Ports))
 		for i := range tmpl.Ports {
-			hostPorts[portName(i, &tmpl.Ports[i])] = hosts[i]
+			hostPorts[tmpl.PortName(i)] = hosts[i]
 		}
 	}
 	st.take(best, pod, req, hostPorts)
@@ -414,7 +406,7 @@ func (st *state) setOffsets(pod *api.Pod) {
 		h := fnv.New32a()
 		h.Write([]byte(pod.Metadata.Name))
 		h.Write([]byte{0})
-		h.Write([]byte(portName(i, &pod.Spec.Template.Ports[i])))
+		h.Write([]byte(pod.Spec.Template.PortName(i)))
 		st.offs = append(st.offs, int(h.Sum32()%size))
 	}
 }
