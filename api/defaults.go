@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
 	"strconv"
@@ -259,4 +261,30 @@ func (t *PodTemplate) PortName(i int) string {
 		return n
 	}
 	return defaultPortNamePrefix + strconv.Itoa(i)
+}
+
+// Perm returns the file's mode as an fs.FileMode (permission bits plus
+// setuid, setgid and sticky), the empty Mode being DefaultFileMode. A mode
+// that is not an octal permission string is an error naming it; Validate
+// refuses such a file at admission.
+func (f File) Perm() (fs.FileMode, error) {
+	s := f.Mode
+	if s == "" {
+		s = DefaultFileMode
+	}
+	m, ok := parseFileMode(s)
+	if !ok {
+		return 0, fmt.Errorf("api: file %s: mode %q is not an octal permission string such as 0644", f.Path, s)
+	}
+	mode := fs.FileMode(m & 0o777)
+	if m&0o4000 != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode, nil
 }

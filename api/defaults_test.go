@@ -1,6 +1,7 @@
 package api
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -215,5 +216,39 @@ func TestPortName(t *testing.T) {
 	SetDefaults(&d)
 	if got := d.Spec.Template.Ports[1].Name; got != tm.PortName(1) {
 		t.Errorf("SetDefaults named port 1 %q, PortName says %q", got, tm.PortName(1))
+	}
+}
+
+func TestFilePerm(t *testing.T) {
+	tests := []struct {
+		mode    string
+		want    fs.FileMode
+		wantErr bool
+	}{
+		{"", 0o644, false},
+		{"0600", 0o600, false},
+		{"4755", 0o755 | fs.ModeSetuid, false},
+		{"2750", 0o750 | fs.ModeSetgid, false},
+		{"1777", 0o777 | fs.ModeSticky, false},
+		{"0888", 0, true},
+		{"17777", 0, true},
+		{"rw-r--r--", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := File{Path: "/etc/x", Mode: tt.mode}.Perm()
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("Perm(%q) = %v, %v; want %v, error %v", tt.mode, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestPhasePredicates(t *testing.T) {
+	for ph, want := range map[PodPhase][2]bool{
+		PodPending: {false, false}, PodScheduled: {false, true}, PodStarting: {false, true}, PodRunning: {false, true},
+		PodFailed: {true, false}, PodLost: {true, false}, PodSucceeded: {true, false},
+	} {
+		if got := [2]bool{ph.Terminal(), ph.Occupies()}; got != want {
+			t.Errorf("%s: Terminal, Occupies = %v, want %v", ph, got, want)
+		}
 	}
 }

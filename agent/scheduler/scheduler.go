@@ -177,11 +177,6 @@ type state struct {
 	hostBuf []int
 }
 
-// occupies reports whether a pod in phase ph holds resources on its node.
-func occupies(ph api.PodPhase) bool {
-	return ph == api.PodScheduled || ph == api.PodStarting || ph == api.PodRunning
-}
-
 func newState(cfg Config, s *Snapshot, owners map[api.OwnerRef]struct{}) *state {
 	st := &state{cfg: cfg, owners: make(map[ownerKey]int)}
 	if s == nil {
@@ -202,7 +197,7 @@ func newState(cfg Config, s *Snapshot, owners map[api.OwnerRef]struct{}) *state 
 		st.nodes = append(st.nodes, nodeInfo{node: n, memCap: n.Status.MemoryBytes, cpuCap: n.Status.CPUs * 100})
 	}
 	for _, p := range s.Pods {
-		if p == nil || p.Spec.Node == "" || !occupies(p.Status.Phase) {
+		if p == nil || p.Spec.Node == "" || !p.Status.Phase.Occupies() {
 			continue
 		}
 		ni, ok := st.byName[p.Spec.Node]
