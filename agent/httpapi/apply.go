@@ -11,11 +11,10 @@ import (
 	"strings"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/raftstore"
 )
 
-// Apply actions, as in client.ApplyResult.Action.
+// Apply actions, as in api.ApplyResult.Action.
 const (
 	ActionCreated    = "created"
 	ActionConfigured = "configured"
@@ -35,7 +34,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	var req client.ApplyRequest
+	var req api.ApplyRequest
 	if err := decodeStrict(bytes.NewReader(body), &req, "request body"); err != nil {
 		s.writeError(w, err)
 		return
@@ -56,7 +55,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, client.ApplyResponse{Results: results})
+	writeJSON(w, http.StatusOK, api.ApplyResponse{Results: results})
 }
 
 // admitAll decodes every object strictly into its kind's struct, defaults
@@ -136,7 +135,7 @@ func decodeFieldError(ref string, err error) api.FieldError {
 // applyItems writes items in one transaction: get every stored object,
 // compute creates and updates, and commit them with compare-and-swap,
 // starting over when a concurrent writer got in between.
-func (s *Server) applyItems(ctx context.Context, items []applyItem, dryRun bool) ([]client.ApplyResult, error) {
+func (s *Server) applyItems(ctx context.Context, items []applyItem, dryRun bool) ([]api.ApplyResult, error) {
 	for attempt := 0; ; attempt++ {
 		// Plan against the leader's state, never a lagging copy's.
 		if err := s.cfg.Store.ReadBarrier(ctx); err != nil {
@@ -172,11 +171,11 @@ func retryable(err error) bool {
 // planApply compares items with the stored objects and returns one result
 // per item (the object as it will be stored) and the ops to write; opIndex
 // maps each op to its item.
-func (s *Server) planApply(items []applyItem) (results []client.ApplyResult, ops []raftstore.Op, opIndex []int, err error) {
+func (s *Server) planApply(items []applyItem) (results []api.ApplyResult, ops []raftstore.Op, opIndex []int, err error) {
 	now := s.cfg.Clock.Now().UTC()
 	for i, it := range items {
 		kind, name := it.obj.GetKind(), it.obj.GetMeta().Name
-		res := client.ApplyResult{Kind: kind, Name: name}
+		res := api.ApplyResult{Kind: kind, Name: name}
 		cur, gerr := s.cfg.Store.Get(kind, name)
 		switch {
 		case errors.Is(gerr, raftstore.ErrNotFound):

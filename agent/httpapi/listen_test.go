@@ -75,7 +75,7 @@ func TestEveryListenerNeedsAToken(t *testing.T) {
 	}
 	// Loopback is no exception.
 	noTok, _ := client.New([]string{addr}, client.Options{})
-	if _, err := noTok.Status(ctxT(t)); !client.IsCode(err, httpapi.CodeUnauthorized) {
+	if _, err := noTok.Status(ctxT(t)); !api.IsCode(err, api.CodeUnauthorized) {
 		t.Errorf("Status over loopback without a token = %v, want unauthorized", err)
 	}
 	if err := stop(); err != nil {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/raftstore"
 )
 
@@ -48,7 +47,7 @@ const maxOwnCASRetries = 100
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/")
 	if !ok {
-		s.writeError(w, newError(http.StatusNotFound, CodeNotFound, "no route %s: the API lives under /v1/", r.URL.Path))
+		s.writeError(w, newError(http.StatusNotFound, api.CodeNotFound, "no route %s: the API lives under /v1/", r.URL.Path))
 		return
 	}
 	segs := strings.Split(strings.TrimSuffix(rest, "/"), "/")
@@ -117,7 +116,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 			s.logs(w, r, segs[1])
 		}
 	default:
-		s.writeError(w, newError(http.StatusNotFound, CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		s.writeError(w, newError(http.StatusNotFound, api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	}
 }
 
@@ -127,7 +126,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request, methods ...string
 		return true
 	}
 	w.Header().Set("Allow", strings.Join(methods, ", "))
-	s.writeError(w, newError(http.StatusMethodNotAllowed, CodeBadRequest,
+	s.writeError(w, newError(http.StatusMethodNotAllowed, api.CodeBadRequest,
 		"method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(methods, ", ")))
 	return false
 }
@@ -160,7 +159,7 @@ func (s *Server) writeCtx(r *http.Request) (context.Context, context.CancelFunc)
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	var st client.Status
+	var st api.ClusterStatus
 	if s.cfg.Status != nil {
 		ctx, cancel := s.writeCtx(r)
 		defer cancel()
@@ -228,7 +227,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, kind api.Kind) {
 		}
 	}
 	slices.SortFunc(items, func(a, b api.RawObject) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
-	writeJSON(w, http.StatusOK, client.ObjectList{Items: items, ResourceVersion: rv})
+	writeJSON(w, http.StatusOK, api.ObjectList{Items: items, ResourceVersion: rv})
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, kind api.Kind, name string) {
@@ -467,7 +466,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, kind api.Kind, n
 // controllers, through raftstore on the leader, never by the user API
 // (a pod's status names its unit and a node's its address).
 func (s *Server) updateStatus(w http.ResponseWriter, _ *http.Request, kind api.Kind, name string) {
-	s.writeError(w, newError(http.StatusForbidden, CodeForbidden,
+	s.writeError(w, newError(http.StatusForbidden, api.CodeForbidden,
 		"status of %s is written by herd's agents only, not through the API; change the spec instead", objectRef(kind, name)))
 }
 
@@ -494,7 +493,7 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request, name string) {
 		s.writeError(w, err)
 		return
 	}
-	var req client.ScaleRequest
+	var req api.ScaleRequest
 	if err := decodeStrict(bytes.NewReader(body), &req, "request body"); err != nil {
 		s.writeError(w, err)
 		return
