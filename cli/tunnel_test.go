@@ -19,10 +19,10 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/herd-dev/herd/agent/httpapi"
-	"github.com/herd-dev/herd/agent/httpapi/fakestore"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/bootstrap"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/raftstore"
 	"github.com/herd-dev/herd/units/sshexec"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
@@ -385,7 +385,7 @@ func TestTunnelCarriesTokenAndHost(t *testing.T) {
 	srv := sshdtest.Start(t)
 	const tok = "tunnel-token-0123456789"
 	cfg := httpapi.DefaultConfig()
-	cfg.Store = fakestore.New(nil)
+	cfg.Store = raftstore.NewMemStore(nil)
 	cfg.Token = tok
 	cfg.SocketUIDs = []int{} // the socket peer (sshd, as root here) needs the token too
 	cfg.Status = func(context.Context) api.ClusterStatus { return api.ClusterStatus{Node: "real"} }

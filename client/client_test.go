@@ -12,9 +12,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/herd-dev/herd/agent/httpapi"
-	"github.com/herd-dev/herd/agent/httpapi/fakestore"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/raftstore"
 )
 
 // testToken is the token of the test servers.
@@ -26,11 +26,11 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// agent starts an API server over a fake store.
+// agent starts an API server over a raftstore.MemStore.
 func agent(t *testing.T, node string) *httptest.Server {
 	t.Helper()
 	cfg := httpapi.DefaultConfig()
-	cfg.Store = fakestore.New(nil)
+	cfg.Store = raftstore.NewMemStore(nil)
 	cfg.Token = testToken
 	cfg.Status = func(context.Context) api.ClusterStatus { return api.ClusterStatus{Node: node} }
 	s, err := httpapi.New(cfg)

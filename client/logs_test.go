@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/herd-dev/herd/agent/httpapi"
-	"github.com/herd-dev/herd/agent/httpapi/fakestore"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/raftstore"
@@ -57,11 +56,11 @@ func TestParseSince(t *testing.T) {
 	}
 }
 
-// logsAgent serves a fake store holding the placed pod web-1, with a Logs
+// logsAgent serves a raftstore.MemStore holding the placed pod web-1, with a Logs
 // that writes two lines, or runs run when set.
 func logsAgent(t *testing.T, run func(ctx context.Context, opts httpapi.LogOptions, w io.Writer) error) *httptest.Server {
 	t.Helper()
-	st := fakestore.New(nil)
+	st := raftstore.NewMemStore(nil)
 	raw, _ := api.ToRaw(&api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "web-1"}, Spec: api.PodSpec{Node: "pi1"}})
 	if _, err := st.Txn(ctxT(t), []raftstore.Op{{Type: raftstore.OpCreate, Object: raw}}); err != nil {
 		t.Fatal(err)

@@ -38,6 +38,11 @@
 // leader vanished goes to the new one (or, if the old one already held it,
 // fails with ErrOutcomeUnknown) within about an election (forward.go).
 //
+// The transaction rules live once, in the FSM (fsm.go): MemStore (mem.go)
+// runs that same FSM and watch hub in memory without Raft, for tests of
+// the API and its clients, and Preview computes what a transaction would
+// store without writing it, for dry runs; neither restates a rule.
+//
 // NewTestCluster (testcluster.go) builds an in-process cluster on loopback for
 // tests in this and other packages; its Isolate and Heal cut a server off
 // the network without closing it, as a power pull or a frozen process

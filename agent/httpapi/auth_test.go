@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/httpapi"
-	"github.com/herd-dev/herd/agent/httpapi/fakestore"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/internal/testutil"
+	"github.com/herd-dev/herd/raftstore"
 )
 
 func TestGenerateAndWriteToken(t *testing.T) {
@@ -186,7 +186,7 @@ func TestPeerCredentialsOnSocket(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := httpapi.DefaultConfig()
-			cfg.Store = fakestore.New(nil)
+			cfg.Store = raftstore.NewMemStore(nil)
 			cfg.Logger = testLogger(t)
 			cfg.Token = testToken
 			cfg.SocketUIDs = tc.uids
@@ -219,7 +219,7 @@ func TestPeerCredentialsOnSocket(t *testing.T) {
 
 func TestPeerCredentialsDoNotApplyToTCP(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
-	cfg.Store = fakestore.New(nil)
+	cfg.Store = raftstore.NewMemStore(nil)
 	cfg.Logger = testLogger(t)
 	cfg.Token = testToken
 	cfg.SocketUIDs = []int{os.Getuid()}
@@ -405,7 +405,7 @@ func TestUserCannotWriteStatus(t *testing.T) {
 
 func TestConnectionCap(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
-	cfg.Store = fakestore.New(nil)
+	cfg.Store = raftstore.NewMemStore(nil)
 	cfg.Logger = testLogger(t)
 	cfg.Token = testToken
 	cfg.MaxConns = 2
@@ -457,7 +457,7 @@ func TestConnectionCap(t *testing.T) {
 
 func TestBodyReadDeadline(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
-	cfg.Store = fakestore.New(nil)
+	cfg.Store = raftstore.NewMemStore(nil)
 	cfg.Logger = testLogger(t)
 	cfg.Token = testToken
 	cfg.ReadTimeout = 200 * time.Millisecond

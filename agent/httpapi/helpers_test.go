@@ -12,15 +12,15 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/internal/testutil"
+	"github.com/herd-dev/herd/raftstore"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/herd-dev/herd/agent/httpapi"
-	"github.com/herd-dev/herd/agent/httpapi/fakestore"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 )
 
-var _ httpapi.Store = (*fakestore.Store)(nil)
+var _ httpapi.Store = (*raftstore.MemStore)(nil)
 
 // t0 is the fixed time of the test clock.
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -35,16 +35,16 @@ func testLogger(t *testing.T) *slog.Logger { return testutil.Logger(t) }
 // testToken is the token newEnv's server accepts and its client sends.
 const testToken = "test-token-0123456789abcdef"
 
-// env is a server on httptest with a fake store and a client of it.
+// env is a server on httptest over a raftstore.MemStore and a client of it.
 type env struct {
-	store *fakestore.Store
+	store *raftstore.MemStore
 	srv   *httptest.Server
 	c     *client.Client
 }
 
 func newEnv(t *testing.T, mutate ...func(*httpapi.Config)) *env {
 	t.Helper()
-	st := fakestore.New(func() time.Time { return t0 })
+	st := raftstore.NewMemStore(func() time.Time { return t0 })
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = st
 	cfg.Clock = fixedClock{}
