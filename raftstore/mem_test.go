@@ -55,7 +55,9 @@ func TestMemStoreMatchesStore(t *testing.T) {
 		{"labels only", func(storeUnderTest) []Op {
 			return []Op{{Type: OpUpdate, Object: obj("a", `{"x":1}`, "", map[string]string{"k": "v"}, 0)}}
 		}},
-		{"status", func(storeUnderTest) []Op { return []Op{{Type: OpUpdateStatus, Object: obj("a", "", `{"ok":true}`, nil, 0)}} }},
+		{"status", func(storeUnderTest) []Op {
+			return []Op{{Type: OpUpdateStatus, Object: obj("a", "", `{"ok":true}`, nil, 0)}}
+		}},
 		{"spec change keeps status", func(s storeUnderTest) []Op {
 			return []Op{{Type: OpUpdate, Object: obj("a", `{"x":2}`, "", map[string]string{"k": "v"}, rvOf(s, "a"))}}
 		}},
