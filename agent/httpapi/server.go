@@ -155,6 +155,7 @@ type Server struct {
 	cfg     Config
 	tokens  TokenSource
 	handler http.Handler
+	router  *http.ServeMux // the /v1 routes (newRouter)
 	// stopWatches is closed when Serve begins shutting down, ending every
 	// watch stream so that graceful shutdown does not wait for them.
 	stopOnce    sync.Once
@@ -199,6 +200,7 @@ func New(cfg Config) (*Server, error) {
 	if s.tokens == nil {
 		s.tokens = StaticTokens{cfg.Token}
 	}
+	s.router = s.newRouter()
 	s.handler = s.logRequests(s.guard(http.HandlerFunc(s.route)))
 	return s, nil
 }

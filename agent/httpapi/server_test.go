@@ -362,3 +362,35 @@ func TestConfigValidate(t *testing.T) {
 		t.Error("DefaultConfig without Store validated")
 	}
 }
+
+// TestRouterEdges: the mux's own answers become API errors: 405 says what
+// is allowed (and sets Allow), HEAD follows GET, a trailing slash is the
+// same route.
+func TestRouterEdges(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.c.Create(ctxT(t), deployment("web", nil)); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/status", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(resp.Header.Get("Allow"), "GET") {
+		t.Errorf("POST /v1/status = %d, Allow %q; want 405 allowing GET", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+	if code, body := e.raw(t, "DELETE", "/v1/apply", ""); code != 405 || !strings.Contains(body, `"code":"bad_request"`) || !strings.Contains(body, "(allowed: POST)") {
+		t.Errorf("DELETE /v1/apply = %d %s, want a JSON 405 naming POST", code, body)
+	}
+	if code, _ := e.raw(t, "HEAD", "/v1/deployments/web", ""); code != 200 {
+		t.Errorf("HEAD /v1/deployments/web = %d, want 200", code)
+	}
+	if code, body := e.raw(t, "GET", "/v1/deployments/web/", ""); code != 200 || !strings.Contains(body, `"name":"web"`) {
+		t.Errorf("GET with a trailing slash = %d %s, want the deployment", code, body)
+	}
+}
