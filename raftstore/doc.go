@@ -14,7 +14,9 @@
 //     replay from a resourceVersion and then follow live, without ever
 //     blocking the FSM.
 //   - the Store (store.go): Raft wiring, leadership notifications, cluster
-//     membership, writes that followers forward to the leader over the
+//     membership (PlanMembership, membership.go, decides which servers
+//     gossip sees join or leave the configuration; the agent applies the
+//     plan), writes that followers forward to the leader over the
 //     authenticated transport (transport.go, forward.go), and the read
 //     barrier that makes a local read linearizable (read.go): the leader
 //     answers only after its election barrier and a quorum's confirmation
