@@ -16,7 +16,7 @@ import (
 
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/agent/placer"
-	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
 	"github.com/herd-dev/herd/raftstore"
 )
@@ -370,10 +370,10 @@ const statusLeaderTimeout = 2 * time.Second
 // leader only a server that confirmed its leadership with a quorum within
 // ctx (a frozen or cut-off leader that was deposed is not named, even by
 // itself); Leader is empty when none did.
-func (a *Agent) Status(ctx context.Context) client.Status {
-	st := client.Status{Node: a.cfg.Name, Version: Version}
+func (a *Agent) Status(ctx context.Context) api.ClusterStatus {
+	st := api.ClusterStatus{Node: a.cfg.Name, Version: Version}
 	for _, m := range a.gossip.Members() {
-		st.Members = append(st.Members, client.Member{Name: m.Name, Addr: m.Address(), State: string(m.State), Server: m.Meta.Server})
+		st.Members = append(st.Members, api.GossipMember{Name: m.Name, Addr: m.Address(), State: string(m.State), Server: m.Meta.Server})
 	}
 	if a.store != nil {
 		// Bounded so that a cut-off agent still answers promptly.
@@ -390,7 +390,7 @@ func (a *Agent) Status(ctx context.Context) client.Status {
 				if s.Voter {
 					suf = "voter"
 				}
-				st.Servers = append(st.Servers, client.Server{ID: s.ID, Address: s.Address, Suffrage: suf, Leader: s.ID == leaderID})
+				st.Servers = append(st.Servers, api.RaftServer{ID: s.ID, Address: s.Address, Suffrage: suf, Leader: s.ID == leaderID})
 			}
 		}
 	}

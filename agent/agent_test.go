@@ -5,12 +5,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/herd-dev/herd/internal/testutil"
 	"log/slog"
 	"net"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/herd-dev/herd/internal/testutil"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -245,7 +246,7 @@ func TestFleetReplicatesAndSurvivesLeaderLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	staleObj.GetMeta().Labels = map[string]string{"x": "y"}
-	if _, err := f.client(follower).Update(ctx, staleObj); !client.IsCode(err, "conflict") {
+	if _, err := f.client(follower).Update(ctx, staleObj); !api.IsCode(err, "conflict") {
 		t.Fatalf("stale update: got %v, want a conflict", err)
 	}
 
@@ -382,7 +383,7 @@ func TestGossipOnlyAgentRefusesState(t *testing.T) {
 	f.start(cfg)
 	c := f.client(1)
 	_, _, err := c.List(context.Background(), api.KindDeployment)
-	var ae *client.APIError
+	var ae *api.APIError
 	if !errors.As(err, &ae) || ae.StatusCode != 503 {
 		t.Fatalf("list on a gossip-only agent: %v, want 503", err)
 	}

@@ -76,11 +76,11 @@ func TestAgentAPINeedsItsToken(t *testing.T) {
 	a := f.agents[0].a
 	noTok, _ := client.New(a.APIAddrs(), client.Options{Timeout: 5 * time.Second})
 	_, err := noTok.Status(context.Background())
-	var ae *client.APIError
+	var ae *api.APIError
 	if !errors.As(err, &ae) || ae.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("agent API without a token: %v, want 401", err)
 	}
-	toks, err := client.ReadTokenFile(filepath.Join(f.agents[0].cfg.DataDir, APITokenFileName))
+	toks, err := api.ReadTokenFile(filepath.Join(f.agents[0].cfg.DataDir, APITokenFileName))
 	if err != nil || toks[0] != a.APIToken() {
 		t.Fatalf("token file %q (%v), agent token %q", toks, err, a.APIToken())
 	}

@@ -194,59 +194,38 @@ func (a *Agent) lead(ctx context.Context, n *notifier) {
 	}
 }
 
-// reconcileRaftMembers adds alive servers seen in gossip to the Raft
-// configuration (voters up to the configured number, non-voters after
-// that) and removes servers that left gracefully.
+// reconcileRaftMembers brings the Raft configuration in line with the
+// servers gossip sees (raftstore.PlanMembership decides; this applies the
+// plan in order and stops at the first failure, which the next change or
+// resync plans again).
 func (a *Agent) reconcileRaftMembers() {
 	servers, err := a.store.Configuration()
 	if err != nil {
 		a.log.Warn("raft configuration", "err", err)
 		return
 	}
-	inConf := make(map[string]raftstore.Server, len(servers))
-	voters := 0
-	for _, s := range servers {
-		inConf[s.ID] = s
-		if s.Voter {
-			voters++
-		}
-	}
-	maxVoters := a.cfg.BootstrapExpect
-	if maxVoters == 0 {
-		maxVoters = max(voters, 1)
-	}
+	var cands []raftstore.Candidate
 	for _, m := range a.gossip.Members() {
-		if !m.Meta.Server || m.MetaErr != "" || m.Meta.RaftAddr == "" {
+		if !m.Meta.Server || m.MetaErr != "" {
 			continue
 		}
-		s, known := inConf[m.Name]
-		switch {
-		case m.State == gossip.StateAlive && !known:
-			if voters < maxVoters {
-				if err := a.store.AddVoter(m.Name, m.Meta.RaftAddr); err != nil {
-					a.log.Warn("add voter", "member", m.Name, "err", err)
-					continue
-				}
-				voters++
-				a.log.Info("added raft voter", "member", m.Name, "addr", m.Meta.RaftAddr)
-			} else {
-				if err := a.store.AddNonvoter(m.Name, m.Meta.RaftAddr); err != nil {
-					a.log.Warn("add nonvoter", "member", m.Name, "err", err)
-					continue
-				}
-				a.log.Info("added raft non-voter", "member", m.Name, "addr", m.Meta.RaftAddr)
-			}
-		case m.State == gossip.StateAlive && known && s.Address != m.Meta.RaftAddr:
-			// Same server, new address: re-add it where it is now.
-			if err := a.store.RemoveServer(m.Name); err == nil {
-				a.log.Info("raft server moved", "member", m.Name, "addr", m.Meta.RaftAddr)
-			}
-		case m.State == gossip.StateLeft && known && m.Name != a.cfg.Name:
-			if err := a.store.RemoveServer(m.Name); err != nil {
-				a.log.Warn("remove server", "member", m.Name, "err", err)
-				continue
-			}
-			a.log.Info("removed raft server that left", "member", m.Name)
+		cands = append(cands, raftstore.Candidate{ID: m.Name, Address: m.Meta.RaftAddr,
+			Alive: m.State == gossip.StateAlive, Left: m.State == gossip.StateLeft})
+	}
+	for _, c := range raftstore.PlanMembership(servers, cands, a.cfg.BootstrapExpect, a.cfg.Name) {
+		var err error
+		switch c.Type {
+		case raftstore.AddVoter:
+			err = a.store.AddVoter(c.ID, c.Address)
+		case raftstore.AddNonvoter:
+			err = a.store.AddNonvoter(c.ID, c.Address)
+		case raftstore.RemoveServer:
+			err = a.store.RemoveServer(c.ID)
 		}
+		if err != nil {
+			a.log.Warn("raft membership change failed", "change", c.Type, "member", c.ID, "err", err)
+			return
+		}
+		a.log.Info("raft membership changed", "change", c.Type, "member", c.ID, "addr", c.Address, "why", c.Reason)
 	}
 }

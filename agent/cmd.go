@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/herd-dev/herd/agent/httpapi"
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/units/sshexec/boardfs"
 )
@@ -221,7 +222,7 @@ func writeDevToken(getenv func(string) string) (path string, remove func(), err 
 		return "", nil, fmt.Errorf("agent: dev token: %w", err)
 	}
 	return path, func() {
-		if toks, err := client.ReadTokenFile(path); err == nil && len(toks) == 1 && toks[0] == tok {
+		if toks, err := api.ReadTokenFile(path); err == nil && len(toks) == 1 && toks[0] == tok {
 			os.Remove(path)
 		}
 	}, nil

@@ -8,11 +8,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/herd-dev/herd/api"
 )
 
 // Default addresses. The API default is what herdctl uses when nothing else
@@ -146,8 +146,6 @@ func DevConfig(dataDir string) Config {
 	return c
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
 func sanitizeName(h string) string {
 	h = strings.ToLower(strings.SplitN(h, ".", 2)[0])
 	var b strings.Builder
@@ -208,8 +206,8 @@ func keyPos(path string, data []byte, k toml.Key) string {
 func (c *Config) Validate() error {
 	var errs []string
 	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
-	if !nameRE.MatchString(c.Name) {
-		add("name %q: must be 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit", c.Name)
+	if err := api.ValidateName(c.Name); err != nil {
+		add("%v (1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit)", err)
 	}
 	if c.DataDir == "" {
 		add("data_dir: must be set")
@@ -272,8 +270,8 @@ func (c *Config) Validate() error {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			if !labelKeyRE.MatchString(k) || !labelValRE.MatchString(c.Labels[k]) {
-				add("labels.%s = %q: keys and values are at most 63 characters of [A-Za-z0-9._-] (keys may have a prefix/)", k, c.Labels[k])
+			if err := validLabel(k, c.Labels[k]); err != nil {
+				add("labels.%s = %q: %v", k, c.Labels[k], err)
 			}
 		}
 	}
@@ -288,10 +286,13 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-var (
-	labelKeyRE = regexp.MustCompile(`^([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
-	labelValRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
-)
+// validLabel checks one board label with api's label rules.
+func validLabel(k, v string) error {
+	if err := api.ValidateLabelKey(k); err != nil {
+		return err
+	}
+	return api.ValidateLabelValue(v)
+}
 
 func checkHostPort(s string, needHost bool) error {
 	host, port, err := net.SplitHostPort(s)

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
 	"strconv"
@@ -16,7 +18,7 @@ const (
 	DefaultProbePeriodSeconds  = 5
 	DefaultProbeTimeoutSeconds = 2
 	DefaultTemplateLabelKey    = "app"
-	// defaultPortNamePrefix + index names a port left unnamed.
+	// defaultPortNamePrefix + index names a port left unnamed (PortName).
 	defaultPortNamePrefix = "p"
 )
 
@@ -101,9 +103,7 @@ func defaultTemplate(t *PodTemplate) {
 		if p.Protocol == "" {
 			p.Protocol = DefaultProtocol
 		}
-		if p.Name == "" {
-			p.Name = defaultPortNamePrefix + strconv.Itoa(i)
-		}
+		p.Name = t.PortName(i)
 	}
 	for i := range t.Files {
 		f := &t.Files[i]
@@ -251,4 +251,40 @@ func cloneTemplate(t PodTemplate) PodTemplate {
 		t.Readiness = &p
 	}
 	return t
+}
+
+// PortName is the name of the template's port i: its own, or the default
+// SetDefaults gives an unnamed port ("p" and its index), so a spec stored
+// before defaulting names its ports the same way.
+func (t *PodTemplate) PortName(i int) string {
+	if n := t.Ports[i].Name; n != "" {
+		return n
+	}
+	return defaultPortNamePrefix + strconv.Itoa(i)
+}
+
+// Perm returns the file's mode as an fs.FileMode (permission bits plus
+// setuid, setgid and sticky), the empty Mode being DefaultFileMode. A mode
+// that is not an octal permission string is an error naming it; Validate
+// refuses such a file at admission.
+func (f File) Perm() (fs.FileMode, error) {
+	s := f.Mode
+	if s == "" {
+		s = DefaultFileMode
+	}
+	m, ok := parseFileMode(s)
+	if !ok {
+		return 0, fmt.Errorf("api: file %s: mode %q is not an octal permission string such as 0644", f.Path, s)
+	}
+	mode := fs.FileMode(m & 0o777)
+	if m&0o4000 != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode, nil
 }

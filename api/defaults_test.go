@@ -1,6 +1,7 @@
 package api
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -200,5 +201,54 @@ func TestCloneObjectIsDeep(t *testing.T) {
 	if d.Metadata.Labels["a"] != "b" || *d.Spec.Replicas != 1 || d.Spec.Template.Readiness.Exec[0] != "/x" ||
 		d.Spec.Template.Env["A"] != "1" || d.Spec.Template.Exec[0] == "/z" || d.Spec.Template.Ports[0].Name != "http" {
 		t.Error("cloneObject shares memory with its argument")
+	}
+}
+
+func TestPortName(t *testing.T) {
+	tm := PodTemplate{Ports: []Port{{Name: "http", Port: 80}, {Port: 9000}}}
+	if got := tm.PortName(0); got != "http" {
+		t.Errorf("PortName(0) = %q, want http", got)
+	}
+	if got := tm.PortName(1); got != "p1" {
+		t.Errorf("PortName(1) = %q, want p1", got)
+	}
+	d := Deployment{Metadata: ObjectMeta{Name: "web"}, Spec: DeploymentSpec{Template: tm}}
+	SetDefaults(&d)
+	if got := d.Spec.Template.Ports[1].Name; got != tm.PortName(1) {
+		t.Errorf("SetDefaults named port 1 %q, PortName says %q", got, tm.PortName(1))
+	}
+}
+
+func TestFilePerm(t *testing.T) {
+	tests := []struct {
+		mode    string
+		want    fs.FileMode
+		wantErr bool
+	}{
+		{"", 0o644, false},
+		{"0600", 0o600, false},
+		{"4755", 0o755 | fs.ModeSetuid, false},
+		{"2750", 0o750 | fs.ModeSetgid, false},
+		{"1777", 0o777 | fs.ModeSticky, false},
+		{"0888", 0, true},
+		{"17777", 0, true},
+		{"rw-r--r--", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := File{Path: "/etc/x", Mode: tt.mode}.Perm()
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("Perm(%q) = %v, %v; want %v, error %v", tt.mode, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestPhasePredicates(t *testing.T) {
+	for ph, want := range map[PodPhase][2]bool{
+		PodPending: {false, false}, PodScheduled: {false, true}, PodStarting: {false, true}, PodRunning: {false, true},
+		PodFailed: {true, false}, PodLost: {true, false}, PodSucceeded: {true, false},
+	} {
+		if got := [2]bool{ph.Terminal(), ph.Occupies()}; got != want {
+			t.Errorf("%s: Terminal, Occupies = %v, want %v", ph, got, want)
+		}
 	}
 }

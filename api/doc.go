@@ -5,8 +5,19 @@
 // defaulting so that the stored spec is already normalized. The rules a pod
 // must meet to become a systemd unit live here too (unitrules.go): the
 // renderer in package units calls ValidateRenderable and QuoteUnitWord, so
-// admission and rendering cannot disagree.
+// admission and rendering cannot disagree. So do the object rules other
+// packages apply: names and labels (ValidateName, ValidateLabelKey), node
+// selectors (Node.MatchesNodeSelector), quantities and what a pod reserves
+// (ParseMemory, ParseCPU, Resources.Request), default port names
+// (PodTemplate.PortName), phases (PodPhase.Terminal, Occupies) and file
+// modes (File.Perm).
 //
-// Everything here is a value type with no I/O; the raftstore stores these
+// The API's wire types live here as well (wire.go: request and response
+// bodies, ClusterStatus, APIError and its codes; token.go: the API token
+// and token file format), so the agent's HTTP server and its client share
+// them without either importing the other.
+//
+// Everything here is a value type with no I/O (ReadTokenFile reads one
+// bounded file); the raftstore stores these
 // objects as JSON, the agent serves them over HTTP and herdctl prints them.
 package api

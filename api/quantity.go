@@ -159,36 +159,56 @@ func stripLeadingZeros(s string) string {
 	return s[i:]
 }
 
-// MemoryRequestBytes is the memory the scheduler reserves for a pod made from
-// t: MemoryRequest, or else MemoryLimit when that is absolute, or else 0.
-// Invalid quantities count as 0 (Validate rejects them at admission).
-func MemoryRequestBytes(t PodTemplate) int64 {
-	for _, s := range []string{t.Resources.MemoryRequest, t.Resources.MemoryLimit} {
-		if s == "" {
-			continue
-		}
-		b, _, err := ParseMemory(s)
-		if err != nil {
-			return 0
-		}
-		return b
-	}
-	return 0
+// Request is what a pod reserves on a board: memory as bytes or as a
+// percentage of the board's memory (at most one of the two is set), and CPU
+// in percent of one core.
+type Request struct {
+	MemoryBytes   int64
+	MemoryPercent int
+	CPUPercent    int
 }
 
-// CPURequestPercent is the CPU the scheduler reserves for a pod made from t,
-// in percent of one core: CPURequest, or else CPULimit, or else 0. Invalid
-// quantities count as 0 (Validate rejects them at admission).
-func CPURequestPercent(t PodTemplate) int {
-	for _, s := range []string{t.Resources.CPURequest, t.Resources.CPULimit} {
-		if s == "" {
-			continue
-		}
-		p, err := ParseCPU(s)
-		if err != nil {
-			return 0
-		}
-		return p
+// MemoryOn returns the bytes r reserves on a board with capacity bytes of
+// memory.
+func (r Request) MemoryOn(capacity int64) int64 {
+	if r.MemoryPercent > 0 {
+		return capacity * int64(r.MemoryPercent) / 100
 	}
-	return 0
+	return r.MemoryBytes
+}
+
+// Request returns what a pod with these resources reserves, the rule
+// Defaults applies at admission and the scheduler counts by: memory is
+// MemoryRequest, or else MemoryLimit when that is absolute (a percentage
+// limit reserves nothing); CPU is CPURequest, or else CPULimit. It is
+// computed from the spec as stored, so a spec stored before defaulting
+// counts the same. An invalid quantity is an error naming its field.
+func (r Resources) Request() (Request, error) {
+	var out Request
+	mem, field := r.MemoryRequest, "memoryRequest"
+	if mem == "" {
+		mem, field = r.MemoryLimit, "memoryLimit"
+	}
+	if mem != "" {
+		b, pct, err := ParseMemory(mem)
+		if err != nil {
+			return Request{}, fmt.Errorf("resources.%s: %w", field, err)
+		}
+		if field == "memoryLimit" {
+			pct = 0
+		}
+		out.MemoryBytes, out.MemoryPercent = b, pct
+	}
+	cpu, field := r.CPURequest, "cpuRequest"
+	if cpu == "" {
+		cpu, field = r.CPULimit, "cpuLimit"
+	}
+	if cpu != "" {
+		c, err := ParseCPU(cpu)
+		if err != nil {
+			return Request{}, fmt.Errorf("resources.%s: %w", field, err)
+		}
+		out.CPUPercent = c
+	}
+	return out, nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestParseMemory(t *testing.T) {
@@ -104,28 +106,39 @@ func TestParseCPU(t *testing.T) {
 	}
 }
 
-func TestRequests(t *testing.T) {
+func TestRequest(t *testing.T) {
 	tests := []struct {
-		name  string
-		r     Resources
-		bytes int64
-		cpu   int
+		name    string
+		r       Resources
+		want    Request
+		wantErr string
 	}{
-		{"none", Resources{}, 0, 0},
-		{"limits only", Resources{MemoryLimit: "64M", CPULimit: "50%"}, 64 << 20, 50},
-		{"requests win", Resources{MemoryLimit: "64M", MemoryRequest: "32M", CPULimit: "50%", CPURequest: "10%"}, 32 << 20, 10},
-		{"percent limit reserves nothing", Resources{MemoryLimit: "50%"}, 0, 0},
-		{"invalid counts as zero", Resources{MemoryRequest: "lots", CPURequest: "1"}, 0, 0},
+		{"none", Resources{}, Request{}, ""},
+		{"limits only", Resources{MemoryLimit: "64M", CPULimit: "50%"}, Request{MemoryBytes: 64 << 20, CPUPercent: 50}, ""},
+		{"requests win", Resources{MemoryLimit: "64M", MemoryRequest: "32M", CPULimit: "50%", CPURequest: "10%"}, Request{MemoryBytes: 32 << 20, CPUPercent: 10}, ""},
+		{"percent limit reserves nothing", Resources{MemoryLimit: "50%"}, Request{}, ""},
+		{"percent request", Resources{MemoryRequest: "25%"}, Request{MemoryPercent: 25}, ""},
+		{"invalid memory", Resources{MemoryRequest: "lots"}, Request{}, "resources.memoryRequest"},
+		{"invalid cpu limit", Resources{CPULimit: "1"}, Request{}, "resources.cpuLimit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tm := PodTemplate{Resources: tt.r}
-			if got := MemoryRequestBytes(tm); got != tt.bytes {
-				t.Errorf("MemoryRequestBytes = %d, want %d", got, tt.bytes)
+			got, err := tt.r.Request()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalidQuantity) {
+					t.Fatalf("Request() error = %v, want one naming %s", err, tt.wantErr)
+				}
+				return
 			}
-			if got := CPURequestPercent(tm); got != tt.cpu {
-				t.Errorf("CPURequestPercent = %d, want %d", got, tt.cpu)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Request() (-want +got):\n%s", diff)
 			}
 		})
+	}
+	if got := (Request{MemoryPercent: 25}).MemoryOn(1 << 30); got != 256<<20 {
+		t.Errorf("MemoryOn(1G) of 25%% = %d, want %d", got, 256<<20)
 	}
 }

@@ -46,7 +46,7 @@ var ErrInvalidSelector = errors.New("api: invalid selector")
 // (or nil) selector matches nothing: a Deployment or Service must say what
 // it selects, and an empty selector selecting every pod in the cluster would
 // be a dangerous accident. Node selectors follow the opposite convention; see
-// MatchNodeSelector.
+// Node.MatchesNodeSelector.
 func MatchLabels(sel, labels map[string]string) bool {
 	if len(sel) == 0 {
 		return false
@@ -60,17 +60,34 @@ func MatchLabels(sel, labels map[string]string) bool {
 	return true
 }
 
-// MatchNodeSelector reports whether a node with the given labels satisfies a
-// pod template's node selector. An empty node selector matches every node.
-// The shorthands "arch" and "model" are looked up as LabelArch and
-// LabelModel, so stored specs from before SetDefaults still match.
-func MatchNodeSelector(sel, nodeLabels map[string]string) bool {
-	for k, v := range sel {
-		if long, ok := nodeSelectorLongForm(k); ok {
-			k = long
-		}
-		got, ok := nodeLabels[k]
-		if !ok || got != v {
+// Label looks up a node-selector key on node n. The well-known labels come
+// from the node's name and gossip facts and cannot be overridden by user
+// labels (LabelNode is the name, LabelArch and LabelModel the board's facts,
+// present only when known); the shorthands "arch" and "model" stand for
+// them, so stored specs from before SetDefaults still match. Any other key
+// is a user label.
+func (n *Node) Label(key string) (string, bool) {
+	if long, ok := nodeSelectorLongForm(key); ok {
+		key = long
+	}
+	switch key {
+	case LabelNode:
+		return n.Metadata.Name, true
+	case LabelArch:
+		return n.Status.Arch, n.Status.Arch != ""
+	case LabelModel:
+		return n.Status.Model, n.Status.Model != ""
+	}
+	v, ok := n.Metadata.Labels[key]
+	return v, ok
+}
+
+// MatchesNodeSelector reports whether node n satisfies a pod template's
+// node selector: every key, looked up with Label, has the selector's value.
+// An empty node selector matches every node (unlike MatchLabels).
+func (n *Node) MatchesNodeSelector(sel map[string]string) bool {
+	for k, want := range sel {
+		if got, ok := n.Label(k); !ok || got != want {
 			return false
 		}
 	}

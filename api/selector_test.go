@@ -33,22 +33,32 @@ func TestMatchLabels(t *testing.T) {
 	}
 }
 
-func TestMatchNodeSelector(t *testing.T) {
-	node := map[string]string{LabelArch: "arm64", LabelModel: "rpi4", "zone": "a"}
+func TestMatchesNodeSelector(t *testing.T) {
+	node := &Node{
+		Metadata: ObjectMeta{Name: "b1", Labels: map[string]string{"zone": "a", LabelArch: "forged"}},
+		Status:   NodeStatus{Arch: "arm64", Model: "rpi4"},
+	}
+	bare := &Node{Metadata: ObjectMeta{Name: "b2"}}
 	tests := []struct {
+		node *Node
 		sel  map[string]string
 		want bool
 	}{
-		{nil, true},
-		{map[string]string{}, true},
-		{map[string]string{"arch": "arm64"}, true},
-		{map[string]string{LabelArch: "arm64", "model": "rpi4"}, true},
-		{map[string]string{"arch": "amd64"}, false},
-		{map[string]string{"zone": "b"}, false},
+		{node, nil, true},
+		{node, map[string]string{}, true},
+		{node, map[string]string{"arch": "arm64"}, true},
+		{node, map[string]string{LabelArch: "arm64", "model": "rpi4"}, true},
+		{node, map[string]string{LabelNode: "b1", "zone": "a"}, true},
+		{node, map[string]string{"arch": "amd64"}, false},
+		{node, map[string]string{LabelArch: "forged"}, false}, // facts win over user labels
+		{node, map[string]string{"zone": "b"}, false},
+		{node, map[string]string{"rack": ""}, false},
+		{bare, map[string]string{"arch": ""}, false}, // unknown arch matches nothing
+		{bare, map[string]string{LabelNode: "b1"}, false},
 	}
 	for _, tt := range tests {
-		if got := MatchNodeSelector(tt.sel, node); got != tt.want {
-			t.Errorf("MatchNodeSelector(%v) = %v, want %v", tt.sel, got, tt.want)
+		if got := tt.node.MatchesNodeSelector(tt.sel); got != tt.want {
+			t.Errorf("%s.MatchesNodeSelector(%v) = %v, want %v", tt.node.Metadata.Name, tt.sel, got, tt.want)
 		}
 	}
 }

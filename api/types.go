@@ -384,6 +384,19 @@ const (
 	PodSucceeded PodPhase = "Succeeded"
 )
 
+// Terminal reports whether a pod in this phase is finished for good: Lost,
+// Failed or Succeeded. A terminal pod has no unit on any board and is
+// replaced (or kept, for Succeeded) by its owner; it never runs again.
+func (ph PodPhase) Terminal() bool {
+	return ph == PodLost || ph == PodFailed || ph == PodSucceeded
+}
+
+// Occupies reports whether a pod in this phase holds its node's resources
+// and host ports: Scheduled, Starting or Running.
+func (ph PodPhase) Occupies() bool {
+	return ph == PodScheduled || ph == PodStarting || ph == PodRunning
+}
+
 // PodStatus is a pod's observed state.
 type PodStatus struct {
 	Phase PodPhase `json:"phase,omitempty"`

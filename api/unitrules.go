@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -137,12 +136,8 @@ func ExecVars(t *PodTemplate) map[string]bool {
 	for k := range t.Env {
 		vars[k] = true
 	}
-	for i, p := range t.Ports {
-		name := p.Name
-		if name == "" {
-			name = defaultPortNamePrefix + fmt.Sprint(i)
-		}
-		vars[PortEnvName(name)] = true
+	for i := range t.Ports {
+		vars[PortEnvName(t.PortName(i))] = true
 		if i == 0 {
 			vars[reservedEnvPort] = true
 		}

@@ -5,11 +5,12 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"flag"
-	"github.com/herd-dev/herd/internal/testutil"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/herd-dev/herd/internal/testutil"
 
 	"github.com/google/go-cmp/cmp"
 )

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/herd-dev/herd/api"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -265,12 +265,6 @@ func orDefault(s, def string) string {
 	return s
 }
 
-var (
-	nameRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	labelKeyRE = regexp.MustCompile(`^([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
-	labelValRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
-)
-
 // BoardName derives a board's agent name: from its host name (`uname -n`,
 // first label, lower case) or from the alias it was given as (an IP
 // address becomes its digits joined by '-'). The result must be a DNS label.
@@ -291,7 +285,7 @@ func BoardName(from string, t Target, hostname string) (string, error) {
 		return "", fmt.Errorf("%w: --name-from %q: want hostname or alias", ErrPlan, from)
 	}
 	name := strings.Trim(strings.ToLower(raw), "-")
-	if !nameRE.MatchString(name) {
+	if api.ValidateName(name) != nil {
 		return "", fmt.Errorf("%w: %s: %s %q does not make a valid node name (1-63 of a-z, 0-9, '-'); set the board's host name or use --name-from", ErrPlan, t.Arg, src, raw)
 	}
 	return name, nil
@@ -309,8 +303,11 @@ func ParseLabels(pairs []string) (map[string]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("bootstrap: --label %q: want key=value", p)
 		}
-		if !labelKeyRE.MatchString(k) || !labelValRE.MatchString(v) {
-			return nil, fmt.Errorf("bootstrap: --label %q: keys and values are at most 63 characters of [A-Za-z0-9._-] (keys may have a prefix/)", p)
+		if err := api.ValidateLabelKey(k); err != nil {
+			return nil, fmt.Errorf("bootstrap: --label %q: %w", p, err)
+		}
+		if err := api.ValidateLabelValue(v); err != nil {
+			return nil, fmt.Errorf("bootstrap: --label %q: %w", p, err)
 		}
 		if old, dup := out[k]; dup && old != v {
 			return nil, fmt.Errorf("bootstrap: --label %s given twice (%q and %q)", k, old, v)

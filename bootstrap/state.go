@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/herd-dev/herd/api"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -44,12 +44,10 @@ var ErrState = errors.New("bootstrap: state")
 // create false). It matches ErrState too.
 var ErrNoCluster = fmt.Errorf("%w: no cluster", ErrState)
 
-var clusterNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
 // ValidClusterName reports whether name can name a cluster (a DNS label).
 func ValidClusterName(name string) error {
-	if !clusterNameRE.MatchString(name) {
-		return fmt.Errorf("bootstrap: cluster name %q: want 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit", name)
+	if err := api.ValidateName(name); err != nil {
+		return fmt.Errorf("bootstrap: cluster name %q: want 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit: %w", name, err)
 	}
 	return nil
 }

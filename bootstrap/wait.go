@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/api"
 )
 
 // ErrNotFormed: the cluster did not form before the deadline.
@@ -15,14 +15,14 @@ var ErrNotFormed = fmt.Errorf("bootstrap: cluster did not form")
 
 // Formed reports whether st shows a cluster with a leader in which every
 // one of names is an alive gossip member, and if not, what is missing.
-func Formed(st client.Status, names []string) (bool, string) {
+func Formed(st api.ClusterStatus, names []string) (bool, string) {
 	var missing []string
 	if st.Leader == "" {
 		missing = append(missing, "no leader elected")
 	}
 	var absent []string
 	for _, n := range names {
-		if !slices.ContainsFunc(st.Members, func(m client.Member) bool { return m.Name == n && m.State == "alive" }) {
+		if !slices.ContainsFunc(st.Members, func(m api.GossipMember) bool { return m.Name == n && m.State == "alive" }) {
 			absent = append(absent, n)
 		}
 	}
@@ -35,7 +35,7 @@ func Formed(st client.Status, names []string) (bool, string) {
 // WaitForCluster asks status every interval until Formed holds for names
 // or ctx ends. progress (optional) receives each new situation once. On
 // timeout the error says what was still missing.
-func WaitForCluster(ctx context.Context, status func(context.Context) (client.Status, error), names []string, interval time.Duration, progress func(string)) (client.Status, error) {
+func WaitForCluster(ctx context.Context, status func(context.Context) (api.ClusterStatus, error), names []string, interval time.Duration, progress func(string)) (api.ClusterStatus, error) {
 	if progress == nil {
 		progress = func(string) {}
 	}

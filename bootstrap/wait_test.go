@@ -8,21 +8,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/api"
 )
 
 func TestFormed(t *testing.T) {
-	alive := func(n string) client.Member { return client.Member{Name: n, State: "alive"} }
+	alive := func(n string) api.GossipMember { return api.GossipMember{Name: n, State: "alive"} }
 	tests := []struct {
 		name string
-		st   client.Status
+		st   api.ClusterStatus
 		ok   bool
 		why  string
 	}{
-		{"formed", client.Status{Leader: "b1", Members: []client.Member{alive("b1"), alive("b2")}}, true, ""},
-		{"no leader", client.Status{Members: []client.Member{alive("b1"), alive("b2")}}, false, "no leader elected"},
-		{"member missing", client.Status{Leader: "b1", Members: []client.Member{alive("b1")}}, false, "1 of 2 boards alive (waiting for b2)"},
-		{"member suspect", client.Status{Leader: "b1", Members: []client.Member{alive("b1"), {Name: "b2", State: "suspect"}}}, false, "waiting for b2"},
+		{"formed", api.ClusterStatus{Leader: "b1", Members: []api.GossipMember{alive("b1"), alive("b2")}}, true, ""},
+		{"no leader", api.ClusterStatus{Members: []api.GossipMember{alive("b1"), alive("b2")}}, false, "no leader elected"},
+		{"member missing", api.ClusterStatus{Leader: "b1", Members: []api.GossipMember{alive("b1")}}, false, "1 of 2 boards alive (waiting for b2)"},
+		{"member suspect", api.ClusterStatus{Leader: "b1", Members: []api.GossipMember{alive("b1"), {Name: "b2", State: "suspect"}}}, false, "waiting for b2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,14 +36,14 @@ func TestFormed(t *testing.T) {
 
 func TestWaitForCluster(t *testing.T) {
 	var calls atomic.Int32
-	status := func(context.Context) (client.Status, error) {
+	status := func(context.Context) (api.ClusterStatus, error) {
 		switch calls.Add(1) {
 		case 1:
-			return client.Status{}, errors.New("connection refused")
+			return api.ClusterStatus{}, errors.New("connection refused")
 		case 2:
-			return client.Status{Members: []client.Member{{Name: "b1", State: "alive"}}}, nil
+			return api.ClusterStatus{Members: []api.GossipMember{{Name: "b1", State: "alive"}}}, nil
 		}
-		return client.Status{Leader: "b1", Members: []client.Member{{Name: "b1", State: "alive"}}}, nil
+		return api.ClusterStatus{Leader: "b1", Members: []api.GossipMember{{Name: "b1", State: "alive"}}}, nil
 	}
 	var seen []string
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -58,9 +58,9 @@ func TestWaitForCluster(t *testing.T) {
 
 	t.Run("deadline", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
-		never := func(context.Context) (client.Status, error) {
+		never := func(context.Context) (api.ClusterStatus, error) {
 			cancel()
-			return client.Status{Leader: "b1"}, nil
+			return api.ClusterStatus{Leader: "b1"}, nil
 		}
 		_, err := WaitForCluster(ctx, never, []string{"b1", "b2"}, time.Hour, nil)
 		if !errors.Is(err, ErrNotFormed) || !strings.Contains(err.Error(), "waiting for b1, b2") {

@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -243,7 +242,7 @@ func TestApplyDecodeErrorsSendNothing(t *testing.T) {
 
 func TestApplyServerFieldErrors(t *testing.T) {
 	h := newHarness(t)
-	h.store.applyErr = &client.APIError{StatusCode: 422, Code: "invalid", Message: "invalid objects", Fields: []api.FieldError{
+	h.store.applyErr = &api.APIError{StatusCode: 422, Code: "invalid", Message: "invalid objects", Fields: []api.FieldError{
 		{Object: "deployments/web", Field: "spec.template.ports[0].port", Message: "must be 1-65535"},
 		{Object: "services/web", Field: "spec.selector", Message: "must not be empty"},
 	}}
@@ -458,14 +457,14 @@ func TestScale(t *testing.T) {
 
 func TestStatusAndVersion(t *testing.T) {
 	h := newHarness(t)
-	h.store.status = client.Status{Node: "pi1", Leader: "pi1", Version: "v0.2.0",
-		Servers: []client.Server{{ID: "pi1", Address: "10.0.0.11:7949", Suffrage: "voter", Leader: true}, {ID: "pi2", Address: "10.0.0.12:7949", Suffrage: "voter"}},
-		Members: []client.Member{{Name: "pi1", Addr: "10.0.0.11:7946", State: "alive", Server: true}, {Name: "pi3", Addr: "10.0.0.13:7946", State: "suspect"}},
+	h.store.status = api.ClusterStatus{Node: "pi1", Leader: "pi1", Version: "v0.2.0",
+		Servers: []api.RaftServer{{ID: "pi1", Address: "10.0.0.11:7949", Suffrage: "voter", Leader: true}, {ID: "pi2", Address: "10.0.0.12:7949", Suffrage: "voter"}},
+		Members: []api.GossipMember{{Name: "pi1", Addr: "10.0.0.11:7946", State: "alive", Server: true}, {Name: "pi3", Addr: "10.0.0.13:7946", State: "suspect"}},
 	}
 	out, _ := h.mustRun(0, "status")
 	golden(t, "status.golden", out)
 
-	h.store.status = client.Status{}
+	h.store.status = api.ClusterStatus{}
 	out, _ = h.mustRun(0, "status")
 	if !strings.Contains(out, "Leader:   <none> (no leader") {
 		t.Errorf("no leader: %q", out)

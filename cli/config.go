@@ -12,6 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 )
 
@@ -280,8 +281,8 @@ func resolveToken(in targetInput, ctx *configContext, explicit, fromCtx bool, ad
 	ctxHas := ctx != nil && (ctx.Token != "" || ctx.TokenFile != "")
 	fromContext := func() (string, error) {
 		if ctx.Token != "" {
-			if err := client.CheckToken(ctx.Token); err != nil {
-				return "", fmt.Errorf("context %q: token: %v", ctx.Name, strings.TrimPrefix(err.Error(), "client: "))
+			if err := api.CheckToken(ctx.Token); err != nil {
+				return "", fmt.Errorf("context %q: token: %v", ctx.Name, strings.TrimPrefix(err.Error(), "api: "))
 			}
 			return ctx.Token, nil
 		}
@@ -294,8 +295,8 @@ func resolveToken(in targetInput, ctx *configContext, explicit, fromCtx bool, ad
 		return fromContext()
 	case in.Getenv(envToken) != "":
 		tok := strings.TrimSpace(in.Getenv(envToken))
-		if err := client.CheckToken(tok); err != nil {
-			return "", fmt.Errorf("$%s: %v", envToken, strings.TrimPrefix(err.Error(), "client: "))
+		if err := api.CheckToken(tok); err != nil {
+			return "", fmt.Errorf("$%s: %v", envToken, strings.TrimPrefix(err.Error(), "api: "))
 		}
 		return tok, nil
 	case in.Getenv(envTokenFile) != "":
@@ -333,10 +334,10 @@ func (in targetInput) readToken(what, path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}
-	if len(data) > client.MaxTokenFileBytes {
-		return "", fmt.Errorf("%s: %s is larger than %d bytes", what, path, client.MaxTokenFileBytes)
+	if len(data) > api.MaxTokenFileBytes {
+		return "", fmt.Errorf("%s: %s is larger than %d bytes", what, path, api.MaxTokenFileBytes)
 	}
-	toks, err := client.ParseTokens(path, data)
+	toks, err := api.ParseTokens(path, data)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 )
 
 // cordonCmd builds `herdctl cordon NODE` (on = true) and `uncordon NODE`.
@@ -73,7 +72,7 @@ func setUnschedulable(ctx context.Context, c apiClient, name string, on bool) (b
 		if err == nil {
 			return true, nil
 		}
-		if !client.IsCode(err, "conflict") || attempt == 4 {
+		if !api.IsCode(err, "conflict") || attempt == 4 {
 			return false, err
 		}
 	}

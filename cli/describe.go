@@ -307,10 +307,7 @@ func (p printer) template(d *descBuilder, t api.PodTemplate) {
 	}
 	var ports []string
 	for i, pt := range t.Ports {
-		name := pt.Name
-		if name == "" {
-			name = fmt.Sprintf("p%d", i)
-		}
+		name := t.PortName(i)
 		proto := pt.Protocol
 		if proto == "" {
 			proto = "tcp"

@@ -28,7 +28,7 @@ type fakeStore struct {
 	objs     map[api.Kind]map[string]api.RawObject
 	watchers map[*fakeWatcher]bool
 	calls    []string // operations in order: "apply", "apply-dry", "delete pods/x", ...
-	status   client.Status
+	status   api.ClusterStatus
 	// applyErr, when set, is returned by Apply.
 	applyErr error
 	// onWatch, when set, runs after a watcher is registered (outside the
@@ -132,7 +132,7 @@ func (s *fakeStore) getTyped(kind api.Kind, name string) api.Object {
 }
 
 func notFound(kind api.Kind, name string) error {
-	return &client.APIError{StatusCode: 404, Code: "not_found", Message: fmt.Sprintf("%s/%s not found", kind, name)}
+	return &api.APIError{StatusCode: 404, Code: "not_found", Message: fmt.Sprintf("%s/%s not found", kind, name)}
 }
 
 func (s *fakeStore) List(ctx context.Context, kind api.Kind) ([]api.RawObject, uint64, error) {
@@ -158,7 +158,7 @@ func (s *fakeStore) Get(ctx context.Context, kind api.Kind, name string) (api.Ra
 	return r, nil
 }
 
-func (s *fakeStore) Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]client.ApplyResult, error) {
+func (s *fakeStore) Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]api.ApplyResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if dryRun {
@@ -169,7 +169,7 @@ func (s *fakeStore) Apply(ctx context.Context, objs []api.Object, dryRun bool) (
 	if s.applyErr != nil {
 		return nil, s.applyErr
 	}
-	var res []client.ApplyResult
+	var res []api.ApplyResult
 	for _, o := range objs {
 		r, err := api.ToRaw(o)
 		if err != nil {
@@ -200,7 +200,7 @@ func (s *fakeStore) Apply(ctx context.Context, objs []api.Object, dryRun bool) (
 		} else if exists && action == "unchanged" {
 			r = prev
 		}
-		res = append(res, client.ApplyResult{Kind: r.Kind, Name: r.Metadata.Name, Action: action, Object: r})
+		res = append(res, api.ApplyResult{Kind: r.Kind, Name: r.Metadata.Name, Action: action, Object: r})
 	}
 	return res, nil
 }
@@ -304,12 +304,12 @@ func (s *fakeStore) Logs(ctx context.Context, name string, opts client.LogOption
 	fn := s.logs
 	s.mu.Unlock()
 	if fn == nil {
-		return &client.APIError{StatusCode: 501, Code: "not_implemented", Message: "pod logs are not available"}
+		return &api.APIError{StatusCode: 501, Code: "not_implemented", Message: "pod logs are not available"}
 	}
 	return fn(ctx, name, opts, w)
 }
 
-func (s *fakeStore) Status(ctx context.Context) (client.Status, error) {
+func (s *fakeStore) Status(ctx context.Context) (api.ClusterStatus, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.record("status")
@@ -329,9 +329,9 @@ type fakeAgent struct {
 func (f *fakeAgent) handler() http.Handler {
 	mux := http.NewServeMux()
 	writeErr := func(w http.ResponseWriter, err error) {
-		var ae *client.APIError
+		var ae *api.APIError
 		if !errors.As(err, &ae) {
-			ae = &client.APIError{StatusCode: 500, Code: "internal", Message: err.Error()}
+			ae = &api.APIError{StatusCode: 500, Code: "internal", Message: err.Error()}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(ae.StatusCode)
@@ -362,9 +362,9 @@ func (f *fakeAgent) handler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/watch", func(w http.ResponseWriter, r *http.Request) { watch(w, r, "") })
 	mux.HandleFunc("POST /v1/apply", func(w http.ResponseWriter, r *http.Request) {
-		var req client.ApplyRequest
+		var req api.ApplyRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			writeErr(w, &client.APIError{StatusCode: 400, Code: "bad_request", Message: err.Error()})
+			writeErr(w, &api.APIError{StatusCode: 400, Code: "bad_request", Message: err.Error()})
 			return
 		}
 		var objs []api.Object
@@ -386,11 +386,11 @@ func (f *fakeAgent) handler() http.Handler {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, client.ApplyResponse{Results: res})
+		writeJSON(w, api.ApplyResponse{Results: res})
 	})
 	leaderless := func(w http.ResponseWriter, r *http.Request) bool {
 		if f.noLeader && !r.URL.Query().Has("stale") {
-			writeErr(w, &client.APIError{StatusCode: 503, Code: "no_leader", Message: "no leader: read barrier (no leader known)"})
+			writeErr(w, &api.APIError{StatusCode: 503, Code: "no_leader", Message: "no leader: read barrier (no leader known)"})
 			return true
 		}
 		return false
@@ -408,7 +408,7 @@ func (f *fakeAgent) handler() http.Handler {
 		if items == nil {
 			items = []api.RawObject{}
 		}
-		writeJSON(w, client.ObjectList{Items: items, ResourceVersion: rv})
+		writeJSON(w, api.ObjectList{Items: items, ResourceVersion: rv})
 	})
 	mux.HandleFunc("GET /v1/{kind}/{name}", func(w http.ResponseWriter, r *http.Request) {
 		if leaderless(w, r) {
@@ -438,9 +438,9 @@ func (f *fakeAgent) handler() http.Handler {
 		}
 	})
 	mux.HandleFunc("PUT /v1/deployments/{name}/scale", func(w http.ResponseWriter, r *http.Request) {
-		var req client.ScaleRequest
+		var req api.ScaleRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Replicas == nil {
-			writeErr(w, &client.APIError{StatusCode: 400, Code: "bad_request", Message: "want {\"replicas\": N}"})
+			writeErr(w, &api.APIError{StatusCode: 400, Code: "bad_request", Message: "want {\"replicas\": N}"})
 			return
 		}
 		o, err := f.store.Scale(r.Context(), r.PathValue("name"), *req.Replicas)
@@ -452,7 +452,7 @@ func (f *fakeAgent) handler() http.Handler {
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if f.token != "" && r.Header.Get("Authorization") != "Bearer "+f.token {
-			writeErr(w, &client.APIError{StatusCode: 401, Code: "unauthorized", Message: "missing or wrong token"})
+			writeErr(w, &api.APIError{StatusCode: 401, Code: "unauthorized", Message: "missing or wrong token"})
 			return
 		}
 		mux.ServeHTTP(w, r)

@@ -3,12 +3,13 @@ package cli
 import (
 	"context"
 	"flag"
-	"github.com/herd-dev/herd/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/herd-dev/herd/internal/testutil"
 
 	"github.com/google/go-cmp/cmp"
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 )
 
 // These tests go through the real client (package client) to a fake agent
@@ -80,7 +79,7 @@ func TestHTTPEndToEnd(t *testing.T) {
 		t.Errorf("delete: %q %q", out, errOut)
 	}
 
-	h.store.status = client.Status{Node: "pi1", Leader: "pi1", Version: "v9"}
+	h.store.status = api.ClusterStatus{Node: "pi1", Leader: "pi1", Version: "v9"}
 	out, _ = h.mustRun(0, "version")
 	if out != "Client Version: dev\nServer Version: v9\n" {
 		t.Errorf("version: %q", out)
@@ -102,7 +101,7 @@ func TestHTTPEndToEnd(t *testing.T) {
 func TestHTTPFieldErrors(t *testing.T) {
 	h := newHarness(t)
 	url := startAgent(t, h, "")
-	h.store.applyErr = &client.APIError{StatusCode: 422, Code: "invalid", Message: "2 problems", Fields: []api.FieldError{
+	h.store.applyErr = &api.APIError{StatusCode: 422, Code: "invalid", Message: "2 problems", Fields: []api.FieldError{
 		{Object: "deployments/web", Field: "spec.template.ports[0].port", Message: "must be 1-65535"},
 		{Object: "deployments/web", Field: "spec.replicas", Message: "must be >= 0"},
 	}}

@@ -46,7 +46,7 @@ it normally) or --timeout passes. Without -f, --timeout defaults to 30s.`,
 			}
 			opts := client.LogOptions{Follow: follow}
 			if since != "" {
-				_, at, isTime, err := client.ParseSince(since, time.Local)
+				_, at, isTime, err := api.ParseSince(since, time.Local)
 				if err != nil {
 					return usagef("--%v", err)
 				}
@@ -58,8 +58,8 @@ it normally) or --timeout passes. Without -f, --timeout defaults to 30s.`,
 				}
 			}
 			switch {
-			case tail > client.MaxLogTail:
-				return usagef("--tail %d: at most %d lines", tail, client.MaxLogTail)
+			case tail > api.MaxLogTail:
+				return usagef("--tail %d: at most %d lines", tail, api.MaxLogTail)
 			case tail == 0:
 				opts.Since = "0s" // no past lines
 			case tail > 0:

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/httpapi"
-	"github.com/herd-dev/herd/agent/httpapi/fakestore"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/raftstore"
@@ -112,9 +111,9 @@ func TestLogsFollowInterrupt(t *testing.T) {
 }
 
 // TestLogsEndToEnd runs herdctl logs through the real client against the
-// agent's real API (over a fake store) with a fake journal reader.
+// agent's real API (over a raftstore.MemStore) with a fake journal reader.
 func TestLogsEndToEnd(t *testing.T) {
-	st := fakestore.New(nil)
+	st := raftstore.NewMemStore(nil)
 	for _, o := range fixtures()[api.KindPod] {
 		raw, err := api.ToRaw(o)
 		if err != nil {

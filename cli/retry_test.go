@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/api"
 )
 
 // failingFront answers the next n requests of method with a 503 of code,
@@ -40,7 +40,7 @@ func (f *failingFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusServiceUnavailable)
-	json.NewEncoder(w).Encode(client.APIError{Code: f.code,
+	json.NewEncoder(w).Encode(api.APIError{Code: f.code,
 		Message: "injected " + f.code + ": the write may or may not have been applied; get the object again before retrying"})
 }
 
@@ -68,7 +68,7 @@ func startFailingAgent(t *testing.T, h *harness, method, code string, n int) *fa
 func TestRetriesAcrossElection(t *testing.T) {
 	t.Run("get", func(t *testing.T) {
 		h := newHarness(t)
-		f := startFailingAgent(t, h, http.MethodGet, client.CodeNoLeader, 2)
+		f := startFailingAgent(t, h, http.MethodGet, api.CodeNoLeader, 2)
 		out, _ := h.mustRun(0, "get", "deploy", "web")
 		if !strings.Contains(out, "web") {
 			t.Errorf("get: %q", out)
@@ -79,7 +79,7 @@ func TestRetriesAcrossElection(t *testing.T) {
 	})
 	t.Run("scale", func(t *testing.T) {
 		h := newHarness(t)
-		f := startFailingAgent(t, h, http.MethodPut, client.CodeOutcomeUnknown, 1)
+		f := startFailingAgent(t, h, http.MethodPut, api.CodeOutcomeUnknown, 1)
 		out, _ := h.mustRun(0, "scale", "deploy/web", "--replicas", "4")
 		if out != "deployment/web scaled to 4\n" {
 			t.Errorf("scale: %q", out)
@@ -90,7 +90,7 @@ func TestRetriesAcrossElection(t *testing.T) {
 	})
 	t.Run("delete", func(t *testing.T) {
 		h := newHarness(t)
-		f := startFailingAgent(t, h, http.MethodDelete, client.CodeOutcomeUnknown, 1)
+		f := startFailingAgent(t, h, http.MethodDelete, api.CodeOutcomeUnknown, 1)
 		_, errOut := h.mustRun(1, "delete", "deploy", "web")
 		if !strings.Contains(errOut, "may or may not have been applied") {
 			t.Errorf("delete: stderr %q does not say the outcome is unknown", errOut)

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 )
 
 // rolloutProgress is how far the rollout of one deployment or daemon got,
@@ -315,7 +314,7 @@ func (w *rolloutWaiter) wait(ctx context.Context, c apiClient, timeout, retry ti
 
 // waitApplied is apply --wait: it follows the applied deployments and
 // daemons until each is rolled out, printing "deployment/web: ..." lines.
-func (a *app) waitApplied(ctx context.Context, c apiClient, results []client.ApplyResult, timeout time.Duration) error {
+func (a *app) waitApplied(ctx context.Context, c apiClient, results []api.ApplyResult, timeout time.Duration) error {
 	w := &rolloutWaiter{
 		stdout:  a.stdout,
 		stderr:  a.stderr,

@@ -41,14 +41,14 @@ const (
 type apiClient interface {
 	List(ctx context.Context, kind api.Kind) ([]api.RawObject, uint64, error)
 	Get(ctx context.Context, kind api.Kind, name string) (api.RawObject, error)
-	Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]client.ApplyResult, error)
+	Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]api.ApplyResult, error)
 	Delete(ctx context.Context, kind api.Kind, name string) error
 	Scale(ctx context.Context, name string, replicas int) (api.RawObject, error)
 	// Update writes obj's labels and spec, compare-and-swap on its
 	// resourceVersion (cordon).
 	Update(ctx context.Context, obj api.Object) (api.RawObject, error)
 	Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan api.WatchEvent, error)
-	Status(ctx context.Context) (client.Status, error)
+	Status(ctx context.Context) (api.ClusterStatus, error)
 	// Logs writes pod name's journal to w; with opts.Follow it returns when
 	// ctx ends.
 	Logs(ctx context.Context, name string, opts client.LogOptions, w io.Writer) error
@@ -133,7 +133,7 @@ func printError(w io.Writer, cmd *cobra.Command, err error) int {
 		}
 		return exitError
 	}
-	var ae *client.APIError
+	var ae *api.APIError
 	if errors.As(err, &ae) && len(ae.Fields) > 0 {
 		for _, f := range ae.Fields {
 			fmt.Fprintf(w, "error: %s\n", formatFieldError(f))
@@ -415,7 +415,7 @@ func (a *app) kindThenNames(maxNames int) cobra.CompletionFunc {
 
 // apiErrorCode returns the API error code in err ("not_found", ...), or "".
 func apiErrorCode(err error) string {
-	var ae *client.APIError
+	var ae *api.APIError
 	if errors.As(err, &ae) {
 		return ae.Code
 	}
@@ -424,7 +424,7 @@ func apiErrorCode(err error) string {
 
 // isNotFound reports whether err is the API's not_found error.
 func isNotFound(err error) bool {
-	var ae *client.APIError
+	var ae *api.APIError
 	if errors.As(err, &ae) {
 		return ae.Code == "not_found" || (ae.Code == "" && ae.StatusCode == 404)
 	}

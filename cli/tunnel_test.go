@@ -19,9 +19,10 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/herd-dev/herd/agent/httpapi"
-	"github.com/herd-dev/herd/agent/httpapi/fakestore"
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/bootstrap"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/raftstore"
 	"github.com/herd-dev/herd/units/sshexec"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
@@ -37,9 +38,9 @@ func serveStatus(t *testing.T, l net.Listener, node string) {
 // alive (the first a server).
 func serveStatusMembers(t *testing.T, l net.Listener, node string, members ...string) {
 	t.Helper()
-	st := client.Status{Node: node, Leader: node, Servers: []client.Server{{ID: node, Suffrage: "voter", Leader: true}}}
+	st := api.ClusterStatus{Node: node, Leader: node, Servers: []api.RaftServer{{ID: node, Suffrage: "voter", Leader: true}}}
 	for i, m := range members {
-		st.Members = append(st.Members, client.Member{Name: m, Addr: "127.0.0.1:7946", State: "alive", Server: i == 0})
+		st.Members = append(st.Members, api.GossipMember{Name: m, Addr: "127.0.0.1:7946", State: "alive", Server: i == 0})
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/status" {
@@ -384,11 +385,11 @@ func TestTunnelCarriesTokenAndHost(t *testing.T) {
 	srv := sshdtest.Start(t)
 	const tok = "tunnel-token-0123456789"
 	cfg := httpapi.DefaultConfig()
-	cfg.Store = fakestore.New(nil)
+	cfg.Store = raftstore.NewMemStore(nil)
 	cfg.Token = tok
 	cfg.SocketUIDs = []int{} // the socket peer (sshd, as root here) needs the token too
-	cfg.Status = func(context.Context) client.Status { return client.Status{Node: "real"} }
-	api, err := httpapi.New(cfg)
+	cfg.Status = func(context.Context) api.ClusterStatus { return api.ClusterStatus{Node: "real"} }
+	hs, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +404,7 @@ func TestTunnelCarriesTokenAndHost(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); api.Serve(ctx, tl, ul) }()
+	go func() { defer close(done); hs.Serve(ctx, tl, ul) }()
 	t.Cleanup(func() { cancel(); <-done })
 
 	for _, tc := range []struct{ name, socket string }{{"tcp", "/nonexistent/api.sock"}, {"socket", sock}} {
@@ -421,7 +422,7 @@ func TestTunnelCarriesTokenAndHost(t *testing.T) {
 				t.Fatalf("status through the tunnel with the token: %+v, %v", st, err)
 			}
 			noTok, _ := tun.apiClient("", 10*time.Second)
-			if _, err := noTok.Status(tunnelCtx(t)); !client.IsCode(err, "unauthorized") {
+			if _, err := noTok.Status(tunnelCtx(t)); !api.IsCode(err, "unauthorized") {
 				t.Errorf("through the tunnel without a token: %v, want unauthorized", err)
 			}
 		})

@@ -33,33 +33,6 @@ const (
 // ErrUnreachable: no address of the client accepted a connection.
 var ErrUnreachable = errors.New("client: no agent reachable")
 
-// Error codes the client's retries depend on.
-const (
-	// CodeNoLeader: the agent knows no leader (or is shutting down) and
-	// did not apply the request; it is safe to send again.
-	CodeNoLeader = "no_leader"
-	// CodeOutcomeUnknown: the write may or may not have been applied (the
-	// leader changed or the deadline passed while it was committing).
-	// Read the object before writing again.
-	CodeOutcomeUnknown = "outcome_unknown"
-)
-
-// APIError is an error response from the agent.
-type APIError struct {
-	StatusCode int              `json:"-"`
-	Code       string           `json:"code"` // "invalid", "not_found", "conflict", "no_leader", ...
-	Message    string           `json:"message"`
-	Fields     []api.FieldError `json:"fields,omitempty"`
-}
-
-func (e *APIError) Error() string { return e.Message }
-
-// IsCode reports whether err is an *APIError with code.
-func IsCode(err error, code string) bool {
-	var ae *APIError
-	return errors.As(err, &ae) && ae.Code == code
-}
-
 // Options configure a Client.
 type Options struct {
 	// Token is sent as "Authorization: Bearer" when set.
@@ -214,62 +187,6 @@ func (c *Client) transport(network, sock string) *http.Transport {
 // answered.
 func (c *Client) Addr() string { return c.ends[c.cur.Load()].addr }
 
-// ApplyResult says what apply did to one object.
-type ApplyResult struct {
-	Kind   api.Kind      `json:"kind"`
-	Name   string        `json:"name"`
-	Action string        `json:"action"` // "created", "configured", "unchanged"
-	Object api.RawObject `json:"object"`
-}
-
-// ObjectList is the body of a list response.
-type ObjectList struct {
-	Items           []api.RawObject `json:"items"`
-	ResourceVersion uint64          `json:"resourceVersion"`
-}
-
-// ApplyRequest is the body of POST /v1/apply: objects with kind, metadata
-// and spec.
-type ApplyRequest struct {
-	Objects []json.RawMessage `json:"objects"`
-}
-
-// ApplyResponse is the body of an apply response, one result per object in
-// request order.
-type ApplyResponse struct {
-	Results []ApplyResult `json:"results"`
-}
-
-// ScaleRequest is the body of PUT /v1/deployments/{name}/scale.
-type ScaleRequest struct {
-	Replicas *int `json:"replicas"`
-}
-
-// Status is the agent's view of the cluster.
-type Status struct {
-	Node    string   `json:"node"`
-	Leader  string   `json:"leader"`
-	Servers []Server `json:"servers"`
-	Members []Member `json:"members"`
-	Version string   `json:"version"`
-}
-
-// Server is a Raft server.
-type Server struct {
-	ID       string `json:"id"`
-	Address  string `json:"address"`
-	Suffrage string `json:"suffrage"` // "voter" or "nonvoter"
-	Leader   bool   `json:"leader"`
-}
-
-// Member is a gossip member.
-type Member struct {
-	Name   string `json:"name"`
-	Addr   string `json:"addr"`
-	State  string `json:"state"` // alive, suspect, dead, left
-	Server bool   `json:"server"`
-}
-
 // staleKey marks a context whose reads may be stale (WithStale).
 type staleKey struct{}
 
@@ -303,7 +220,7 @@ func (c *Client) ListSelected(ctx context.Context, kind api.Kind, selector strin
 	if selector != "" {
 		q.Set("selector", selector)
 	}
-	var l ObjectList
+	var l api.ObjectList
 	if err := c.do(ctx, http.MethodGet, kindPath(kind, ""), q, nil, &l, idempotent); err != nil {
 		return nil, 0, err
 	}
@@ -343,8 +260,8 @@ func (c *Client) Update(ctx context.Context, obj api.Object) (api.RawObject, err
 // Apply creates or updates objs together: all or none. It is retried like
 // a read: the server diffs objs against the stored objects, so applying
 // them again after an unknown outcome changes nothing more.
-func (c *Client) Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]ApplyResult, error) {
-	req := ApplyRequest{Objects: make([]json.RawMessage, len(objs))}
+func (c *Client) Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]api.ApplyResult, error) {
+	req := api.ApplyRequest{Objects: make([]json.RawMessage, len(objs))}
 	for i, o := range objs {
 		b, err := marshalObject(o)
 		if err != nil {
@@ -356,7 +273,7 @@ func (c *Client) Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]A
 	if dryRun {
 		q.Set("dryRun", "1")
 	}
-	var resp ApplyResponse
+	var resp api.ApplyResponse
 	if err := c.do(ctx, http.MethodPost, "/v1/apply", q, req, &resp, idempotent); err != nil {
 		return nil, err
 	}
@@ -373,7 +290,7 @@ func (c *Client) Delete(ctx context.Context, kind api.Kind, name string) error {
 // setting it once, so it is retried like a read.
 func (c *Client) Scale(ctx context.Context, name string, replicas int) (api.RawObject, error) {
 	var o api.RawObject
-	err := c.do(ctx, http.MethodPut, kindPath(api.KindDeployment, name)+"/scale", nil, ScaleRequest{Replicas: &replicas}, &o, idempotent)
+	err := c.do(ctx, http.MethodPut, kindPath(api.KindDeployment, name)+"/scale", nil, api.ScaleRequest{Replicas: &replicas}, &o, idempotent)
 	return o, err
 }
 
@@ -381,7 +298,7 @@ func (c *Client) Scale(ctx context.Context, name string, replicas int) (api.RawO
 // The channel is closed when ctx ends or the agent ends the stream (after
 // an api.EventRelist event when the watcher must list again, or because the
 // connection broke); the caller then lists and watches again. An error is
-// returned only when the watch could not be started (a *APIError with code
+// returned only when the watch could not be started (a *api.APIError with code
 // "compacted" means fromRV is too old: list again).
 func (c *Client) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan api.WatchEvent, error) {
 	q := url.Values{}
@@ -419,8 +336,8 @@ func (c *Client) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-cha
 }
 
 // Status returns the agent's cluster status.
-func (c *Client) Status(ctx context.Context) (Status, error) {
-	var st Status
+func (c *Client) Status(ctx context.Context) (api.ClusterStatus, error) {
+	var st api.ClusterStatus
 	err := c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &st, idempotent)
 	return st, err
 }
@@ -505,7 +422,7 @@ const (
 // address) within the request timeout when timeout is set. Each attempt
 // tries the addresses in turn, starting with the one that last answered,
 // moving on only when a connection cannot be made. A non-2xx response is
-// returned as *APIError. The caller closes the body and calls cancel.
+// returned as *api.APIError. The caller closes the body and calls cancel.
 func (c *Client) send(ctx context.Context, method, p string, q url.Values, body []byte, timeout bool, pol retryPolicy) (*http.Response, context.CancelFunc, error) {
 	cancel := context.CancelFunc(func() {})
 	if timeout {
@@ -528,16 +445,16 @@ func (c *Client) send(ctx context.Context, method, p string, q url.Values, body 
 // retryable reports whether a request that failed with err may be sent
 // again under pol.
 func retryable(pol retryPolicy, err error) bool {
-	var ae *APIError
+	var ae *api.APIError
 	var be *brokenError
 	switch {
 	case errors.Is(err, ErrUnreachable): // never sent
 		return true
 	case errors.As(err, &ae):
 		if pol == unconditional {
-			return ae.StatusCode == http.StatusServiceUnavailable && ae.Code == CodeNoLeader
+			return ae.StatusCode == http.StatusServiceUnavailable && ae.Code == api.CodeNoLeader
 		}
-		return ae.Code == CodeNoLeader || ae.Code == CodeOutcomeUnknown
+		return ae.Code == api.CodeNoLeader || ae.Code == api.CodeOutcomeUnknown
 	case errors.As(err, &be):
 		return pol == idempotent
 	}
@@ -640,12 +557,12 @@ func unwrapURLError(err error) error {
 }
 
 // decodeAPIError reads an error response; bodies that are not the API's
-// JSON error (a proxy's page, say) become an APIError from the status.
+// JSON error (a proxy's page, say) become an api.APIError from the status.
 func decodeAPIError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	ae := &APIError{}
+	ae := &api.APIError{}
 	if err := json.Unmarshal(b, ae); err != nil || ae.Code == "" {
-		ae = &APIError{Code: codeForStatus(resp.StatusCode)}
+		ae = &api.APIError{Code: codeForStatus(resp.StatusCode)}
 		msg := strings.TrimSpace(string(b))
 		if len(msg) > 200 {
 			msg = msg[:200] + "…"

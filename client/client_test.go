@@ -12,9 +12,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/herd-dev/herd/agent/httpapi"
-	"github.com/herd-dev/herd/agent/httpapi/fakestore"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/raftstore"
 )
 
 // testToken is the token of the test servers.
@@ -26,13 +26,13 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// agent starts an API server over a fake store.
+// agent starts an API server over a raftstore.MemStore.
 func agent(t *testing.T, node string) *httptest.Server {
 	t.Helper()
 	cfg := httpapi.DefaultConfig()
-	cfg.Store = fakestore.New(nil)
+	cfg.Store = raftstore.NewMemStore(nil)
 	cfg.Token = testToken
-	cfg.Status = func(context.Context) client.Status { return client.Status{Node: node} }
+	cfg.Status = func(context.Context) api.ClusterStatus { return api.ClusterStatus{Node: node} }
 	s, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestFailover(t *testing.T) {
 	// An HTTP error is an answer: no failover past it.
 	c2, _ := client.New([]string{live.URL, agent(t, "pi3").URL}, client.Options{Token: testToken})
 	_, err = c2.Get(ctxT(t), api.KindDeployment, "missing")
-	if !client.IsCode(err, "not_found") || c2.Addr() != live.URL {
+	if !api.IsCode(err, "not_found") || c2.Addr() != live.URL {
 		t.Errorf("Get missing = %v via %s, want not_found from the first address", err, c2.Addr())
 	}
 }
@@ -143,14 +143,14 @@ func TestAPIErrorDecoding(t *testing.T) {
 		name   string
 		status int
 		body   string
-		want   *client.APIError
+		want   *api.APIError
 	}{
 		{"api error", 400, `{"code":"invalid","message":"bad","fields":[{"object":"deployments/x","field":"spec.replicas","message":"too many"}]}`,
-			&client.APIError{StatusCode: 400, Code: "invalid", Message: "bad",
+			&api.APIError{StatusCode: 400, Code: "invalid", Message: "bad",
 				Fields: []api.FieldError{{Object: "deployments/x", Field: "spec.replicas", Message: "too many"}}}},
 		{"proxy page", 502, "<html>bad gateway</html>",
-			&client.APIError{StatusCode: 502, Code: "no_leader", Message: "502 Bad Gateway: <html>bad gateway</html>"}},
-		{"empty", 409, "", &client.APIError{StatusCode: 409, Code: "conflict", Message: "409 Conflict"}},
+			&api.APIError{StatusCode: 502, Code: "no_leader", Message: "502 Bad Gateway: <html>bad gateway</html>"}},
+		{"empty", 409, "", &api.APIError{StatusCode: 409, Code: "conflict", Message: "409 Conflict"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,12 +161,12 @@ func TestAPIErrorDecoding(t *testing.T) {
 			defer srv.Close()
 			c, _ := client.New([]string{srv.URL}, client.Options{Token: testToken, Retries: -1})
 			_, err := c.Get(ctxT(t), api.KindDeployment, "x")
-			var ae *client.APIError
+			var ae *api.APIError
 			if !errors.As(err, &ae) {
-				t.Fatalf("error %v (%T), want *APIError", err, err)
+				t.Fatalf("error %v (%T), want *api.APIError", err, err)
 			}
 			if d := cmp.Diff(tc.want, ae); d != "" {
-				t.Errorf("APIError (-want +got):\n%s", d)
+				t.Errorf("api.APIError (-want +got):\n%s", d)
 			}
 		})
 	}

@@ -3,9 +3,9 @@
 // on to the next when one cannot be reached, sending the bearer token on
 // every request. Requests safe to send twice (reads, compare-and-swap
 // updates, scale, apply) are retried across an election; other writes only
-// when they certainly were not applied (Client). Reads are linearizable unless their context says
-// WithStale (?stale: the agent's own copy). It also owns the API token
-// file format (ParseTokens, ReadTokenFile: one token a line, the first is
-// the one to use) and where `herd agent -dev` leaves its token
-// (DevTokenPath).
+// when they certainly were not applied (Client). Reads are linearizable
+// unless their context says WithStale (?stale: the agent's own copy). The wire types it sends and
+// receives (bodies, error codes, the token file format) are package api's
+// (api/wire.go, api/token.go); the client owns where `herd agent -dev`
+// leaves its token (DevTokenPath).
 package client

@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/herd-dev/herd/agent/httpapi"
-	"github.com/herd-dev/herd/agent/httpapi/fakestore"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/raftstore"
@@ -43,7 +42,7 @@ func TestParseSince(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
-			ago, at, isTime, err := client.ParseSince(tc.in, berlin)
+			ago, at, isTime, err := api.ParseSince(tc.in, berlin)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Errorf("error %v, want one containing %q", err, tc.err)
@@ -57,11 +56,11 @@ func TestParseSince(t *testing.T) {
 	}
 }
 
-// logsAgent serves a fake store holding the placed pod web-1, with a Logs
+// logsAgent serves a raftstore.MemStore holding the placed pod web-1, with a Logs
 // that writes two lines, or runs run when set.
 func logsAgent(t *testing.T, run func(ctx context.Context, opts httpapi.LogOptions, w io.Writer) error) *httptest.Server {
 	t.Helper()
-	st := fakestore.New(nil)
+	st := raftstore.NewMemStore(nil)
 	raw, _ := api.ToRaw(&api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "web-1"}, Spec: api.PodSpec{Node: "pi1"}})
 	if _, err := st.Txn(ctxT(t), []raftstore.Op{{Type: raftstore.OpCreate, Object: raw}}); err != nil {
 		t.Fatal(err)
@@ -103,10 +102,10 @@ func TestLogs(t *testing.T) {
 	if d := cmp.Diff(httpapi.LogOptions{Since: "-120s", Tail: 7}, got); d != "" {
 		t.Errorf("options (-want +got):\n%s", d)
 	}
-	if err := c.Logs(ctxT(t), "nope", client.LogOptions{}, &out); !client.IsCode(err, "not_found") {
+	if err := c.Logs(ctxT(t), "nope", client.LogOptions{}, &out); !api.IsCode(err, "not_found") {
 		t.Errorf("missing pod: %v", err)
 	}
-	for _, bad := range []client.LogOptions{{Tail: -1}, {Tail: client.MaxLogTail + 1}} {
+	for _, bad := range []client.LogOptions{{Tail: -1}, {Tail: api.MaxLogTail + 1}} {
 		if err := c.Logs(ctxT(t), "web-1", bad, &out); err == nil || !strings.Contains(err.Error(), "tail") {
 			t.Errorf("Logs(%+v) = %v, want a tail error", bad, err)
 		}
@@ -165,8 +164,8 @@ func TestLogsNotImplementedByServer(t *testing.T) {
 	srv := agent(t, "pi1")
 	c, _ := client.New([]string{srv.URL}, client.Options{Token: testToken})
 	err := c.Logs(ctxT(t), "web-1", client.LogOptions{}, io.Discard)
-	var ae *client.APIError
-	if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotImplemented || ae.Code != client.CodeNotImplemented {
+	var ae *api.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotImplemented || ae.Code != api.CodeNotImplemented {
 		t.Errorf("Logs without Config.Logs = %v, want 501 not_implemented", err)
 	}
 }

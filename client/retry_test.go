@@ -70,7 +70,7 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		json.NewEncoder(w).Encode(client.APIError{Code: ft.String(), Message: "injected " + ft.String()})
+		json.NewEncoder(w).Encode(api.APIError{Code: ft.String(), Message: "injected " + ft.String()})
 	}
 }
 
@@ -190,8 +190,8 @@ func TestRetries(t *testing.T) {
 				if got := f.count(); got != 1 {
 					t.Errorf("%d requests, want 1: a write of unknown outcome is never resent", got)
 				}
-				if ft == outcomeUnknown && !client.IsCode(err, client.CodeOutcomeUnknown) {
-					t.Errorf("err = %v, want code %s", err, client.CodeOutcomeUnknown)
+				if ft == outcomeUnknown && !api.IsCode(err, api.CodeOutcomeUnknown) {
+					t.Errorf("err = %v, want code %s", err, api.CodeOutcomeUnknown)
 				}
 			})
 		}
@@ -204,8 +204,8 @@ func TestRetriesBounded(t *testing.T) {
 	f, c, _ := flakyAgent(t, 3)
 	f.arm(1000, noLeader)
 	_, err := c.Get(ctxT(t), api.KindDeployment, "web")
-	if !client.IsCode(err, client.CodeNoLeader) {
-		t.Errorf("err = %v, want code %s", err, client.CodeNoLeader)
+	if !api.IsCode(err, api.CodeNoLeader) {
+		t.Errorf("err = %v, want code %s", err, api.CodeNoLeader)
 	}
 	if got := f.count(); got != 4 {
 		t.Errorf("%d requests, want 4", got)
@@ -228,8 +228,8 @@ func TestRetriesWithinTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.arm(1000, noLeader)
-	if _, err := c.Get(context.Background(), api.KindDeployment, "web"); !client.IsCode(err, client.CodeNoLeader) {
-		t.Errorf("err = %v, want code %s", err, client.CodeNoLeader)
+	if _, err := c.Get(context.Background(), api.KindDeployment, "web"); !api.IsCode(err, api.CodeNoLeader) {
+		t.Errorf("err = %v, want code %s", err, api.CodeNoLeader)
 	}
 	if got := f.count(); got != 1 {
 		t.Errorf("%d requests, want 1", got)

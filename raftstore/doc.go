@@ -14,7 +14,9 @@
 //     replay from a resourceVersion and then follow live, without ever
 //     blocking the FSM.
 //   - the Store (store.go): Raft wiring, leadership notifications, cluster
-//     membership, writes that followers forward to the leader over the
+//     membership (PlanMembership, membership.go, decides which servers
+//     gossip sees join or leave the configuration; the agent applies the
+//     plan), writes that followers forward to the leader over the
 //     authenticated transport (transport.go, forward.go), and the read
 //     barrier that makes a local read linearizable (read.go): the leader
 //     answers only after its election barrier and a quorum's confirmation
@@ -37,6 +39,11 @@
 // attempt ends as soon as raft names another leader, so a write whose
 // leader vanished goes to the new one (or, if the old one already held it,
 // fails with ErrOutcomeUnknown) within about an election (forward.go).
+//
+// The transaction rules live once, in the FSM (fsm.go): MemStore (mem.go)
+// runs that same FSM and watch hub in memory without Raft, for tests of
+// the API and its clients, and Preview computes what a transaction would
+// store without writing it, for dry runs; neither restates a rule.
 //
 // NewTestCluster (testcluster.go) builds an in-process cluster on loopback for
 // tests in this and other packages; its Isolate and Heal cut a server off

@@ -101,58 +101,76 @@ type write struct {
 	obj *api.RawObject
 }
 
+// txnPlan is the effect of one transaction, computed but not yet written.
+type txnPlan struct {
+	results []*api.RawObject
+	events  []api.WatchEvent
+	pending map[objKey]*api.RawObject // nil: deleted
+	order   []objKey                  // keys of pending, in first-write order
+	changed []bool                    // per op: false for a no-op
+}
+
 // applyTxn checks and applies one transaction at index. Called with f.mu
 // held for writing.
 func (f *fsm) applyTxn(cmd command, index uint64) ([]*api.RawObject, []api.WatchEvent, error) {
-	if len(cmd.Ops) == 0 {
-		return nil, nil, fmt.Errorf("%w: empty transaction", ErrInvalid)
+	p, err := f.plan(cmd, index)
+	if err != nil {
+		return nil, nil, err
 	}
-	// pending holds the effect of earlier ops so later ops see them.
-	pending := make(map[objKey]*api.RawObject, len(cmd.Ops))
-	var order []objKey
-	lookup := func(k objKey) *api.RawObject {
-		if o, ok := pending[k]; ok {
-			return o
-		}
-		return f.kinds[k.kind][k.name]
-	}
-	results := make([]*api.RawObject, len(cmd.Ops))
-	var events []api.WatchEvent
-	for i, op := range cmd.Ops {
-		if err := validateOp(op); err != nil {
-			return nil, nil, fmt.Errorf("op %d: %w", i, err)
-		}
-		k := objKey{op.Object.Kind, op.Object.Metadata.Name}
-		cur := lookup(k)
-		next, ev, err := applyOp(op, cur, k, index, cmd.Created)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ev == "" { // no-op
-			results[i] = cur
-			continue
-		}
-		if _, seen := pending[k]; !seen {
-			order = append(order, k)
-		}
-		pending[k] = next
-		if ev == api.EventDeleted {
-			results[i] = cur
-			events = append(events, api.WatchEvent{Type: ev, ResourceVersion: index, Object: *cur})
-		} else {
-			results[i] = next
-			events = append(events, api.WatchEvent{Type: ev, ResourceVersion: index, Object: *next})
-		}
-	}
-	for _, k := range order {
+	for _, k := range p.order {
 		m := f.writable(k.kind)
-		if o := pending[k]; o == nil {
+		if o := p.pending[k]; o == nil {
 			delete(m, k.name)
 		} else {
 			m[k.name] = o
 		}
 	}
-	return results, events, nil
+	return p.results, p.events, nil
+}
+
+// plan checks one transaction at index against the current state and
+// returns its effect without writing it: every rule of a write is here.
+// Called with f.mu held (reading is enough).
+func (f *fsm) plan(cmd command, index uint64) (txnPlan, error) {
+	if len(cmd.Ops) == 0 {
+		return txnPlan{}, fmt.Errorf("%w: empty transaction", ErrInvalid)
+	}
+	// pending holds the effect of earlier ops so later ops see them.
+	p := txnPlan{pending: make(map[objKey]*api.RawObject, len(cmd.Ops)), results: make([]*api.RawObject, len(cmd.Ops)), changed: make([]bool, len(cmd.Ops))}
+	lookup := func(k objKey) *api.RawObject {
+		if o, ok := p.pending[k]; ok {
+			return o
+		}
+		return f.kinds[k.kind][k.name]
+	}
+	for i, op := range cmd.Ops {
+		if err := validateOp(op); err != nil {
+			return txnPlan{}, fmt.Errorf("op %d: %w", i, err)
+		}
+		k := objKey{op.Object.Kind, op.Object.Metadata.Name}
+		cur := lookup(k)
+		next, ev, err := applyOp(op, cur, k, index, cmd.Created)
+		if err != nil {
+			return txnPlan{}, err
+		}
+		if ev == "" { // no-op
+			p.results[i] = cur
+			continue
+		}
+		p.changed[i] = true
+		if _, seen := p.pending[k]; !seen {
+			p.order = append(p.order, k)
+		}
+		p.pending[k] = next
+		if ev == api.EventDeleted {
+			p.results[i] = cur
+			p.events = append(p.events, api.WatchEvent{Type: ev, ResourceVersion: index, Object: *cur})
+		} else {
+			p.results[i] = next
+			p.events = append(p.events, api.WatchEvent{Type: ev, ResourceVersion: index, Object: *next})
+		}
+	}
+	return p, nil
 }
 
 // writable returns kind's map, cloning it first if a snapshot shares it.
@@ -453,4 +471,37 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.applied = data.Index
 	f.hub.reset(data.Index)
 	return nil
+}
+
+// Preview computes what committing ops as one transaction would store,
+// against the objects get returns (the current state), without writing
+// anything: the very rules a commit applies (compare-and-swap, generation
+// only on a spec change, no-op writes, status kept by updates). It returns
+// one object per op, as it would be stored (for a delete, its last state),
+// and whether the op would change anything. The resourceVersion is not
+// known before a commit: created and changed objects carry 0. Dry runs use
+// it, so a dry run and a commit cannot disagree.
+func Preview(ops []Op, get func(kind api.Kind, name string) (api.RawObject, bool), created time.Time) ([]api.RawObject, []bool, error) {
+	f := newFSM(newHub(1, 1))
+	for _, op := range ops {
+		k := op.Object.Kind
+		if !validKind(k) {
+			continue // plan reports it
+		}
+		if o, ok := get(k, op.Object.Metadata.Name); ok {
+			c := cloneRaw(o)
+			f.kinds[k][c.Metadata.Name] = &c
+		}
+	}
+	p, err := f.plan(command{Ops: ops, Created: created}, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	objs := make([]api.RawObject, len(ops))
+	for i, o := range p.results {
+		if o != nil {
+			objs[i] = cloneRaw(*o)
+		}
+	}
+	return objs, p.changed, nil
 }

@@ -85,7 +85,7 @@ func PodFromUnitName(name string) (string, bool) {
 		return "", false
 	}
 	pod := name[len(unitPrefix) : len(name)-len(unitSuffix)]
-	if !isDNSLabel(pod) {
+	if api.ValidateName(pod) != nil {
 		return "", false
 	}
 	return pod, true
@@ -290,10 +290,7 @@ func environment(p *api.Pod) []envVar {
 		vars[k] = v
 	}
 	for i, port := range t.Ports {
-		name := port.Name
-		if name == "" {
-			name = "p" + strconv.Itoa(i)
-		}
+		name := t.PortName(i)
 		host, ok := p.Spec.HostPorts[name]
 		if !ok {
 			host = port.Port
@@ -351,21 +348,6 @@ func joinWords(name string, words []string) string {
 		line += len(w)
 	}
 	return b.String()
-}
-
-// isDNSLabel reports whether s is a herd name: [a-z0-9-], 1-63 characters,
-// starting and ending with a letter or digit.
-func isDNSLabel(s string) bool {
-	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // Meta is the bookkeeping herd writes into a unit's X-Herd-* keys.

@@ -6,33 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/herd-dev/herd/agent/scheduler"
 	"github.com/herd-dev/herd/api"
 )
 
-// matchNode reports whether node n satisfies a node selector: an empty
-// selector matches every node; the well-known labels and their shorthands
-// come from the node's name and facts, as in the scheduler.
-func matchNode(sel map[string]string, n *api.Node) bool {
-	for k, want := range sel {
-		var got string
-		var ok bool
-		switch k {
-		case scheduler.LabelNode:
-			got, ok = n.Metadata.Name, true
-		case scheduler.LabelArch, "arch":
-			got, ok = n.Status.Arch, n.Status.Arch != ""
-		case scheduler.LabelModel, "model":
-			got, ok = n.Status.Model, n.Status.Model != ""
-		default:
-			got, ok = n.Metadata.Labels[k]
-		}
-		if !ok || got != want {
-			return false
-		}
-	}
-	return true
-}
+// matchNode reports whether node n satisfies a node selector
+// (api.Node.MatchesNodeSelector).
+func matchNode(sel map[string]string, n *api.Node) bool { return n.MatchesNodeSelector(sel) }
 
 // createBudget is how many bytes of pod creates one pass of a deployment
 // or daemon puts in its transaction: half of what a Raft transaction holds

@@ -78,10 +78,7 @@ func reconcileService(now time.Time, svc *api.Service, pods []*api.Pod, nodeByNa
 func hostPortOf(p *api.Pod, target string) (int, bool) {
 	num, err := strconv.Atoi(target)
 	for i, port := range p.Spec.Template.Ports {
-		name := port.Name
-		if name == "" {
-			name = "p" + strconv.Itoa(i)
-		}
+		name := p.Spec.Template.PortName(i)
 		if name != target && (err != nil || port.Port != num) {
 			continue
 		}

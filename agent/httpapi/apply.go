@@ -6,16 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"strings"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/raftstore"
 )
 
-// Apply actions, as in client.ApplyResult.Action.
+// Apply actions, as in api.ApplyResult.Action.
 const (
 	ActionCreated    = "created"
 	ActionConfigured = "configured"
@@ -35,7 +33,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	var req client.ApplyRequest
+	var req api.ApplyRequest
 	if err := decodeStrict(bytes.NewReader(body), &req, "request body"); err != nil {
 		s.writeError(w, err)
 		return
@@ -56,7 +54,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, client.ApplyResponse{Results: results})
+	writeJSON(w, http.StatusOK, api.ApplyResponse{Results: results})
 }
 
 // admitAll decodes every object strictly into its kind's struct, defaults
@@ -136,7 +134,7 @@ func decodeFieldError(ref string, err error) api.FieldError {
 // applyItems writes items in one transaction: get every stored object,
 // compute creates and updates, and commit them with compare-and-swap,
 // starting over when a concurrent writer got in between.
-func (s *Server) applyItems(ctx context.Context, items []applyItem, dryRun bool) ([]client.ApplyResult, error) {
+func (s *Server) applyItems(ctx context.Context, items []applyItem, dryRun bool) ([]api.ApplyResult, error) {
 	for attempt := 0; ; attempt++ {
 		// Plan against the leader's state, never a lagging copy's.
 		if err := s.cfg.Store.ReadBarrier(ctx); err != nil {
@@ -169,81 +167,70 @@ func retryable(err error) bool {
 	return errors.Is(err, raftstore.ErrConflict) || errors.Is(err, raftstore.ErrExists) || errors.Is(err, raftstore.ErrNotFound)
 }
 
-// planApply compares items with the stored objects and returns one result
-// per item (the object as it will be stored) and the ops to write; opIndex
-// maps each op to its item.
-func (s *Server) planApply(items []applyItem) (results []client.ApplyResult, ops []raftstore.Op, opIndex []int, err error) {
+// planApply turns items into one create or compare-and-swap update each
+// and asks the store's own rules (raftstore.Preview) what committing them
+// would store: one result per item (the object as it will be stored,
+// "unchanged" for a write the store would treat as a no-op) and the ops
+// that change something; opIndex maps each op to its item.
+func (s *Server) planApply(items []applyItem) (results []api.ApplyResult, ops []raftstore.Op, opIndex []int, err error) {
 	now := s.cfg.Clock.Now().UTC()
-	for i, it := range items {
+	all := make([]raftstore.Op, 0, len(items))
+	stored := make(map[string]api.RawObject, len(items))
+	for _, it := range items {
 		kind, name := it.obj.GetKind(), it.obj.GetMeta().Name
-		res := client.ApplyResult{Kind: kind, Name: name}
 		cur, gerr := s.cfg.Store.Get(kind, name)
-		switch {
-		case errors.Is(gerr, raftstore.ErrNotFound):
-			if !it.ownsReplicas {
-				if err := setReplicas(it.obj, nil); err != nil {
-					return nil, nil, nil, err
-				}
-			}
-			raw, err := specRaw(it.obj)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			raw.Metadata.Created = now
-			ops = append(ops, raftstore.Op{Type: raftstore.OpCreate, Object: raw})
-			opIndex = append(opIndex, i)
-			res.Action = ActionCreated
-			res.Object = raw
-			res.Object.Metadata.Generation = 1
-		case gerr != nil:
+		exists := gerr == nil
+		if gerr != nil && !errors.Is(gerr, raftstore.ErrNotFound) {
 			return nil, nil, nil, gerr
-		default:
-			if !it.ownsReplicas {
-				if err := setReplicas(it.obj, &cur); err != nil {
-					return nil, nil, nil, err
-				}
+		}
+		if !it.ownsReplicas {
+			var prev *api.RawObject
+			if exists {
+				prev = &cur
 			}
-			raw, err := specRaw(it.obj)
-			if err != nil {
+			if err := setReplicas(it.obj, prev); err != nil {
 				return nil, nil, nil, err
 			}
-			stored, err := canonicalSpec(cur)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			specChanged := !bytes.Equal(stored, raw.Spec)
-			if !specChanged && maps.Equal(cur.Metadata.Labels, raw.Metadata.Labels) {
-				res.Action = ActionUnchanged
-				res.Object = cur
-				break
-			}
+		}
+		raw, err := specRaw(it.obj)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		op := raftstore.Op{Type: raftstore.OpCreate, Object: raw}
+		if exists {
+			stored[objectRef(kind, name)] = cur
+			op.Type = raftstore.OpUpdate
 			raw.Metadata.ResourceVersion = cur.Metadata.ResourceVersion
-			raw.Metadata.Generation = cur.Metadata.Generation
-			raw.Metadata.Created = cur.Metadata.Created
-			ops = append(ops, raftstore.Op{Type: raftstore.OpUpdate, Object: raw})
-			opIndex = append(opIndex, i)
+			op.Object = raw
+		} else {
+			op.Object.Metadata.Created = now
+		}
+		all = append(all, op)
+	}
+	objs, changed, err := raftstore.Preview(all, func(kind api.Kind, name string) (api.RawObject, bool) {
+		o, ok := stored[objectRef(kind, name)]
+		return o, ok
+	}, now)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for i, op := range all {
+		res := api.ApplyResult{Kind: op.Object.Kind, Name: op.Object.Metadata.Name, Object: objs[i]}
+		switch {
+		case !changed[i]:
+			res.Action = ActionUnchanged
+		case op.Type == raftstore.OpCreate:
+			res.Action = ActionCreated
+		default:
 			res.Action = ActionConfigured
-			res.Object = raw
-			res.Object.Status = cur.Status
-			if specChanged {
-				res.Object.Metadata.Generation++
-			}
+			// Not committed yet: the version it will replace.
+			res.Object.Metadata.ResourceVersion = op.Object.Metadata.ResourceVersion
+		}
+		if changed[i] {
+			ops = append(ops, op)
+			opIndex = append(opIndex, i)
 		}
 		results = append(results, res)
 	}
 	return results, ops, opIndex, nil
-}
-
-// canonicalSpec re-encodes a stored object's spec through its typed struct
-// so that it compares byte for byte with a freshly encoded one.
-func canonicalSpec(cur api.RawObject) (json.RawMessage, error) {
-	o, err := api.FromRaw(cur)
-	if err != nil {
-		return nil, fmt.Errorf("decoding stored %s: %w", objectRef(cur.Kind, cur.Metadata.Name), err)
-	}
-	raw, err := api.ToRaw(o)
-	if err != nil {
-		return nil, err
-	}
-	return raw.Spec, nil
 }

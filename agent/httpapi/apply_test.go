@@ -9,12 +9,11 @@ import (
 	"testing"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/raftstore"
 )
 
 // actions returns "kind/name=action" for every result.
-func actions(rs []client.ApplyResult) []string {
+func actions(rs []api.ApplyResult) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, string(r.Kind)+"/"+r.Name+"="+r.Action)

@@ -17,9 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/herd-dev/herd/api"
 	"golang.org/x/sys/unix"
-
-	"github.com/herd-dev/herd/client"
 )
 
 // TokenBytes is how many random bytes GenerateToken draws.
@@ -52,7 +51,7 @@ func GenerateToken() (string, error) {
 // WriteTokenFile writes token as a new token file at path (mode 0600,
 // atomically: temporary file then rename). An existing file is replaced.
 func WriteTokenFile(path, token string) error {
-	if err := client.CheckToken(token); err != nil {
+	if err := api.CheckToken(token); err != nil {
 		return err
 	}
 	dir := filepath.Dir(path)
@@ -124,7 +123,7 @@ func OpenTokenFile(path string) (*TokenFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: token file: %w", err)
 	}
-	toks, err := client.ReadTokenFile(path)
+	toks, err := api.ReadTokenFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +156,7 @@ func (t *TokenFile) reloadLocked() {
 	if st == t.stamp {
 		return
 	}
-	toks, err := client.ReadTokenFile(t.path)
+	toks, err := api.ReadTokenFile(t.path)
 	if err != nil {
 		t.fail(st, fmt.Errorf("%w (keeping the tokens read before)", err))
 		return
@@ -359,12 +358,12 @@ func jsonBody(r *http.Request) bool {
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.hostAllowed(r) {
-			s.writeError(w, newError(http.StatusMisdirectedRequest, CodeForbidden,
+			s.writeError(w, newError(http.StatusMisdirectedRequest, api.CodeForbidden,
 				"Host %q is not this API's address: use the address it listens on, or list the name in the agent's api_hosts", r.Host))
 			return
 		}
 		if !originAllowed(r) {
-			s.writeError(w, newError(http.StatusForbidden, CodeForbidden,
+			s.writeError(w, newError(http.StatusForbidden, api.CodeForbidden,
 				"cross-origin requests are refused (Origin %q)", r.Header.Get("Origin")))
 			return
 		}
@@ -373,7 +372,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		if isWrite(r.Method) && r.ContentLength != 0 {
 			if !jsonBody(r) {
-				s.writeError(w, newError(http.StatusUnsupportedMediaType, CodeBadRequest,
+				s.writeError(w, newError(http.StatusUnsupportedMediaType, api.CodeBadRequest,
 					"Content-Type %q: request bodies must be application/json", r.Header.Get("Content-Type")))
 				return
 			}
@@ -398,7 +397,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	got := r.Header.Get("Authorization")
 	accepted, err := s.tokens.Accepted()
 	if err != nil {
-		s.writeError(w, newError(http.StatusServiceUnavailable, CodeUnauthorized, "API tokens unavailable: %v", err))
+		s.writeError(w, newError(http.StatusServiceUnavailable, api.CodeUnauthorized, "API tokens unavailable: %v", err))
 		return false
 	}
 	if tokenOK(got, accepted) {
@@ -408,6 +407,6 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if got != "" {
 		msg = "invalid bearer token"
 	}
-	s.writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "%s", msg))
+	s.writeError(w, newError(http.StatusUnauthorized, api.CodeUnauthorized, "%s", msg))
 	return false
 }

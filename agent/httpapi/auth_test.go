@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/httpapi"
-	"github.com/herd-dev/herd/agent/httpapi/fakestore"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/internal/testutil"
+	"github.com/herd-dev/herd/raftstore"
 )
 
 func TestGenerateAndWriteToken(t *testing.T) {
@@ -48,7 +48,7 @@ func TestGenerateAndWriteToken(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("token file mode %o, want 600", fi.Mode().Perm())
 	}
-	got, err := client.ReadTokenFile(path)
+	got, err := api.ReadTokenFile(path)
 	if err != nil || len(got) != 1 || got[0] != tok {
 		t.Errorf("ReadTokenFile = %q, %v; want [%q]", got, err, tok)
 	}
@@ -72,7 +72,7 @@ func TestParseTokens(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := client.ParseTokens("f", []byte(tc.in))
+			got, err := api.ParseTokens("f", []byte(tc.in))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("ParseTokens = %q, %v; want error containing %q", got, err, tc.wantErr)
@@ -89,10 +89,10 @@ func TestParseTokens(t *testing.T) {
 
 func TestReadTokenFileTooLarge(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "big")
-	if err := os.WriteFile(path, []byte(strings.Repeat("a", client.MaxTokenFileBytes+1)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(strings.Repeat("a", api.MaxTokenFileBytes+1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.ReadTokenFile(path); err == nil || !strings.Contains(err.Error(), "larger than") {
+	if _, err := api.ReadTokenFile(path); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("ReadTokenFile of a huge file = %v, want a size error", err)
 	}
 }
@@ -186,7 +186,7 @@ func TestPeerCredentialsOnSocket(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := httpapi.DefaultConfig()
-			cfg.Store = fakestore.New(nil)
+			cfg.Store = raftstore.NewMemStore(nil)
 			cfg.Logger = testLogger(t)
 			cfg.Token = testToken
 			cfg.SocketUIDs = tc.uids
@@ -203,7 +203,7 @@ func TestPeerCredentialsOnSocket(t *testing.T) {
 					t.Errorf("trusted peer without a token: %v", err)
 				}
 			default:
-				apiErr(t, err, http.StatusUnauthorized, httpapi.CodeUnauthorized)
+				apiErr(t, err, http.StatusUnauthorized, api.CodeUnauthorized)
 			}
 			withTok, _ := client.New([]string{"unix://" + sock}, client.Options{Token: testToken})
 			if _, err := withTok.Status(ctxT(t)); err != nil {
@@ -219,7 +219,7 @@ func TestPeerCredentialsOnSocket(t *testing.T) {
 
 func TestPeerCredentialsDoNotApplyToTCP(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
-	cfg.Store = fakestore.New(nil)
+	cfg.Store = raftstore.NewMemStore(nil)
 	cfg.Logger = testLogger(t)
 	cfg.Token = testToken
 	cfg.SocketUIDs = []int{os.Getuid()}
@@ -268,7 +268,7 @@ func TestHostHeader(t *testing.T) {
 			if code != tc.want {
 				t.Fatalf("Host %q: %d %s, want %d", tc.host, code, body, tc.want)
 			}
-			if code == 421 && decodeErr(t, body).Code != httpapi.CodeForbidden {
+			if code == 421 && decodeErr(t, body).Code != api.CodeForbidden {
 				t.Errorf("body %s: want code forbidden", body)
 			}
 		})
@@ -325,7 +325,7 @@ func TestOrigin(t *testing.T) {
 	if code != 403 {
 		t.Errorf("cross-origin create: %d, want 403", code)
 	}
-	if _, err := e.c.Get(ctxT(t), api.KindDeployment, "web"); !client.IsCode(err, "not_found") {
+	if _, err := e.c.Get(ctxT(t), api.KindDeployment, "web"); !api.IsCode(err, "not_found") {
 		t.Errorf("after a refused cross-origin create, Get = %v, want not_found", err)
 	}
 }
@@ -392,7 +392,7 @@ func TestUserCannotWriteStatus(t *testing.T) {
 		t.Fatalf("PUT status: %d %s, want 403", code, body)
 	}
 	ae := decodeErr(t, body)
-	if ae.Code != httpapi.CodeForbidden || !strings.Contains(ae.Message, "written by herd's agents only") {
+	if ae.Code != api.CodeForbidden || !strings.Contains(ae.Message, "written by herd's agents only") {
 		t.Errorf("PUT status error %+v: want code forbidden saying who writes status", ae)
 	}
 	code, _ = e.raw(t, "PUT", "/v1/nodes/pi1/status", `{"status":{"address":"10.6.6.6"}}`)
@@ -405,7 +405,7 @@ func TestUserCannotWriteStatus(t *testing.T) {
 
 func TestConnectionCap(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
-	cfg.Store = fakestore.New(nil)
+	cfg.Store = raftstore.NewMemStore(nil)
 	cfg.Logger = testLogger(t)
 	cfg.Token = testToken
 	cfg.MaxConns = 2
@@ -457,7 +457,7 @@ func TestConnectionCap(t *testing.T) {
 
 func TestBodyReadDeadline(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
-	cfg.Store = fakestore.New(nil)
+	cfg.Store = raftstore.NewMemStore(nil)
 	cfg.Logger = testLogger(t)
 	cfg.Token = testToken
 	cfg.ReadTimeout = 200 * time.Millisecond

@@ -10,36 +10,7 @@ import (
 	"strings"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/raftstore"
-)
-
-// Error codes of the API, as they appear in client.APIError.Code.
-const (
-	CodeInvalid  = "invalid"
-	CodeNotFound = "not_found"
-	CodeConflict = "conflict"
-	CodeExists   = "exists"
-	// CodeNoLeader: no leader was known before the request's deadline; a
-	// write was not applied.
-	CodeNoLeader = client.CodeNoLeader
-	// CodeOutcomeUnknown: a write may or may not have been applied.
-	CodeOutcomeUnknown = client.CodeOutcomeUnknown
-	CodeCompacted      = "compacted"
-	CodeUnauthorized   = "unauthorized"
-	// CodeForbidden: the request is refused whatever its credential: a
-	// foreign Host or Origin, or a write the user API does not allow.
-	CodeForbidden  = "forbidden"
-	CodeTooLarge   = "too_large"
-	CodeBadRequest = "bad_request"
-	CodeInternal   = "internal"
-	// CodeNotImplemented: the agent was built or configured without the
-	// feature (pod logs without Config.Logs).
-	CodeNotImplemented = client.CodeNotImplemented
-	// CodeNotPlaced: the pod is on no board yet.
-	CodeNotPlaced = client.CodeNotPlaced
-	// CodeLogsFailed: the board's journal could not be read.
-	CodeLogsFailed = client.CodeLogsFailed
 )
 
 // httpError is an error with the HTTP response it becomes.
@@ -57,7 +28,7 @@ func newError(status int, code, format string, args ...any) *httpError {
 }
 
 func badRequest(format string, args ...any) *httpError {
-	return newError(http.StatusBadRequest, CodeBadRequest, format, args...)
+	return newError(http.StatusBadRequest, api.CodeBadRequest, format, args...)
 }
 
 func invalid(fields []api.FieldError) *httpError {
@@ -80,7 +51,7 @@ func invalid(fields []api.FieldError) *httpError {
 	if len(fields) == 1 && more == "" {
 		msg = ""
 	}
-	return &httpError{status: http.StatusBadRequest, code: CodeInvalid,
+	return &httpError{status: http.StatusBadRequest, code: api.CodeInvalid,
 		msg: msg + strings.Join(parts, "; ") + more, fields: fields}
 }
 
@@ -92,7 +63,7 @@ func unknownKind(k string) *httpError {
 	for i, k := range api.Kinds {
 		names[i] = string(k)
 	}
-	return newError(http.StatusNotFound, CodeNotFound,
+	return newError(http.StatusNotFound, api.CodeNotFound,
 		"unknown kind %q; the kinds are %s", k, strings.Join(names, ", "))
 }
 
@@ -106,33 +77,33 @@ func (s *Server) toHTTPError(err error) *httpError {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return newError(http.StatusRequestEntityTooLarge, CodeTooLarge,
+		return newError(http.StatusRequestEntityTooLarge, api.CodeTooLarge,
 			"request body is larger than the limit of %d bytes", mbe.Limit)
 	case errors.Is(err, raftstore.ErrNotFound):
-		return newError(http.StatusNotFound, CodeNotFound, "%s", trimPrefix(err))
+		return newError(http.StatusNotFound, api.CodeNotFound, "%s", trimPrefix(err))
 	case errors.Is(err, raftstore.ErrExists):
-		return newError(http.StatusConflict, CodeExists, "%s", trimPrefix(err))
+		return newError(http.StatusConflict, api.CodeExists, "%s", trimPrefix(err))
 	case errors.Is(err, raftstore.ErrConflict):
-		return newError(http.StatusConflict, CodeConflict,
+		return newError(http.StatusConflict, api.CodeConflict,
 			"%s: the object was changed by someone else; get it again and retry", trimPrefix(err))
 	case errors.Is(err, raftstore.ErrOutcomeUnknown):
 		// Before DeadlineExceeded: a write that timed out while
 		// committing is one of these, not a plain "no leader".
-		return newError(http.StatusServiceUnavailable, CodeOutcomeUnknown,
+		return newError(http.StatusServiceUnavailable, api.CodeOutcomeUnknown,
 			"%s: the write may or may not have been applied; get the object again before retrying%s", trimPrefix(err), s.leaderHint())
 	case errors.Is(err, raftstore.ErrNoLeader), errors.Is(err, raftstore.ErrNotLeader):
-		return newError(http.StatusServiceUnavailable, CodeNoLeader, "%s%s", trimPrefix(err), s.leaderHint())
+		return newError(http.StatusServiceUnavailable, api.CodeNoLeader, "%s%s", trimPrefix(err), s.leaderHint())
 	case errors.Is(err, raftstore.ErrClosed):
-		return newError(http.StatusServiceUnavailable, CodeNoLeader, "%s (the agent is shutting down)", trimPrefix(err))
+		return newError(http.StatusServiceUnavailable, api.CodeNoLeader, "%s (the agent is shutting down)", trimPrefix(err))
 	case errors.Is(err, context.DeadlineExceeded):
-		return newError(http.StatusServiceUnavailable, CodeNoLeader,
+		return newError(http.StatusServiceUnavailable, api.CodeNoLeader,
 			"timed out waiting for the write to commit (is there a quorum?)%s", s.leaderHint())
 	case errors.Is(err, raftstore.ErrCompacted):
-		return newError(http.StatusGone, CodeCompacted, "%s", trimPrefix(err))
+		return newError(http.StatusGone, api.CodeCompacted, "%s", trimPrefix(err))
 	case errors.Is(err, raftstore.ErrInvalid):
-		return newError(http.StatusBadRequest, CodeBadRequest, "%s", trimPrefix(err))
+		return newError(http.StatusBadRequest, api.CodeBadRequest, "%s", trimPrefix(err))
 	}
-	return newError(http.StatusInternalServerError, CodeInternal, "%s", err.Error())
+	return newError(http.StatusInternalServerError, api.CodeInternal, "%s", err.Error())
 }
 
 // trimPrefix drops the "raftstore: " package prefix that means nothing to an
@@ -148,20 +119,20 @@ func (s *Server) leaderHint() string {
 	return " (no leader known)"
 }
 
-// writeError writes err as a JSON client.APIError.
+// writeError writes err as a JSON api.APIError.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	he := s.toHTTPError(err)
 	if he.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="herd"`)
 	}
-	writeJSON(w, he.status, client.APIError{Code: he.code, Message: he.msg, Fields: he.fields})
+	writeJSON(w, he.status, api.APIError{Code: he.code, Message: he.msg, Fields: he.fields})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(client.APIError{Code: CodeInternal, Message: "encoding response: " + err.Error()})
+		b, _ = json.Marshal(api.APIError{Code: api.CodeInternal, Message: "encoding response: " + err.Error()})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

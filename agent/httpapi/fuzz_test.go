@@ -9,7 +9,6 @@ import (
 
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 )
 
 // fuzzRoutes are the write endpoints whose JSON bodies FuzzAPIBodies
@@ -43,7 +42,7 @@ func FuzzAPIBodies(f *testing.F) {
 	daemon := &api.Daemon{Kind: api.KindDaemon, Metadata: api.ObjectMeta{Name: "exporter"},
 		Spec: api.DaemonSpec{Template: api.PodTemplate{Exec: []string{"/usr/bin/exporter"}}}}
 	applyReq := func(objs ...api.Object) []byte {
-		req := client.ApplyRequest{}
+		req := api.ApplyRequest{}
 		for _, o := range objs {
 			req.Objects = append(req.Objects, mustJSON(f, o))
 		}

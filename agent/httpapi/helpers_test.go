@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/herd-dev/herd/internal/testutil"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,14 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herd-dev/herd/internal/testutil"
+	"github.com/herd-dev/herd/raftstore"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/herd-dev/herd/agent/httpapi"
-	"github.com/herd-dev/herd/agent/httpapi/fakestore"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 )
 
-var _ httpapi.Store = (*fakestore.Store)(nil)
+var _ httpapi.Store = (*raftstore.MemStore)(nil)
 
 // t0 is the fixed time of the test clock.
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -34,25 +35,25 @@ func testLogger(t *testing.T) *slog.Logger { return testutil.Logger(t) }
 // testToken is the token newEnv's server accepts and its client sends.
 const testToken = "test-token-0123456789abcdef"
 
-// env is a server on httptest with a fake store and a client of it.
+// env is a server on httptest over a raftstore.MemStore and a client of it.
 type env struct {
-	store *fakestore.Store
+	store *raftstore.MemStore
 	srv   *httptest.Server
 	c     *client.Client
 }
 
 func newEnv(t *testing.T, mutate ...func(*httpapi.Config)) *env {
 	t.Helper()
-	st := fakestore.New(func() time.Time { return t0 })
+	st := raftstore.NewMemStore(func() time.Time { return t0 })
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = st
 	cfg.Clock = fixedClock{}
 	cfg.Logger = testLogger(t)
 	cfg.Token = testToken
-	cfg.Status = func(context.Context) client.Status {
-		return client.Status{Node: "pi1", Leader: "pi1", Version: "test",
-			Servers: []client.Server{{ID: "pi1", Address: "10.0.0.1:7947", Suffrage: "voter", Leader: true}},
-			Members: []client.Member{{Name: "pi1", Addr: "10.0.0.1", State: "alive", Server: true}}}
+	cfg.Status = func(context.Context) api.ClusterStatus {
+		return api.ClusterStatus{Node: "pi1", Leader: "pi1", Version: "test",
+			Servers: []api.RaftServer{{ID: "pi1", Address: "10.0.0.1:7947", Suffrage: "voter", Leader: true}},
+			Members: []api.GossipMember{{Name: "pi1", Addr: "10.0.0.1", State: "alive", Server: true}}}
 	}
 	for _, m := range mutate {
 		m(&cfg)
@@ -148,12 +149,12 @@ func typed[T api.Object](t *testing.T, r api.RawObject) T {
 	return o.(T)
 }
 
-// apiErr asserts err is an *client.APIError with status and code.
-func apiErr(t *testing.T, err error, status int, code string) *client.APIError {
+// apiErr asserts err is an *api.APIError with status and code.
+func apiErr(t *testing.T, err error, status int, code string) *api.APIError {
 	t.Helper()
-	ae, ok := err.(*client.APIError)
+	ae, ok := err.(*api.APIError)
 	if !ok {
-		t.Fatalf("error %v (%T), want *client.APIError", err, err)
+		t.Fatalf("error %v (%T), want *api.APIError", err, err)
 	}
 	if ae.StatusCode != status || ae.Code != code {
 		t.Fatalf("error %d %q (%s), want %d %q", ae.StatusCode, ae.Code, ae.Message, status, code)
@@ -174,9 +175,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	testutil.Until(t, 10*time.Second, what, cond)
 }
 
-func decodeErr(t *testing.T, body string) client.APIError {
+func decodeErr(t *testing.T, body string) api.APIError {
 	t.Helper()
-	var ae client.APIError
+	var ae api.APIError
 	if err := json.Unmarshal([]byte(body), &ae); err != nil {
 		t.Fatalf("body %q is not a JSON error: %v", body, err)
 	}

@@ -12,15 +12,15 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/httpapi"
-	"github.com/herd-dev/herd/agent/httpapi/fakestore"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/raftstore"
 )
 
 func newServer(t *testing.T, token string) *httpapi.Server {
 	t.Helper()
 	cfg := httpapi.DefaultConfig()
-	cfg.Store = fakestore.New(nil)
+	cfg.Store = raftstore.NewMemStore(nil)
 	cfg.Logger = testLogger(t)
 	cfg.Token = token
 	s, err := httpapi.New(cfg)
@@ -57,7 +57,7 @@ func serve(t *testing.T, s *httpapi.Server, ls ...net.Listener) func() error {
 
 func TestEveryListenerNeedsAToken(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
-	cfg.Store = fakestore.New(nil)
+	cfg.Store = raftstore.NewMemStore(nil)
 	if _, err := httpapi.New(cfg); !errors.Is(err, httpapi.ErrNoToken) {
 		t.Errorf("New without a token = %v, want ErrNoToken", err)
 	}
@@ -75,7 +75,7 @@ func TestEveryListenerNeedsAToken(t *testing.T) {
 	}
 	// Loopback is no exception.
 	noTok, _ := client.New([]string{addr}, client.Options{})
-	if _, err := noTok.Status(ctxT(t)); !client.IsCode(err, httpapi.CodeUnauthorized) {
+	if _, err := noTok.Status(ctxT(t)); !api.IsCode(err, api.CodeUnauthorized) {
 		t.Errorf("Status over loopback without a token = %v, want unauthorized", err)
 	}
 	if err := stop(); err != nil {

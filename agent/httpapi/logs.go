@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 )
 
 // LogOptions are the validated, normalized query of a logs request, as
@@ -25,7 +24,7 @@ type LogOptions struct {
 	// before now, on the board's clock) or "2025-06-01 10:00:00 UTC".
 	Since string
 	// Tail is 0 (every line) or the number of most recent lines to show
-	// before following, at most client.MaxLogTail.
+	// before following, at most api.MaxLogTail.
 	Tail int
 }
 
@@ -68,19 +67,19 @@ func parseLogOptions(q url.Values) (LogOptions, error) {
 	}
 	if v := q.Get("tail"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > client.MaxLogTail {
-			return o, badRequest("query parameter tail=%q: want a number of lines from 0 (all) to %d", v, client.MaxLogTail)
+		if err != nil || n < 0 || n > api.MaxLogTail {
+			return o, badRequest("query parameter tail=%q: want a number of lines from 0 (all) to %d", v, api.MaxLogTail)
 		}
 		o.Tail = n
 	}
 	return o, nil
 }
 
-// normalizeSince turns a since value (see client.ParseSince; a time
+// normalizeSince turns a since value (see api.ParseSince; a time
 // without a zone is UTC) into journalctl syntax. A duration is kept
 // relative, so that the board's clock, not the agent's, decides.
 func normalizeSince(v string) (string, error) {
-	ago, at, isTime, err := client.ParseSince(v, time.UTC)
+	ago, at, isTime, err := api.ParseSince(v, time.UTC)
 	if err != nil {
 		return "", err
 	}
@@ -99,10 +98,10 @@ func normalizeSince(v string) (string, error) {
 
 // logs streams a pod's journal from its board as text/plain. Errors
 // before the first byte are JSON errors with a status; an error after
-// output began is sent in the client.LogErrorTrailer trailer.
+// output began is sent in the api.LogErrorTrailer trailer.
 func (s *Server) logs(w http.ResponseWriter, r *http.Request, name string) {
 	if s.cfg.Logs == nil {
-		s.writeError(w, newError(http.StatusNotImplemented, CodeNotImplemented,
+		s.writeError(w, newError(http.StatusNotImplemented, api.CodeNotImplemented,
 			"pod logs are not available: this agent was started without a log reader"))
 		return
 	}
@@ -132,7 +131,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, name string) {
 		if pod.Status.Message != "" {
 			msg += " (" + pod.Status.Message + ")"
 		}
-		s.writeError(w, newError(http.StatusConflict, CodeNotPlaced, "%s", msg))
+		s.writeError(w, newError(http.StatusConflict, api.CodeNotPlaced, "%s", msg))
 		return
 	}
 	if r.Method == http.MethodHead {
@@ -162,7 +161,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	switch {
 	case !lw.started && failed:
-		s.writeError(w, newError(http.StatusBadGateway, CodeLogsFailed,
+		s.writeError(w, newError(http.StatusBadGateway, api.CodeLogsFailed,
 			"logs of pod %s from board %s: %v", name, pod.Spec.Node, err))
 	case !lw.started:
 		setLogHeaders(w)
@@ -170,7 +169,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, name string) {
 	case failed:
 		msg := fmt.Sprintf("logs of pod %s from board %s: %v", name, pod.Spec.Node, err)
 		// A header value is one line.
-		w.Header().Set(client.LogErrorTrailer, strings.Join(strings.Fields(msg), " "))
+		w.Header().Set(api.LogErrorTrailer, strings.Join(strings.Fields(msg), " "))
 	}
 }
 
@@ -214,5 +213,5 @@ func setLogHeaders(w http.ResponseWriter) {
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Trailer", client.LogErrorTrailer)
+	h.Set("Trailer", api.LogErrorTrailer)
 }

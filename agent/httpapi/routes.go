@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/raftstore"
 )
 
@@ -28,7 +27,7 @@ const maxCASRetries = 8
 // its own conflicts for as long as its context allows, up to this many.
 const maxOwnCASRetries = 100
 
-// route dispatches /v1 requests. The routes:
+// newRouter returns the /v1 routes on net/http's method-and-path patterns:
 //
 //	GET    /v1/status                    cluster status
 //	POST   /v1/apply[?dryRun=1]          apply objects, all or none
@@ -42,95 +41,120 @@ const maxOwnCASRetries = 100
 //	PUT    /v1/deployments/{name}/scale  set replicas
 //	GET    /v1/pods/{name}/logs[?follow=1&since=..&tail=N]  journal, text/plain
 //
+// A GET route answers HEAD too. What the patterns do not match gets the
+// API's JSON error: 404 naming the path, or 405 with Allow (the mux's own
+// answers, turned into API errors by route). An unknown {kind} is a 404
+// listing the kinds.
+//
 // Gets and lists are linearizable (the store's ReadBarrier) unless the
 // request says ?stale, which reads this agent's copy as it is. Every
 // read-modify-write (update, scale, apply) reads after a ReadBarrier.
-func (s *Server) route(w http.ResponseWriter, r *http.Request) {
-	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/")
-	if !ok {
-		s.writeError(w, newError(http.StatusNotFound, CodeNotFound, "no route %s: the API lives under /v1/", r.URL.Path))
-		return
-	}
-	segs := strings.Split(strings.TrimSuffix(rest, "/"), "/")
-	switch segs[0] {
-	case "status":
-		if len(segs) == 1 {
-			if s.allow(w, r, http.MethodGet) {
-				s.status(w, r)
-			}
-			return
-		}
-	case "apply":
-		if len(segs) == 1 {
-			if s.allow(w, r, http.MethodPost) {
-				s.apply(w, r)
-			}
-			return
-		}
-	case "watch":
-		if len(segs) == 1 {
-			if s.allow(w, r, http.MethodGet) {
-				s.watch(w, r, "")
-			}
-			return
-		}
-	}
-	kind := api.Kind(segs[0])
-	if api.New(kind) == nil {
-		s.writeError(w, unknownKind(segs[0]))
-		return
-	}
-	switch {
-	case len(segs) == 1:
-		if !s.allow(w, r, http.MethodGet, http.MethodPost) {
-			return
-		}
-		if r.Method == http.MethodPost {
-			s.create(w, r, kind)
-		} else if boolParam(r, "watch") {
+func (s *Server) newRouter() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("POST /v1/apply", s.apply)
+	mux.HandleFunc("GET /v1/watch", func(w http.ResponseWriter, r *http.Request) { s.watch(w, r, "") })
+	mux.HandleFunc("GET /v1/{kind}", s.withKind(func(w http.ResponseWriter, r *http.Request, kind api.Kind) {
+		if boolParam(r, "watch") {
 			s.watch(w, r, kind)
 		} else {
 			s.list(w, r, kind)
 		}
-	case len(segs) == 2 && segs[1] != "":
-		if !s.allow(w, r, http.MethodGet, http.MethodPut, http.MethodDelete) {
+	}))
+	mux.HandleFunc("POST /v1/{kind}", s.withKind(s.create))
+	mux.HandleFunc("GET /v1/{kind}/{name}", s.withKind(func(w http.ResponseWriter, r *http.Request, kind api.Kind) {
+		s.get(w, r, kind, r.PathValue("name"))
+	}))
+	mux.HandleFunc("PUT /v1/{kind}/{name}", s.withKind(func(w http.ResponseWriter, r *http.Request, kind api.Kind) {
+		s.update(w, r, kind, r.PathValue("name"))
+	}))
+	mux.HandleFunc("DELETE /v1/{kind}/{name}", s.withKind(func(w http.ResponseWriter, r *http.Request, kind api.Kind) {
+		s.delete(w, r, kind, r.PathValue("name"))
+	}))
+	mux.HandleFunc("PUT /v1/{kind}/{name}/status", s.withKind(func(w http.ResponseWriter, r *http.Request, kind api.Kind) {
+		s.updateStatus(w, r, kind, r.PathValue("name"))
+	}))
+	mux.HandleFunc("PUT /v1/deployments/{name}/scale", func(w http.ResponseWriter, r *http.Request) { s.scale(w, r, r.PathValue("name")) })
+	mux.HandleFunc("GET /v1/pods/{name}/logs", func(w http.ResponseWriter, r *http.Request) { s.logs(w, r, r.PathValue("name")) })
+	return mux
+}
+
+// topRoutes are the /v1/ paths that are not kinds, with their method. A
+// {kind} pattern also matches them with other methods: that is a 405.
+var topRoutes = map[string]string{"status": http.MethodGet, "apply": http.MethodPost, "watch": http.MethodGet}
+
+// withKind checks the {kind} of a route before calling h.
+func (s *Server) withKind(h func(http.ResponseWriter, *http.Request, api.Kind)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		kind := api.Kind(r.PathValue("kind"))
+		if m, ok := topRoutes[string(kind)]; ok && r.PathValue("name") == "" {
+			s.notAllowed(w, r, m)
 			return
 		}
-		switch r.Method {
-		case http.MethodGet:
-			s.get(w, r, kind, segs[1])
-		case http.MethodPut:
-			s.update(w, r, kind, segs[1])
-		default:
-			s.delete(w, r, kind, segs[1])
+		if api.New(kind) == nil {
+			s.writeError(w, unknownKind(string(kind)))
+			return
 		}
-	case len(segs) == 3 && segs[1] != "" && segs[2] == "status":
-		if s.allow(w, r, http.MethodPut) {
-			s.updateStatus(w, r, kind, segs[1])
-		}
-	case len(segs) == 3 && segs[1] != "" && segs[2] == "scale" && kind == api.KindDeployment:
-		if s.allow(w, r, http.MethodPut) {
-			s.scale(w, r, segs[1])
-		}
-	case len(segs) == 3 && segs[1] != "" && segs[2] == "logs" && kind == api.KindPod:
-		if s.allow(w, r, http.MethodGet) {
-			s.logs(w, r, segs[1])
-		}
-	default:
-		s.writeError(w, newError(http.StatusNotFound, CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		h(w, r, kind)
 	}
 }
 
-// allow answers 405 unless r uses one of methods.
-func (s *Server) allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
-	if slices.Contains(methods, r.Method) || (r.Method == http.MethodHead && slices.Contains(methods, http.MethodGet)) {
-		return true
-	}
-	w.Header().Set("Allow", strings.Join(methods, ", "))
-	s.writeError(w, newError(http.StatusMethodNotAllowed, CodeBadRequest,
-		"method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(methods, ", ")))
-	return false
+// notAllowed answers 405 naming the allowed methods.
+func (s *Server) notAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+	w.Header().Set("Allow", allow)
+	s.writeError(w, newError(http.StatusMethodNotAllowed, api.CodeBadRequest,
+		"method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow))
 }
+
+// route serves r with the router (a trailing slash ignored), answering
+// what no route matches with the API's JSON errors instead of the mux's
+// plain text.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; len(p) > len("/v1/") && strings.HasSuffix(p, "/") {
+		// "/v1/deployments/" is "/v1/deployments".
+		r2, u := *r, *r.URL
+		u.Path, u.RawPath = strings.TrimSuffix(p, "/"), ""
+		r2.URL = &u
+		r = &r2
+	}
+	h, pattern := s.router.Handler(r)
+	if pattern != "" {
+		s.router.ServeHTTP(w, r) // sets the path values Handler does not
+		return
+	}
+	if !strings.HasPrefix(r.URL.Path, "/v1/") {
+		s.writeError(w, newError(http.StatusNotFound, api.CodeNotFound, "no route %s: the API lives under /v1/", r.URL.Path))
+		return
+	}
+	// Ask the mux what it would answer (404, or 405 with Allow), without
+	// sending its body.
+	probe := &statusProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		allow := probe.header.Get("Allow")
+		if m, ok := topRoutes[strings.TrimPrefix(r.URL.Path, "/v1/")]; ok {
+			allow = m // not the {kind} routes' methods
+		}
+		s.notAllowed(w, r, allow)
+		return
+	}
+	if segs := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/"), "/"); api.New(api.Kind(segs[0])) == nil && topRoutes[segs[0]] == "" {
+		s.writeError(w, unknownKind(segs[0]))
+		return
+	}
+	s.writeError(w, newError(http.StatusNotFound, api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+}
+
+// statusProbe records the status and headers of a response and drops its
+// body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(code int)        { p.status = code }
 
 func boolParam(r *http.Request, name string) bool {
 	switch strings.ToLower(r.URL.Query().Get(name)) {
@@ -160,7 +184,7 @@ func (s *Server) writeCtx(r *http.Request) (context.Context, context.CancelFunc)
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	var st client.Status
+	var st api.ClusterStatus
 	if s.cfg.Status != nil {
 		ctx, cancel := s.writeCtx(r)
 		defer cancel()
@@ -228,7 +252,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, kind api.Kind) {
 		}
 	}
 	slices.SortFunc(items, func(a, b api.RawObject) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
-	writeJSON(w, http.StatusOK, client.ObjectList{Items: items, ResourceVersion: rv})
+	writeJSON(w, http.StatusOK, api.ObjectList{Items: items, ResourceVersion: rv})
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, kind api.Kind, name string) {
@@ -467,7 +491,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, kind api.Kind, n
 // controllers, through raftstore on the leader, never by the user API
 // (a pod's status names its unit and a node's its address).
 func (s *Server) updateStatus(w http.ResponseWriter, _ *http.Request, kind api.Kind, name string) {
-	s.writeError(w, newError(http.StatusForbidden, CodeForbidden,
+	s.writeError(w, newError(http.StatusForbidden, api.CodeForbidden,
 		"status of %s is written by herd's agents only, not through the API; change the spec instead", objectRef(kind, name)))
 }
 
@@ -494,7 +518,7 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request, name string) {
 		s.writeError(w, err)
 		return
 	}
-	var req client.ScaleRequest
+	var req api.ScaleRequest
 	if err := decodeStrict(bytes.NewReader(body), &req, "request body"); err != nil {
 		s.writeError(w, err)
 		return

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 )
 
 // Sentinel errors.
@@ -46,7 +45,7 @@ type Config struct {
 	// within ctx (bounded by WriteTimeout); it must name as leader only a
 	// server that has confirmed its leadership. Optional: without it the
 	// route answers with an empty status.
-	Status func(ctx context.Context) client.Status
+	Status func(ctx context.Context) api.ClusterStatus
 	// Logs writes the journal of pod's unit (units.UnitName of the pod's
 	// name, never anything from its status), read on the board the pod is
 	// placed on (pod.Spec.Node, never empty), to w as it arrives, for GET
@@ -139,8 +138,8 @@ func (c Config) Validate() error {
 		return errors.New("httpapi: config: Logger is required")
 	}
 	if c.Tokens == nil {
-		if err := client.CheckToken(c.Token); err != nil {
-			return fmt.Errorf("httpapi: config: Token: %v", strings.TrimPrefix(err.Error(), "client: "))
+		if err := api.CheckToken(c.Token); err != nil {
+			return fmt.Errorf("httpapi: config: Token: %v", strings.TrimPrefix(err.Error(), "api: "))
 		}
 	}
 	for i, h := range c.Hosts {
@@ -156,6 +155,7 @@ type Server struct {
 	cfg     Config
 	tokens  TokenSource
 	handler http.Handler
+	router  *http.ServeMux // the /v1 routes (newRouter)
 	// stopWatches is closed when Serve begins shutting down, ending every
 	// watch stream so that graceful shutdown does not wait for them.
 	stopOnce    sync.Once
@@ -200,6 +200,7 @@ func New(cfg Config) (*Server, error) {
 	if s.tokens == nil {
 		s.tokens = StaticTokens{cfg.Token}
 	}
+	s.router = s.newRouter()
 	s.handler = s.logRequests(s.guard(http.HandlerFunc(s.route)))
 	return s, nil
 }

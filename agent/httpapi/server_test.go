@@ -100,7 +100,7 @@ func TestCreateGetListUpdateDelete(t *testing.T) {
 	}
 	_, err = e.c.Get(ctx, api.KindDeployment, "web")
 	apiErr(t, err, http.StatusNotFound, "not_found")
-	if err := e.c.Delete(ctx, api.KindDeployment, "web"); !client.IsCode(err, "not_found") {
+	if err := e.c.Delete(ctx, api.KindDeployment, "web"); !api.IsCode(err, "not_found") {
 		t.Errorf("second Delete = %v, want not_found", err)
 	}
 }
@@ -111,9 +111,9 @@ func TestStatus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Status: %v", err)
 	}
-	want := client.Status{Node: "pi1", Leader: "pi1", Version: "test",
-		Servers: []client.Server{{ID: "pi1", Address: "10.0.0.1:7947", Suffrage: "voter", Leader: true}},
-		Members: []client.Member{{Name: "pi1", Addr: "10.0.0.1", State: "alive", Server: true}}}
+	want := api.ClusterStatus{Node: "pi1", Leader: "pi1", Version: "test",
+		Servers: []api.RaftServer{{ID: "pi1", Address: "10.0.0.1:7947", Suffrage: "voter", Leader: true}},
+		Members: []api.GossipMember{{Name: "pi1", Addr: "10.0.0.1", State: "alive", Server: true}}}
 	diff(t, "status", want, st)
 }
 
@@ -253,7 +253,7 @@ func TestErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := e.raw(t, tc.method, tc.path, tc.body)
-			var ae client.APIError
+			var ae api.APIError
 			if err := json.Unmarshal([]byte(body), &ae); err != nil {
 				t.Fatalf("body %q is not a JSON error: %v", body, err)
 			}
@@ -275,7 +275,7 @@ func TestOutcomeUnknown(t *testing.T) {
 		return fmt.Errorf("%w: forward to leader 10.0.0.1:7947: raftstore: leader changed from 10.0.0.1:7947 to 10.0.0.2:7947", raftstore.ErrOutcomeUnknown)
 	})
 	_, err := e.c.Create(ctxT(t), deployment("db", nil))
-	ae := apiErr(t, err, http.StatusServiceUnavailable, httpapi.CodeOutcomeUnknown)
+	ae := apiErr(t, err, http.StatusServiceUnavailable, api.CodeOutcomeUnknown)
 	for _, want := range []string{"leader changed from 10.0.0.1:7947 to 10.0.0.2:7947", "may or may not have been applied"} {
 		if !strings.Contains(ae.Message, want) {
 			t.Errorf("message %q does not say %q", ae.Message, want)
@@ -286,8 +286,8 @@ func TestOutcomeUnknown(t *testing.T) {
 		return fmt.Errorf("%w: txn: %w", raftstore.ErrOutcomeUnknown, context.DeadlineExceeded)
 	})
 	_, err = e.c.Scale(ctxT(t), "web", 2)
-	if !client.IsCode(err, httpapi.CodeOutcomeUnknown) {
-		t.Errorf("Scale = %v, want code %s", err, httpapi.CodeOutcomeUnknown)
+	if !api.IsCode(err, api.CodeOutcomeUnknown) {
+		t.Errorf("Scale = %v, want code %s", err, api.CodeOutcomeUnknown)
 	}
 }
 
@@ -360,5 +360,37 @@ func TestConfigValidate(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
 	if err := cfg.Validate(); err == nil {
 		t.Error("DefaultConfig without Store validated")
+	}
+}
+
+// TestRouterEdges: the mux's own answers become API errors: 405 says what
+// is allowed (and sets Allow), HEAD follows GET, a trailing slash is the
+// same route.
+func TestRouterEdges(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.c.Create(ctxT(t), deployment("web", nil)); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/status", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(resp.Header.Get("Allow"), "GET") {
+		t.Errorf("POST /v1/status = %d, Allow %q; want 405 allowing GET", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+	if code, body := e.raw(t, "DELETE", "/v1/apply", ""); code != 405 || !strings.Contains(body, `"code":"bad_request"`) || !strings.Contains(body, "(allowed: POST)") {
+		t.Errorf("DELETE /v1/apply = %d %s, want a JSON 405 naming POST", code, body)
+	}
+	if code, _ := e.raw(t, "HEAD", "/v1/deployments/web", ""); code != 200 {
+		t.Errorf("HEAD /v1/deployments/web = %d, want 200", code)
+	}
+	if code, body := e.raw(t, "GET", "/v1/deployments/web/", ""); code != 200 || !strings.Contains(body, `"name":"web"`) {
+		t.Errorf("GET with a trailing slash = %d %s, want the deployment", code, body)
 	}
 }

@@ -2,7 +2,6 @@ package placer
 
 import (
 	"errors"
-	"github.com/herd-dev/herd/units"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/herd-dev/herd/units"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"

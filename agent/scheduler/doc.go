@@ -11,9 +11,10 @@
 // Placement is filter then score:
 //
 //   - filters, in this order, the first failing one being the node's reason:
-//     node Ready, not cordoned (spec.unschedulable), node selector (node
-//     labels plus the well-known herd.dev/node, herd.dev/arch and
-//     herd.dev/model; "arch" and "model" are shorthands), fixed host ports
+//     node Ready, not cordoned (spec.unschedulable), node selector
+//     (api.Node.MatchesNodeSelector: node labels plus the well-known
+//     herd.dev/node, herd.dev/arch and herd.dev/model; "arch" and "model"
+//     are shorthands), fixed host ports
 //     free (same port and protocol), memory and CPU requests within what the
 //     node has left, and a free port in the dynamic range for every port 0;
 //   - scores, in this order: spread (fewest pods of the same owner on the

@@ -9,15 +9,6 @@ import (
 	"github.com/herd-dev/herd/api"
 )
 
-// Well-known node labels, set from gossip facts rather than by users. The
-// selector keys "arch" and "model" are shorthands for LabelArch and
-// LabelModel.
-const (
-	LabelNode  = "herd.dev/node"
-	LabelArch  = "herd.dev/arch"
-	LabelModel = "herd.dev/model"
-)
-
 // Default dynamic host port range, for ports declared with port = 0.
 const (
 	DefaultPortMin = 20000
@@ -186,11 +177,6 @@ type state struct {
 	hostBuf []int
 }
 
-// occupies reports whether a pod in phase ph holds resources on its node.
-func occupies(ph api.PodPhase) bool {
-	return ph == api.PodScheduled || ph == api.PodStarting || ph == api.PodRunning
-}
-
 func newState(cfg Config, s *Snapshot, owners map[api.OwnerRef]struct{}) *state {
 	st := &state{cfg: cfg, owners: make(map[ownerKey]int)}
 	if s == nil {
@@ -211,7 +197,7 @@ func newState(cfg Config, s *Snapshot, owners map[api.OwnerRef]struct{}) *state 
 		st.nodes = append(st.nodes, nodeInfo{node: n, memCap: n.Status.MemoryBytes, cpuCap: n.Status.CPUs * 100})
 	}
 	for _, p := range s.Pods {
-		if p == nil || p.Spec.Node == "" || !occupies(p.Status.Phase) {
+		if p == nil || p.Spec.Node == "" || !p.Status.Phase.Occupies() {
 			continue
 		}
 		ni, ok := st.byName[p.Spec.Node]
@@ -220,7 +206,7 @@ func newState(cfg Config, s *Snapshot, owners map[api.OwnerRef]struct{}) *state 
 		}
 		// Admission validated the quantities; a bad one counts as zero
 		// rather than blocking every placement.
-		req, _ := requestOf(&p.Spec.Template)
+		req, _ := p.Spec.Template.Resources.Request()
 		st.take(ni, p, req, p.Spec.HostPorts)
 		if _, ok := owners[p.Spec.Owner]; ok {
 			st.owners[ownerKey{p.Spec.Owner, ni}]++
@@ -230,13 +216,13 @@ func newState(cfg Config, s *Snapshot, owners map[api.OwnerRef]struct{}) *state 
 }
 
 // take books the resources of pod p on node ni.
-func (st *state) take(ni int32, p *api.Pod, req request, hostPorts map[string]int) {
+func (st *state) take(ni int32, p *api.Pod, req api.Request, hostPorts map[string]int) {
 	n := &st.nodes[ni]
-	n.memUsed += req.memOn(n.memCap)
-	n.cpuUsed += req.cpu
+	n.memUsed += req.MemoryOn(n.memCap)
+	n.cpuUsed += req.CPUPercent
 	for i := range p.Spec.Template.Ports {
 		port := &p.Spec.Template.Ports[i]
-		hp, ok := hostPorts[portName(i, port)]
+		hp, ok := hostPorts[p.Spec.Template.PortName(i)]
 		if !ok || hp == 0 {
 			hp = port.Port
 		}
@@ -253,14 +239,6 @@ func protoOf(p *api.Port) uint8 {
 	return protoTCP
 }
 
-// portName is the port's name, or the default admission gives it.
-func portName(i int, p *api.Port) string {
-	if p.Name != "" {
-		return p.Name
-	}
-	return "p" + strconv.Itoa(i)
-}
-
 func (st *state) place(pod *api.Pod) (Decision, error) {
 	if pod == nil {
 		return Decision{}, fmt.Errorf("%w: nil pod", ErrInvalidPod)
@@ -271,9 +249,9 @@ func (st *state) place(pod *api.Pod) (Decision, error) {
 	if err := api.ValidateBindable(pod); err != nil {
 		return Decision{}, fmt.Errorf("%w: %w", ErrInvalidPod, err)
 	}
-	req, err := requestOf(&pod.Spec.Template)
+	req, err := pod.Spec.Template.Resources.Request()
 	if err != nil {
-		return Decision{}, fmt.Errorf("%w: pods/%s: %w", ErrInvalidPod, pod.Metadata.Name, err)
+		return Decision{}, fmt.Errorf("%w: pods/%s: spec.template.%w", ErrInvalidPod, pod.Metadata.Name, err)
 	}
 	tmpl := &pod.Spec.Template
 	st.setOffsets(pod)
@@ -295,7 +273,7 @@ func (st *state) place(pod *api.Pod) (Decision, error) {
 		n := &st.nodes[ni]
 		free := 0.0
 		if n.memCap > 0 {
-			free = float64(n.memCap-n.memUsed-req.memOn(n.memCap)) / float64(n.memCap)
+			free = float64(n.memCap-n.memUsed-req.MemoryOn(n.memCap)) / float64(n.memCap)
 		}
 		if best < 0 || spread < bestSpread ||
 			(spread == bestSpread && (free > bestFree ||
@@ -324,7 +302,7 @@ func (st *state) place(pod *api.Pod) (Decision, error) {
 	if len(tmpl.Ports) > 0 {
 		hostPorts = make(map[string]int, len(tmpl.Ports))
 		for i := range tmpl.Ports {
-			hostPorts[portName(i, &tmpl.Ports[i])] = hosts[i]
+			hostPorts[tmpl.PortName(i)] = hosts[i]
 		}
 	}
 	st.take(best, pod, req, hostPorts)
@@ -340,7 +318,7 @@ func (st *state) place(pod *api.Pod) (Decision, error) {
 }
 
 // filter returns why node ni cannot take pod, or "" if it can.
-func (st *state) filter(ni int32, pod *api.Pod, req request) string {
+func (st *state) filter(ni int32, pod *api.Pod, req api.Request) string {
 	n := &st.nodes[ni]
 	if n.node.Status.Phase != api.NodeReady {
 		return "not ready"
@@ -348,7 +326,7 @@ func (st *state) filter(ni int32, pod *api.Pod, req request) string {
 	if n.node.Spec.Unschedulable {
 		return "cordoned"
 	}
-	if !selectorMatches(pod.Spec.Template.NodeSelector, n.node) {
+	if !n.node.MatchesNodeSelector(pod.Spec.Template.NodeSelector) {
 		return "node selector mismatch"
 	}
 	for i := range pod.Spec.Template.Ports {
@@ -363,10 +341,10 @@ func (st *state) filter(ni int32, pod *api.Pod, req request) string {
 			return "port " + strconv.Itoa(p.Port) + " in use"
 		}
 	}
-	if m := req.memOn(n.memCap); m > 0 && n.memUsed+m > n.memCap {
+	if m := req.MemoryOn(n.memCap); m > 0 && n.memUsed+m > n.memCap {
 		return "insufficient memory"
 	}
-	if req.cpu > 0 && n.cpuUsed+req.cpu > n.cpuCap {
+	if req.CPUPercent > 0 && n.cpuUsed+req.CPUPercent > n.cpuCap {
 		return "insufficient cpu"
 	}
 	if _, ok := st.pickPorts(ni, pod); !ok {
@@ -423,7 +401,7 @@ func (st *state) setOffsets(pod *api.Pod) {
 		h := fnv.New32a()
 		h.Write([]byte(pod.Metadata.Name))
 		h.Write([]byte{0})
-		h.Write([]byte(portName(i, &pod.Spec.Template.Ports[i])))
+		h.Write([]byte(pod.Spec.Template.PortName(i)))
 		st.offs = append(st.offs, int(h.Sum32()%size))
 	}
 }
@@ -441,31 +419,4 @@ func ownPortUsed(ports []api.Port, hosts []int, cand int, proto uint8, i int) bo
 		}
 	}
 	return false
-}
-
-// selectorMatches reports whether every key of sel has the same value on
-// node n, looking keys up with nodeLabel.
-func selectorMatches(sel map[string]string, n *api.Node) bool {
-	for k, want := range sel {
-		if got, ok := nodeLabel(n, k); !ok || got != want {
-			return false
-		}
-	}
-	return true
-}
-
-// nodeLabel looks up a selector key on a node: the well-known labels (and
-// their shorthands) come from the node's name and gossip facts and cannot be
-// overridden by user labels; any other key is a user label.
-func nodeLabel(n *api.Node, key string) (string, bool) {
-	switch key {
-	case LabelNode:
-		return n.Metadata.Name, true
-	case LabelArch, "arch":
-		return n.Status.Arch, n.Status.Arch != ""
-	case LabelModel, "model":
-		return n.Status.Model, n.Status.Model != ""
-	}
-	v, ok := n.Metadata.Labels[key]
-	return v, ok
 }

@@ -122,7 +122,7 @@ func TestPlaceFilters(t *testing.T) {
 		{
 			name:     "selector well-known arch",
 			nodes:    []*api.Node{node("a", arch("arm")), node("b")},
-			pod:      pod("p", selector(LabelArch, "arm")),
+			pod:      pod("p", selector(api.LabelArch, "arm")),
 			wantNode: "a",
 		},
 		{
@@ -134,12 +134,12 @@ func TestPlaceFilters(t *testing.T) {
 		{
 			name:     "selector node name",
 			nodes:    []*api.Node{node("a"), node("b"), node("c")},
-			pod:      pod("p", selector(LabelNode, "c")),
+			pod:      pod("p", selector(api.LabelNode, "c")),
 			wantNode: "c",
 		},
 		{
 			name:     "user label cannot spoof well-known",
-			nodes:    []*api.Node{node("a", nodeLabels(LabelArch, "riscv64")), node("b", arch("riscv64"))},
+			nodes:    []*api.Node{node("a", nodeLabels(api.LabelArch, "riscv64")), node("b", arch("riscv64"))},
 			pod:      pod("p", selector("arch", "riscv64")),
 			wantNode: "b",
 		},
@@ -510,7 +510,7 @@ func TestPlaceInvalid(t *testing.T) {
 	if !errors.Is(err, ErrInvalidPod) {
 		t.Fatalf("bad quantity: err = %v, want ErrInvalidPod", err)
 	}
-	want := `scheduler: invalid pod: pods/p: spec.template.resources.memoryRequest: memory "12Q": want bytes with an optional K, M, G or T suffix, or a percentage`
+	want := `scheduler: invalid pod: pods/p: spec.template.resources.memoryRequest: api: invalid quantity: memory "12Q": the suffix must be K, M, G or T (base 1024), or % of the board's memory`
 	if err.Error() != want {
 		t.Errorf("err = %q\nwant  %q", err, want)
 	}
@@ -529,35 +529,5 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Errorf("DefaultConfig().Validate() = %v", err)
-	}
-}
-
-func TestParseQuantities(t *testing.T) {
-	mems := []struct {
-		in      string
-		bytes   int64
-		percent int
-		ok      bool
-	}{
-		{"1024", 1024, 0, true}, {"64K", 64 << 10, 0, true}, {"64M", 64 << 20, 0, true}, {"2G", 2 << 30, 0, true},
-		{"1T", 1 << 40, 0, true}, {"50%", 0, 50, true}, {"", 0, 0, false}, {"0", 0, 0, false}, {"101%", 0, 0, false},
-		{"-1M", 0, 0, false}, {"1.5G", 0, 0, false}, {"64MB", 0, 0, false}, {"+5", 0, 0, false},
-	}
-	for _, m := range mems {
-		b, p, err := parseMemory(m.in)
-		if (err == nil) != m.ok || b != m.bytes || p != m.percent {
-			t.Errorf("parseMemory(%q) = %d, %d, %v; want %d, %d, ok=%v", m.in, b, p, err, m.bytes, m.percent, m.ok)
-		}
-	}
-	cpus := []struct {
-		in  string
-		pct int
-		ok  bool
-	}{{"50%", 50, true}, {"250%", 250, true}, {"0.5", 0, false}, {"0%", 0, false}, {"", 0, false}, {"-5%", 0, false}}
-	for _, c := range cpus {
-		p, err := parseCPU(c.in)
-		if (err == nil) != c.ok || p != c.pct {
-			t.Errorf("parseCPU(%q) = %d, %v; want %d, ok=%v", c.in, p, err, c.pct, c.ok)
-		}
 	}
 }

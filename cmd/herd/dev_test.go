@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
 )
 
@@ -111,10 +112,10 @@ func TestDevAgentTokenReachesHerdctl(t *testing.T) {
 	herd, ctl := buildBins(t, dir)
 	home, xdg := filepath.Join(dir, "home"), filepath.Join(dir, "xdg")
 	env := cleanEnv(home, xdg)
-	api, cmd, done := startDev(t, herd, dir, env)
+	addr, cmd, done := startDev(t, herd, dir, env)
 	// herdctl's only hint is the loopback address (the test cannot use the
 	// default 127.0.0.1:7948, which another agent may hold).
-	ctlEnv := append(env, "HERD_ADDR=http://"+api)
+	ctlEnv := append(env, "HERD_ADDR=http://"+addr)
 	waitFor(t, "herdctl get nodes against the dev agent", 30*time.Second, func() error {
 		if code, out := herdctl(ctl, ctlEnv, "get", "nodes"); code != 0 {
 			return fmt.Errorf("exit %d: %s", code, out)
@@ -126,12 +127,12 @@ func TestDevAgentTokenReachesHerdctl(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("dev token %s: %v %v, want mode 0600", tokPath, err, fi)
 	}
-	code, out := herdctl(ctl, append(env, "HERD_ADDR=http://"+api, "HERD_TOKEN=wrong-token-0123456789"), "get", "nodes")
+	code, out := herdctl(ctl, append(env, "HERD_ADDR=http://"+addr, "HERD_TOKEN=wrong-token-0123456789"), "get", "nodes")
 	if code != 1 || !strings.Contains(out, "invalid bearer token") {
 		t.Errorf("herdctl with a wrong token: exit %d %q, want 1 and invalid bearer token", code, out)
 	}
-	c, _ := client.New([]string{"http://" + api}, client.Options{Timeout: 5 * time.Second})
-	if _, err := c.Status(t.Context()); !client.IsCode(err, "unauthorized") {
+	c, _ := client.New([]string{"http://" + addr}, client.Options{Timeout: 5 * time.Second})
+	if _, err := c.Status(t.Context()); !api.IsCode(err, "unauthorized") {
 		t.Errorf("client without a token: %v, want unauthorized", err)
 	}
 	stopDev(t, cmd, done)

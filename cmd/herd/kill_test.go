@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/herd-dev/herd/internal/testutil"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/herd-dev/herd/internal/testutil"
 
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"

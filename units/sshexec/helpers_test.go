@@ -2,10 +2,11 @@ package sshexec
 
 import (
 	"context"
-	"github.com/herd-dev/herd/internal/testutil"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/herd-dev/herd/internal/testutil"
 
 	"golang.org/x/crypto/ssh"
 

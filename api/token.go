@@ -1,4 +1,4 @@
-package client
+package api
 
 import (
 	"bufio"
@@ -18,11 +18,11 @@ const MaxTokenFileBytes = 64 << 10
 func CheckToken(tok string) error {
 	switch {
 	case tok == "":
-		return errors.New("client: empty token")
+		return errors.New("api: empty token")
 	case len(tok) < 16:
-		return fmt.Errorf("client: token of %d characters is too short (want at least 16; herd makes 43)", len(tok))
+		return fmt.Errorf("api: token of %d characters is too short (want at least 16; herd makes 43)", len(tok))
 	case strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f || r > 0x7e }):
-		return errors.New("client: a token is printable ASCII without blanks")
+		return errors.New("api: a token is printable ASCII without blanks")
 	}
 	return nil
 }
@@ -40,7 +40,7 @@ func ParseTokens(name string, data []byte) ([]string, error) {
 			continue
 		}
 		if err := CheckToken(line); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", name, n, strings.TrimPrefix(err.Error(), "client: "))
+			return nil, fmt.Errorf("%s:%d: %v", name, n, strings.TrimPrefix(err.Error(), "api: "))
 		}
 		out = append(out, line)
 	}
@@ -57,19 +57,19 @@ func ParseTokens(name string, data []byte) ([]string, error) {
 func ReadTokenFile(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("client: token file: %w", err)
+		return nil, fmt.Errorf("api: token file: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxTokenFileBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("client: token file %s: %w", path, err)
+		return nil, fmt.Errorf("api: token file %s: %w", path, err)
 	}
 	if len(data) > MaxTokenFileBytes {
-		return nil, fmt.Errorf("client: token file %s is larger than %d bytes", path, MaxTokenFileBytes)
+		return nil, fmt.Errorf("api: token file %s is larger than %d bytes", path, MaxTokenFileBytes)
 	}
 	toks, err := ParseTokens(path, data)
 	if err != nil {
-		return nil, fmt.Errorf("client: token file %w", err)
+		return nil, fmt.Errorf("api: token file %w", err)
 	}
 	return toks, nil
 }

@@ -1,0 +1,150 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// This file holds the API's wire types: the bodies and error codes the
+// agent's HTTP API (agent/httpapi) and its client (client, herdctl) share.
+
+// Error codes of the API, as they appear in APIError.Code.
+const (
+	CodeInvalid  = "invalid"
+	CodeNotFound = "not_found"
+	CodeConflict = "conflict"
+	CodeExists   = "exists"
+	// CodeNoLeader: the agent knows no leader (or is shutting down) and
+	// did not apply the request; it is safe to send again.
+	CodeNoLeader = "no_leader"
+	// CodeOutcomeUnknown: the write may or may not have been applied (the
+	// leader changed or the deadline passed while it was committing).
+	// Read the object before writing again.
+	CodeOutcomeUnknown = "outcome_unknown"
+	CodeCompacted      = "compacted"
+	CodeUnauthorized   = "unauthorized"
+	// CodeForbidden: the request is refused whatever its credential: a
+	// foreign Host or Origin, or a write the user API does not allow.
+	CodeForbidden  = "forbidden"
+	CodeTooLarge   = "too_large"
+	CodeBadRequest = "bad_request"
+	CodeInternal   = "internal"
+	// CodeNotImplemented: the agent was built or configured without the
+	// feature (pod logs without a log reader).
+	CodeNotImplemented = "not_implemented"
+	// CodeNotPlaced: the pod is on no board yet, so it has no journal.
+	CodeNotPlaced = "not_placed"
+	// CodeLogsFailed: reading the journal on the board failed.
+	CodeLogsFailed = "logs_failed"
+)
+
+// APIError is an error response from the agent.
+type APIError struct {
+	StatusCode int          `json:"-"`
+	Code       string       `json:"code"` // "invalid", "not_found", "conflict", "no_leader", ...
+	Message    string       `json:"message"`
+	Fields     []FieldError `json:"fields,omitempty"`
+}
+
+// Error returns the message.
+func (e *APIError) Error() string { return e.Message }
+
+// IsCode reports whether err is an *APIError with code.
+func IsCode(err error, code string) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == code
+}
+
+// ApplyResult says what apply did to one object.
+type ApplyResult struct {
+	Kind   Kind      `json:"kind"`
+	Name   string    `json:"name"`
+	Action string    `json:"action"` // "created", "configured", "unchanged"
+	Object RawObject `json:"object"`
+}
+
+// ObjectList is the body of a list response.
+type ObjectList struct {
+	Items           []RawObject `json:"items"`
+	ResourceVersion uint64      `json:"resourceVersion"`
+}
+
+// ApplyRequest is the body of POST /v1/apply: objects with kind, metadata
+// and spec.
+type ApplyRequest struct {
+	Objects []json.RawMessage `json:"objects"`
+}
+
+// ApplyResponse is the body of an apply response, one result per object in
+// request order.
+type ApplyResponse struct {
+	Results []ApplyResult `json:"results"`
+}
+
+// ScaleRequest is the body of PUT /v1/deployments/{name}/scale.
+type ScaleRequest struct {
+	Replicas *int `json:"replicas"`
+}
+
+// ClusterStatus is an agent's view of the cluster (GET /v1/status).
+type ClusterStatus struct {
+	Node    string         `json:"node"`
+	Leader  string         `json:"leader"`
+	Servers []RaftServer   `json:"servers"`
+	Members []GossipMember `json:"members"`
+	Version string         `json:"version"`
+}
+
+// RaftServer is a Raft server in ClusterStatus.
+type RaftServer struct {
+	ID       string `json:"id"`
+	Address  string `json:"address"`
+	Suffrage string `json:"suffrage"` // "voter" or "nonvoter"
+	Leader   bool   `json:"leader"`
+}
+
+// GossipMember is a gossip member in ClusterStatus.
+type GossipMember struct {
+	Name   string `json:"name"`
+	Addr   string `json:"addr"`
+	State  string `json:"state"` // alive, suspect, dead, left
+	Server bool   `json:"server"`
+}
+
+// MaxLogTail is the largest number of lines a logs request may ask for.
+const MaxLogTail = 100000
+
+// LogErrorTrailer is the HTTP trailer in which the agent reports an error
+// that ended a logs stream after output had begun (the status line was
+// already sent as 200 by then).
+const LogErrorTrailer = "Herd-Error"
+
+// sinceLayout is the zone-less time format ParseSince accepts.
+const sinceLayout = "2006-01-02 15:04:05"
+
+// ParseSince parses a logs "since" value: a duration of Go syntax, not
+// negative, meaning that long ago ("10m", "1h30m", "0s"), or a point in
+// time, in RFC 3339 or as "2006-01-02 15:04:05" in loc. Exactly one of ago
+// (with isTime false) or at (with isTime true) is meaningful.
+func ParseSince(s string, loc *time.Location) (ago time.Duration, at time.Time, isTime bool, err error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, time.Time{}, false, errors.New("since is empty")
+	}
+	if d, derr := time.ParseDuration(s); derr == nil {
+		if d < 0 {
+			return 0, time.Time{}, false, fmt.Errorf("since %q: the duration must not be negative (10m means ten minutes ago)", s)
+		}
+		return d, time.Time{}, false, nil
+	}
+	if t, terr := time.Parse(time.RFC3339, s); terr == nil {
+		return 0, t, true, nil
+	}
+	if t, terr := time.ParseInLocation(sinceLayout, s, loc); terr == nil {
+		return 0, t, true, nil
+	}
+	return 0, time.Time{}, false, fmt.Errorf("since %q: want a duration such as 10m or 1h30m, or a time such as 2025-06-01T10:00:00Z or \"2025-06-01 10:00:00\"", s)
+}
