@@ -136,5 +136,5 @@ func (b *boardExecutor) Logs(ctx context.Context, pod *api.Pod, opts httpapi.Log
 // comes from the pod's own name and the board from its binding, never from
 // status, which must not steer what is read.
 func logsCommand(pod *api.Pod, opts httpapi.LogOptions) (node string, argv []string) {
-	return pod.Spec.Node, opts.JournalctlArgs(units.UnitName(pod.Metadata.Name))
+	return pod.Spec.Node, opts.JournalctlArgs(api.UnitName(pod.Metadata.Name))
 }

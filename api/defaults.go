@@ -197,12 +197,12 @@ func cloneObject(o Object) Object {
 		c.Spec.Selector = maps.Clone(v.Spec.Selector)
 		c.Spec.Strategy.MaxSurge = clonePtr(v.Spec.Strategy.MaxSurge)
 		c.Spec.Strategy.MaxUnavailable = clonePtr(v.Spec.Strategy.MaxUnavailable)
-		c.Spec.Template = cloneTemplate(v.Spec.Template)
+		c.Spec.Template = v.Spec.Template.DeepCopy()
 		return &c
 	case *Daemon:
 		c := *v
 		c.Metadata = cloneMeta(v.Metadata)
-		c.Spec.Template = cloneTemplate(v.Spec.Template)
+		c.Spec.Template = v.Spec.Template.DeepCopy()
 		return &c
 	case *Service:
 		c := *v
@@ -213,7 +213,7 @@ func cloneObject(o Object) Object {
 	case *Pod:
 		c := *v
 		c.Metadata = cloneMeta(v.Metadata)
-		c.Spec.Template = cloneTemplate(v.Spec.Template)
+		c.Spec.Template = v.Spec.Template.DeepCopy()
 		c.Spec.HostPorts = maps.Clone(v.Spec.HostPorts)
 		return &c
 	case *Node:
@@ -237,8 +237,9 @@ func clonePtr[T any](p *T) *T {
 	return &c
 }
 
-// cloneTemplate returns a deep copy of t.
-func cloneTemplate(t PodTemplate) PodTemplate {
+// DeepCopy returns a copy of t that shares no map, slice or pointer with
+// it, so a pod made from a template shares nothing with its owner.
+func (t PodTemplate) DeepCopy() PodTemplate {
 	t.Labels = maps.Clone(t.Labels)
 	t.Exec = slices.Clone(t.Exec)
 	t.Env = maps.Clone(t.Env)

@@ -38,7 +38,7 @@ func TestTemplateHash(t *testing.T) {
 		"probe":     func(t *PodTemplate) { t.Readiness = &Probe{TCP: "80"} },
 	}
 	for name, change := range changes {
-		c := cloneTemplate(base)
+		c := base.DeepCopy()
 		change(&c)
 		if TemplateHash(c) == TemplateHash(base) {
 			t.Errorf("changing %s does not change the hash", name)

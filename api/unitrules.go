@@ -332,3 +332,29 @@ func (v *validator) templateBudget(p fieldPath, t *PodTemplate) {
 		v.addf(p, "takes %d bytes as stored; a template may take at most %d, so that binding a pod made from it (the pod twice, spec and status) fits in one Raft transaction of %d bytes", n, MaxTemplateBytes, MaxBindTxnBytes)
 	}
 }
+
+// Unit names: a pod's systemd unit is UnitPrefix + pod name + UnitSuffix.
+const (
+	UnitPrefix = "herd-"
+	UnitSuffix = ".service"
+)
+
+// UnitName returns the systemd unit of a pod: herd-<pod>.service. Pod
+// names are never reused (see DeploymentStatus.PodsCreated), so the unit
+// names one incarnation of one pod.
+func UnitName(pod string) string { return UnitPrefix + pod + UnitSuffix }
+
+// PodFromUnitName returns the pod name inside a unit name made by
+// UnitName, and false when name is not a herd unit name (wrong prefix or
+// suffix, or a pod part that is not a valid name).
+func PodFromUnitName(unit string) (string, bool) {
+	pod, ok := strings.CutPrefix(unit, UnitPrefix)
+	if !ok {
+		return "", false
+	}
+	pod, ok = strings.CutSuffix(pod, UnitSuffix)
+	if !ok || ValidateName(pod) != nil {
+		return "", false
+	}
+	return pod, true
+}

@@ -296,7 +296,7 @@ func Plan(desired []*api.Pod, observed []UnitState) ([]Action, error) {
 		if p == nil {
 			continue
 		}
-		name := UnitName(p.Metadata.Name)
+		name := api.UnitName(p.Metadata.Name)
 		if want[name] {
 			continue
 		}

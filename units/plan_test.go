@@ -35,7 +35,7 @@ func hashOf(t *testing.T, p *api.Pod) string {
 // running is an observed unit that matches p and runs.
 func running(t *testing.T, p *api.Pod) UnitState {
 	return UnitState{
-		Unit: UnitName(p.Metadata.Name), LoadState: "loaded", ActiveState: "active", SubState: "running",
+		Unit: api.UnitName(p.Metadata.Name), LoadState: "loaded", ActiveState: "active", SubState: "running",
 		UnitFileState: "enabled", MainPID: 42, ExecMainStartTimestamp: "Mon 2024-05-06 07:08:09 UTC",
 		FileHash: hashOf(t, p),
 	}
@@ -232,7 +232,7 @@ func TestPlan(t *testing.T) {
 					continue
 				}
 				for _, p := range tc.desired {
-					if p != nil && UnitName(p.Metadata.Name) == a.Unit {
+					if p != nil && api.UnitName(p.Metadata.Name) == a.Unit {
 						if want, _ := Render(p); !bytes.Equal(want, a.Content) {
 							t.Errorf("write %s: content is not Render(pod)", a.Unit)
 						}
@@ -263,7 +263,7 @@ func checkWriteEnv(t *testing.T, a Action, desired []*api.Pod) {
 		t.Errorf("write-env %s: path %q mode %v, want %q 0600", a.Unit, a.Path, a.Mode, EnvFilePath(a.Unit))
 	}
 	for _, p := range desired {
-		if p != nil && UnitName(p.Metadata.Name) == a.Unit {
+		if p != nil && api.UnitName(p.Metadata.Name) == a.Unit {
 			want, err := RenderEnvFile(p)
 			if err != nil || !bytes.Equal(want, a.Content) {
 				t.Errorf("write-env %s: content is not RenderEnvFile(pod) (err %v)", a.Unit, err)
@@ -443,7 +443,7 @@ func BenchmarkPlan(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		observed = append(observed, UnitState{Unit: UnitName(p.Metadata.Name), LoadState: "loaded", ActiveState: "active",
+		observed = append(observed, UnitState{Unit: api.UnitName(p.Metadata.Name), LoadState: "loaded", ActiveState: "active",
 			UnitFileState: "enabled", ExecMainStartTimestamp: "x", FileHash: Hash(content)})
 		if i < 50 {
 			desired = append(desired, p)

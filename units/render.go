@@ -65,35 +65,15 @@ func (e *RenderError) Error() string {
 // Unwrap returns ErrUnrenderable.
 func (e *RenderError) Unwrap() error { return ErrUnrenderable }
 
-// UnitName returns the systemd unit name of a pod: herd-<pod>.service.
-func UnitName(podName string) string {
-	return unitPrefix + podName + unitSuffix
-}
-
 // EnvFilePath returns where the environment file of a unit lives on a
 // board: EnvDir/herd-<pod>.env for unit herd-<pod>.service.
 func EnvFilePath(unit string) string {
-	return EnvDir + "/" + strings.TrimSuffix(unit, unitSuffix) + envSuffix
-}
-
-// PodFromUnitName returns the pod name inside a unit name made by UnitName,
-// and false when name is not a herd unit name (wrong prefix or suffix, or a
-// pod part that is not a valid pod name).
-func PodFromUnitName(name string) (string, bool) {
-	if len(name) <= len(unitPrefix)+len(unitSuffix) ||
-		!strings.HasPrefix(name, unitPrefix) || !strings.HasSuffix(name, unitSuffix) {
-		return "", false
-	}
-	pod := name[len(unitPrefix) : len(name)-len(unitSuffix)]
-	if api.ValidateName(pod) != nil {
-		return "", false
-	}
-	return pod, true
+	return EnvDir + "/" + strings.TrimSuffix(unit, api.UnitSuffix) + envSuffix
 }
 
 // IsHerdUnit reports whether name is a unit name herd manages.
 func IsHerdUnit(name string) bool {
-	_, ok := PodFromUnitName(name)
+	_, ok := api.PodFromUnitName(name)
 	return ok
 }
 
@@ -236,7 +216,7 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 		words = append(words, api.QuoteUnitWord(a, q))
 	}
 	r.add(sectionService, "ExecStart", joinWords("ExecStart", words))
-	r.add(sectionService, "EnvironmentFile", EnvFilePath(UnitName(p.Metadata.Name)))
+	r.add(sectionService, "EnvironmentFile", EnvFilePath(api.UnitName(p.Metadata.Name)))
 	if t.User != "" {
 		r.add(sectionService, "User", t.User)
 	}

@@ -64,8 +64,8 @@ func loadGoldens(t *testing.T) []golden {
 }
 
 func TestUnitName(t *testing.T) {
-	if got := UnitName("web-1"); got != "herd-web-1.service" {
-		t.Errorf("UnitName(web-1) = %q", got)
+	if got := api.UnitName("web-1"); got != "herd-web-1.service" {
+		t.Errorf("api.UnitName(web-1) = %q", got)
 	}
 	for _, tc := range []struct {
 		in   string
@@ -85,15 +85,15 @@ func TestUnitName(t *testing.T) {
 		{"", "", false},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			pod, ok := PodFromUnitName(tc.in)
+			pod, ok := api.PodFromUnitName(tc.in)
 			if pod != tc.pod || ok != tc.herd {
-				t.Errorf("PodFromUnitName(%q) = %q, %v; want %q, %v", tc.in, pod, ok, tc.pod, tc.herd)
+				t.Errorf("api.PodFromUnitName(%q) = %q, %v; want %q, %v", tc.in, pod, ok, tc.pod, tc.herd)
 			}
 			if IsHerdUnit(tc.in) != tc.herd {
 				t.Errorf("IsHerdUnit(%q) = %v", tc.in, !tc.herd)
 			}
-			if ok && UnitName(pod) != tc.in {
-				t.Errorf("UnitName(%q) = %q, want %q", pod, UnitName(pod), tc.in)
+			if ok && api.UnitName(pod) != tc.in {
+				t.Errorf("api.UnitName(%q) = %q, want %q", pod, api.UnitName(pod), tc.in)
 			}
 		})
 	}
@@ -145,8 +145,8 @@ func TestRenderGolden(t *testing.T) {
 			if bytes.Contains(got, []byte(Hash(envGot))) {
 				t.Errorf("unit file carries the environment file's hash")
 			}
-			if !bytes.Contains(got, []byte("\nEnvironmentFile="+EnvFilePath(UnitName(g.pod.Metadata.Name))+"\n")) {
-				t.Errorf("unit does not name its environment file %s", EnvFilePath(UnitName(g.pod.Metadata.Name)))
+			if !bytes.Contains(got, []byte("\nEnvironmentFile="+EnvFilePath(api.UnitName(g.pod.Metadata.Name))+"\n")) {
+				t.Errorf("unit does not name its environment file %s", EnvFilePath(api.UnitName(g.pod.Metadata.Name)))
 			}
 			if bytes.Contains(got, []byte("\nEnvironment=")) {
 				t.Errorf("unit file carries Environment= lines: values belong in the 0600 environment file")
@@ -936,7 +936,7 @@ func goldenUnits(t *testing.T) (map[string][]byte, map[string][]*unit.UnitOption
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := UnitName(g.pod.Metadata.Name)
+		name := api.UnitName(g.pod.Metadata.Name)
 		files[name] = b
 		opts[name] = o
 	}

@@ -83,7 +83,7 @@ func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes
 	for _, p := range owned {
 		n := nodeByName[p.Spec.Node]
 		switch {
-		case terminal(p.Status.Phase):
+		case p.Status.Phase.Terminal():
 			deletes = append(deletes, newAction(ActionDelete, p, "pod is %s", p.Status.Phase))
 		case n == nil:
 			deletes = append(deletes, newAction(ActionDelete, p, "board %s is gone", orNone(p.Spec.Node)))

@@ -211,7 +211,7 @@ func TestDaemonRollingUpdate(t *testing.T) {
 		t.Fatalf("initial rollout: %+v", st)
 	}
 	nd := *w.daemons["exp"]
-	nd.Spec.Template = copyTemplate(nd.Spec.Template)
+	nd.Spec.Template = nd.Spec.Template.DeepCopy()
 	nd.Spec.Template.Exec = append(nd.Spec.Template.Exec, "--v2")
 	w.apply([]Action{newAction(ActionUpdate, &nd, "user")})
 	rev := api.TemplateHash(nd.Spec.Template)

@@ -93,7 +93,7 @@ func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, node
 			continue
 		}
 		switch {
-		case terminal(p.Status.Phase):
+		case p.Status.Phase.Terminal():
 			if p.Status.Phase != api.PodLost {
 				failed = append(failed, p)
 			}
@@ -313,7 +313,7 @@ func newPod(name string, owner api.OwnerRef, t api.PodTemplate, rev string) *api
 	return &api.Pod{
 		Kind:     api.KindPod,
 		Metadata: api.ObjectMeta{Name: name, Labels: maps.Clone(t.Labels)},
-		Spec:     api.PodSpec{Owner: owner, Template: copyTemplate(t), Revision: rev},
-		Status:   api.PodStatus{Phase: api.PodPending, Unit: UnitName(name)},
+		Spec:     api.PodSpec{Owner: owner, Template: t.DeepCopy(), Revision: rev},
+		Status:   api.PodStatus{Phase: api.PodPending, Unit: api.UnitName(name)},
 	}
 }

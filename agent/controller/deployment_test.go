@@ -250,7 +250,7 @@ func TestRollingUpdate(t *testing.T) {
 
 			// Change the template.
 			nd := *w.deployments["web"]
-			nd.Spec.Template = copyTemplate(nd.Spec.Template)
+			nd.Spec.Template = nd.Spec.Template.DeepCopy()
 			nd.Spec.Template.Env = map[string]string{"VERSION": "2"}
 			w.apply([]Action{newAction(ActionUpdate, &nd, "user")})
 			newRev := api.TemplateHash(nd.Spec.Template)

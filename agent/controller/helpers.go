@@ -3,7 +3,6 @@ package controller
 import (
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/herd-dev/herd/api"
@@ -42,20 +41,6 @@ func podNameSet(pods []*api.Pod) func(string) bool {
 	return func(name string) bool { return set[name] }
 }
 
-// UnitName is the systemd unit of a pod, herd-<pod>.service.
-func UnitName(pod string) string { return "herd-" + pod + ".service" }
-
-// podOfUnit returns the pod a herd unit belongs to, or false for a unit
-// that is not herd's.
-func podOfUnit(unit string) (string, bool) {
-	s, ok := strings.CutPrefix(unit, "herd-")
-	if !ok {
-		return "", false
-	}
-	s, ok = strings.CutSuffix(s, ".service")
-	return s, ok && s != ""
-}
-
 // terminal reports whether a pod in phase ph will never run again.
 func terminal(ph api.PodPhase) bool {
 	return ph == api.PodLost || ph == api.PodFailed || ph == api.PodSucceeded
@@ -84,24 +69,6 @@ func nodeIndex(nodes []*api.Node) map[string]*api.Node {
 		}
 	}
 	return m
-}
-
-// copyTemplate returns a deep copy of t, so a new pod shares nothing with
-// its owner.
-func copyTemplate(t api.PodTemplate) api.PodTemplate {
-	c := t
-	c.Labels = maps.Clone(t.Labels)
-	c.Exec = slices.Clone(t.Exec)
-	c.Env = maps.Clone(t.Env)
-	c.Files = slices.Clone(t.Files)
-	c.Ports = slices.Clone(t.Ports)
-	c.NodeSelector = maps.Clone(t.NodeSelector)
-	if t.Readiness != nil {
-		r := *t.Readiness
-		r.Exec = slices.Clone(r.Exec)
-		c.Readiness = &r
-	}
-	return c
 }
 
 // findCondition returns the condition of type typ, or nil.

@@ -148,7 +148,7 @@ func TestNoNameReusedAcrossReplacements(t *testing.T) {
 			w.apply([]Action{newAction(ActionUpdate, &nd, "user")})
 		case cycle%29 == 0: // new template
 			nd := *w.deployments["web"]
-			nd.Spec.Template = copyTemplate(nd.Spec.Template)
+			nd.Spec.Template = nd.Spec.Template.DeepCopy()
 			nd.Spec.Template.Env = map[string]string{"CYCLE": fmt.Sprint(cycle)}
 			w.apply([]Action{newAction(ActionUpdate, &nd, "user")})
 		default: // a pod ends
@@ -222,7 +222,7 @@ func TestNoDaemonNameReused(t *testing.T) {
 			w.apply([]Action{newAction(ActionUpdateStatus, &np, "unit failed")})
 		case 2:
 			nd := *w.daemons["exp"]
-			nd.Spec.Template = copyTemplate(nd.Spec.Template)
+			nd.Spec.Template = nd.Spec.Template.DeepCopy()
 			nd.Spec.Template.Env = map[string]string{"CYCLE": fmt.Sprint(cycle)}
 			w.apply([]Action{newAction(ActionUpdate, &nd, "user")})
 		}

@@ -244,7 +244,7 @@ func ObservedUnits(now time.Time, node *api.Node, pods []*api.Pod, units []UnitO
 	}
 	var stale []string
 	for _, u := range units {
-		pod, ok := podOfUnit(u.Unit)
+		pod, ok := api.PodFromUnitName(u.Unit)
 		if !ok || !u.Found || live[pod] {
 			continue
 		}

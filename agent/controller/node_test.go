@@ -198,9 +198,9 @@ func TestFencing(t *testing.T) {
 	if n.Status.Phase != api.NodeNotReady || n.Status.Fenced || findCondition(n.Status.Conditions, ConditionFencing) == nil {
 		t.Fatalf("returning node = %s fenced=%v conditions %+v; want NotReady, unfenced, Fencing", n.Status.Phase, n.Status.Fenced, n.Status.Conditions)
 	}
-	staleUnit := UnitObservation{Unit: UnitName("web-1"), Found: true, ActiveState: "active", SubState: "running"}
+	staleUnit := UnitObservation{Unit: api.UnitName("web-1"), Found: true, ActiveState: "active", SubState: "running"}
 	notHerd := UnitObservation{Unit: "sshd.service", Found: true, ActiveState: "active"}
-	gone := UnitObservation{Unit: UnitName("old"), Found: false}
+	gone := UnitObservation{Unit: api.UnitName("old"), Found: false}
 	w.apply(ObservedUnits(w.now, w.nodes["a"], w.podList(), []UnitObservation{staleUnit, notHerd, gone}))
 	n = w.nodes["a"]
 	if n.Status.Phase == api.NodeReady {
@@ -220,7 +220,7 @@ func TestFencing(t *testing.T) {
 	// A unit of a pod the board legitimately runs is not stale: pretend a
 	// live pod is bound there.
 	legit := deployPod(web, "legit", "a", api.PodScheduled)
-	if acts := ObservedUnits(w.now, n, append(w.podList(), legit), []UnitObservation{{Unit: UnitName("legit"), Found: true, ActiveState: "active"}}); len(acts) != 1 || acts[0].Object.(*api.Node).Status.Phase != api.NodeReady {
+	if acts := ObservedUnits(w.now, n, append(w.podList(), legit), []UnitObservation{{Unit: api.UnitName("legit"), Found: true, ActiveState: "active"}}); len(acts) != 1 || acts[0].Object.(*api.Node).Status.Phase != api.NodeReady {
 		t.Errorf("legit unit: got%s, want the node Ready", fmtActions(acts))
 	}
 

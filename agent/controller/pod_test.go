@@ -12,7 +12,7 @@ func TestObservePod(t *testing.T) {
 	web := deployment("web", 1)
 	later := t0.Add(time.Minute)
 	obs := func(active, sub string, exit, restarts int, ready *bool) UnitObservation {
-		return UnitObservation{Unit: UnitName("p"), Found: true, ActiveState: active, SubState: sub, ExecMainStatus: exit, NRestarts: restarts, Ready: ready}
+		return UnitObservation{Unit: api.UnitName("p"), Found: true, ActiveState: active, SubState: sub, ExecMainStatus: exit, NRestarts: restarts, Ready: ready}
 	}
 	tests := []struct {
 		name      string
@@ -36,8 +36,8 @@ func TestObservePod(t *testing.T) {
 		{name: "exit 0 with on-failure succeeds", phase: api.PodRunning, policy: api.RestartOnFailure, obs: obs("inactive", "dead", 0, 0, nil), wantPhase: api.PodSucceeded},
 		{name: "inactive with always is stopped", phase: api.PodRunning, obs: obs("inactive", "dead", 0, 0, nil), wantPhase: api.PodScheduled},
 		{name: "inactive non-zero fails", phase: api.PodRunning, policy: api.RestartNever, obs: obs("inactive", "dead", 3, 0, nil), wantPhase: api.PodFailed},
-		{name: "unit gone", phase: api.PodRunning, obs: UnitObservation{Unit: UnitName("p")}, wantPhase: api.PodScheduled},
-		{name: "not yet written", phase: api.PodScheduled, obs: UnitObservation{Unit: UnitName("p")}},
+		{name: "unit gone", phase: api.PodRunning, obs: UnitObservation{Unit: api.UnitName("p")}, wantPhase: api.PodScheduled},
+		{name: "not yet written", phase: api.PodScheduled, obs: UnitObservation{Unit: api.UnitName("p")}},
 		{name: "pending ignored", phase: api.PodPending, obs: obs("active", "running", 0, 0, nil)},
 		{name: "lost not resurrected", phase: api.PodLost, obs: obs("active", "running", 0, 0, nil)},
 		{name: "failed stays failed", phase: api.PodFailed, obs: obs("active", "running", 0, 0, nil)},

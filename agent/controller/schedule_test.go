@@ -160,7 +160,7 @@ func messyWorld(t testing.TB) *world {
 	w.add(db, deployPod(db, "db-1", "", api.PodPending), deployPod(db, "db-gone", "gone", api.PodRunning))
 	// web's template changes: a rollout is due.
 	nw := *w.deployments["web"]
-	nw.Spec.Template = copyTemplate(nw.Spec.Template)
+	nw.Spec.Template = nw.Spec.Template.DeepCopy()
 	nw.Spec.Template.Env = map[string]string{"V": "2"}
 	w.put(&nw)
 

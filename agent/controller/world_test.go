@@ -319,7 +319,7 @@ func (w *world) runPods(limit int) int {
 			continue
 		}
 		ready := true
-		w.apply(ObservePod(w.now, p, UnitObservation{Unit: UnitName(p.Metadata.Name), Found: true, ActiveState: "active", SubState: "running", Ready: &ready}))
+		w.apply(ObservePod(w.now, p, UnitObservation{Unit: api.UnitName(p.Metadata.Name), Found: true, ActiveState: "active", SubState: "running", Ready: &ready}))
 		n++
 	}
 	return n

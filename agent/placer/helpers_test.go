@@ -300,7 +300,7 @@ func webPod(name, node string) *api.Pod {
 			},
 			HostPorts: map[string]int{"http": 8080},
 		},
-		Status: api.PodStatus{Phase: api.PodScheduled, Unit: units.UnitName(name), IP: "127.0.0.1"},
+		Status: api.PodStatus{Phase: api.PodScheduled, Unit: api.UnitName(name), IP: "127.0.0.1"},
 	}
 }
 

@@ -82,7 +82,7 @@ func (w *worker) observe(ctx context.Context, v *view, node *api.Node, observed 
 		if !observable(pod.Status.Phase) {
 			continue
 		}
-		name := units.UnitName(pod.Metadata.Name)
+		name := api.UnitName(pod.Metadata.Name)
 		o := controller.UnitObservation{Unit: name}
 		if u, ok := byUnit[name]; ok {
 			o = observation(u)
@@ -218,7 +218,7 @@ func (w *worker) readiness(ctx context.Context, node *api.Node, pods []*api.Pod,
 	for _, pod := range pods {
 		bound[pod.Metadata.Name] = true
 		pr := pod.Spec.Template.Readiness
-		u, ok := byUnit[units.UnitName(pod.Metadata.Name)]
+		u, ok := byUnit[api.UnitName(pod.Metadata.Name)]
 		if pr == nil || !observable(pod.Status.Phase) || !ok || !(u.ActiveState == "active" || u.ActiveState == "reloading") {
 			delete(w.probes, pod.Metadata.Name)
 			continue
@@ -286,7 +286,7 @@ func (w *worker) check(ctx context.Context, node *api.Node, pod *api.Pod, pr *ap
 	defer cancel()
 	switch {
 	case len(pr.Exec) > 0:
-		unit := units.UnitName(pod.Metadata.Name)
+		unit := api.UnitName(pod.Metadata.Name)
 		status, err := w.p.exec.Probe(ctx, w.node, ProbeCommand{
 			Unit:            unit,
 			User:            pod.Spec.Template.User,

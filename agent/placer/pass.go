@@ -121,7 +121,7 @@ func (w *worker) finishRestarts(desired []*api.Pod, observed []units.UnitState, 
 	}
 	bound := make(map[string]bool, len(desired))
 	for _, p := range desired {
-		bound[units.UnitName(p.Metadata.Name)] = true
+		bound[api.UnitName(p.Metadata.Name)] = true
 	}
 	seen := make(map[string]units.UnitState, len(observed))
 	for _, u := range observed {
@@ -193,7 +193,7 @@ func restartStopped(desired []*api.Pod, observed []units.UnitState, planned []un
 	}
 	var out []units.Action
 	for _, pod := range desired {
-		name := units.UnitName(pod.Metadata.Name)
+		name := api.UnitName(pod.Metadata.Name)
 		u, ok := seen[name]
 		policy := pod.Spec.Template.RestartPolicy
 		if !ok || touched[name] || u.LoadState != "loaded" || u.ActiveState != "inactive" || u.ExecMainStatus != 0 ||
@@ -250,7 +250,7 @@ func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*ap
 	pods := make(map[string]*api.Pod, len(desired))
 	protected := make(map[string]bool)
 	for _, pod := range desired {
-		pods[units.UnitName(pod.Metadata.Name)] = pod
+		pods[api.UnitName(pod.Metadata.Name)] = pod
 		for _, f := range pod.Spec.Template.Files {
 			protected[f.Path] = true
 		}
@@ -425,7 +425,7 @@ func (w *worker) stillWanted(ctx context.Context, batch []units.Action) error {
 	}
 	want := make(map[string]*api.Pod)
 	for _, pod := range v.desired(w.node) {
-		want[units.UnitName(pod.Metadata.Name)] = pod
+		want[api.UnitName(pod.Metadata.Name)] = pod
 	}
 	for _, a := range batch {
 		pod := want[a.Unit]
