@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -235,4 +236,21 @@ func (h *harness) loadFixtures() {
 			h.store.put(o)
 		}
 	}
+}
+
+// deploymentTOML is a small real manifest of deployment name with the given
+// labels (TOML inline-table body, as `app = "web"`; "" for none).
+func deploymentTOML(name, labels string) string {
+	return fmt.Sprintf("[[deployment]]\nname = %q\nlabels = { %s }\n[deployment.template]\nlabels = { app = %q }\nexec = [\"/bin/%s\"]\n\n", name, labels, name, name)
+}
+
+// daemonTOML is a small real manifest of daemon name.
+func daemonTOML(name string) string {
+	return fmt.Sprintf("[[daemon]]\nname = %q\n[daemon.template]\nexec = [\"/bin/%s\"]\n\n", name, name)
+}
+
+// serviceTOML is a small real manifest of service name selecting app=name,
+// whose one port targets target.
+func serviceTOML(name, target string) string {
+	return fmt.Sprintf("[[service]]\nname = %q\nselector = { app = %q }\n[[service.ports]]\ntarget = %q\n\n", name, name, target)
 }
