@@ -46,7 +46,7 @@ func TestExitCodes(t *testing.T) {
 		{"scale negative", []string{"scale", "deploy/web", "--replicas", "-1"}, 2, "must be 0 or more"},
 		{"completion without shell", []string{"completion"}, 2, "missing arguments"},
 		{"completion unknown shell", []string{"completion", "tcsh"}, 2, `unknown shell "tcsh"`},
-		{"not found is an error", []string{"get", "deploy", "nope"}, 1, "error: deployments/nope not found"},
+		{"not found is an error", []string{"get", "deploy", "nope"}, 1, "error: not found: deployments/nope"},
 		{"bad address", []string{"--addr", "ftp://x", "status"}, 1, `scheme "ftp"`},
 	}
 	for _, tt := range tests {
@@ -148,7 +148,7 @@ func TestDescribe(t *testing.T) {
 	h := newHarness(t)
 	h.loadFixtures()
 	// A pod of another deployment must not be listed.
-	h.store.put(&api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "other-1"},
+	h.put(&api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "other-1"},
 		Spec: api.PodSpec{Owner: api.OwnerRef{Kind: api.KindDeployment, Name: "other"}, Node: "pi1"}})
 	out, _ := h.mustRun(0, "describe", "deploy", "web")
 	for _, want := range []string{"Name:                 web\n", "Resource Version:", "  web-7x2kq   pi1 ", "  web-zz81p   <none>", "Available     False"} {
@@ -173,8 +173,8 @@ func TestApply(t *testing.T) {
 	h := newHarness(t)
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
-		"m/web.toml": "deployments web app=web\nservices web\n",
-		"m/x.toml":   "daemons exporter\n",
+		"m/web.toml": deploymentTOML("web", `app = "web"`) + serviceTOML("web", "http"),
+		"m/x.toml":   daemonTOML("exporter"),
 	})
 	out, _ := h.mustRun(0, "apply", "-f", filepath.Join(dir, "m"))
 	want := "deployment/web created\nservice/web created\ndaemon/exporter created\n"
@@ -186,42 +186,51 @@ func TestApply(t *testing.T) {
 		t.Errorf("second apply:\n%s", out)
 	}
 	// stdin, and a dry run changes nothing.
-	h.stdin = "deployments web app=web tier=front\n"
+	h.stdin = deploymentTOML("web", `app = "web", tier = "front"`)
 	out, _ = h.mustRun(0, "apply", "-f", "-", "--dry-run")
 	if out != "deployment/web configured (server dry run)\n" {
 		t.Errorf("dry run: %q", out)
 	}
-	if l := h.store.getTyped(api.KindDeployment, "web").GetMeta().Labels; l["tier"] != "" {
+	if l := h.getTyped(api.KindDeployment, "web").GetMeta().Labels; l["tier"] != "" {
 		t.Errorf("dry run changed the store: %v", l)
 	}
 	out, _ = h.mustRun(0, "apply", "-f", "-")
 	if out != "deployment/web configured\n" {
 		t.Errorf("apply stdin: %q", out)
 	}
-	if d := h.store.getTyped(api.KindDeployment, "web").(*api.Deployment); d.Metadata.Generation != 2 || *d.Spec.Replicas != 1 {
+	// A labels-only change is a change, but not of the spec: the
+	// generation stays.
+	if d := h.getTyped(api.KindDeployment, "web").(*api.Deployment); d.Metadata.Labels["tier"] != "front" || d.Metadata.Generation != 1 || *d.Spec.Replicas != 1 {
 		t.Errorf("stored %+v", d)
 	}
 }
 
 func TestApplyValidationErrorsSendNothing(t *testing.T) {
 	h := newHarness(t)
-	h.api.validate = func(o api.Object) []api.FieldError {
-		if strings.HasPrefix(o.GetMeta().Name, "bad") {
-			return []api.FieldError{{Field: "spec.template.ports[0].port", Message: "must be 1-65535"}, {Field: "spec.template.exec", Message: "must not be empty"}}
-		}
-		return nil
-	}
-	h.stdin = "deployments good\ndeployments bad1\nservices bad2\n"
+	// Decoded fine, invalid to package api's validation: exec empty, a
+	// port out of range, a service without a selector.
+	h.stdin = deploymentTOML("good", "") + `[[deployment]]
+name = "bad1"
+[deployment.template]
+exec = []
+[[deployment.template.ports]]
+name = "http"
+port = 70000
+
+[[service]]
+name = "bad2"
+[[service.ports]]
+target = "http"
+`
 	_, errOut := h.mustRun(1, "apply", "-f", "-")
-	want := `error: deployments/bad1: spec.template.ports[0].port: must be 1-65535
-error: deployments/bad1: spec.template.exec: must not be empty
-error: services/bad2: spec.template.ports[0].port: must be 1-65535
-error: services/bad2: spec.template.exec: must not be empty
+	want := `error: <stdin>:11:1: deployment "bad1": template.exec: required: the command to run, as an argv array such as ["/usr/bin/python3", "-m", "http.server"]
+error: <stdin>:14:1: deployment "bad1": template.ports[0].port: must be between 1 and 65535, or 0 to let herd pick a free port, got 70000
+error: <stdin>:16:1: service "bad2": selector: required: the labels of the pods behind this service
 `
 	if errOut != want {
 		t.Errorf("stderr:\n%s\nwant:\n%s", errOut, want)
 	}
-	if calls := h.store.Calls(); len(calls) != 0 {
+	if calls := h.Calls(); len(calls) != 0 {
 		t.Errorf("the server was called: %v", calls)
 	}
 }
@@ -229,28 +238,48 @@ error: services/bad2: spec.template.exec: must not be empty
 func TestApplyDecodeErrorsSendNothing(t *testing.T) {
 	h := newHarness(t)
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"a.toml": "deployments a\nerror unknown key \"replica\"\n", "b.toml": "error bad\n"})
+	writeFiles(t, dir, map[string]string{
+		"a.toml": deploymentTOML("a", "") + "[[deployment]]\nname = \"b\"\nreplica = 3\n",
+		"b.toml": "[[service]\n",
+	})
 	_, errOut := h.mustRun(1, "apply", "-f", dir)
-	want := "error: " + filepath.Join(dir, "a.toml") + ":2:1: unknown key \"replica\"\nerror: " + filepath.Join(dir, "b.toml") + ":1:1: bad\n"
+	want := "error: " + filepath.Join(dir, "a.toml") + `:10:1: deployment "b": unknown key "replica" (did you mean "replicas"?)` + "\n" +
+		"error: " + filepath.Join(dir, "b.toml") + ":2:10: invalid TOML: expected end of table array name delimiter ']', but got '\\n' instead\n"
 	if errOut != want {
 		t.Errorf("stderr:\n%s\nwant:\n%s", errOut, want)
 	}
-	if calls := h.store.Calls(); len(calls) != 0 {
+	if calls := h.Calls(); len(calls) != 0 {
 		t.Errorf("the server was called: %v", calls)
 	}
 }
 
+// TestApplyServerFieldErrors: the server's 422 is printed one field error
+// a line. Local decoding and validation are stubbed out here, unavoidably:
+// they are the same rules as the server's admission and would stop these
+// objects before they are sent.
 func TestApplyServerFieldErrors(t *testing.T) {
 	h := newHarness(t)
-	h.store.applyErr = &api.APIError{StatusCode: 422, Code: "invalid", Message: "invalid objects", Fields: []api.FieldError{
-		{Object: "deployments/web", Field: "spec.template.ports[0].port", Message: "must be 1-65535"},
-		{Object: "services/web", Field: "spec.selector", Message: "must not be empty"},
-	}}
-	h.stdin = "deployments web\n"
+	h.api.decodeManifests = func([]api.ManifestFile) ([]api.Object, error) {
+		return []api.Object{
+			&api.Deployment{Kind: api.KindDeployment, Metadata: api.ObjectMeta{Name: "web"},
+				Spec: api.DeploymentSpec{Replicas: intp(-1), Template: api.PodTemplate{Labels: map[string]string{"app": "web"}, Exec: []string{"/bin/web"},
+					Ports: []api.Port{{Name: "http", Port: 70000}}}}},
+			&api.Service{Kind: api.KindService, Metadata: api.ObjectMeta{Name: "web"},
+				Spec: api.ServiceSpec{Ports: []api.ServicePort{{Target: "http"}}}},
+		}, nil
+	}
+	h.api.validate = func(api.Object) []api.FieldError { return nil }
+	h.stdin = "ignored by the stub"
 	_, errOut := h.mustRun(1, "apply", "-f", "-")
-	want := "error: deployments/web: spec.template.ports[0].port: must be 1-65535\nerror: services/web: spec.selector: must not be empty\n"
+	want := `error: deployments/web: spec.replicas: must be between 0 and 1000, got -1
+error: deployments/web: spec.template.ports[0].port: must be between 1 and 65535, or 0 to let herd pick a free port, got 70000
+error: services/web: spec.selector: required: the labels of the pods behind this service
+`
 	if errOut != want {
 		t.Errorf("stderr:\n%s\nwant:\n%s", errOut, want)
+	}
+	if got := h.getTyped(api.KindDeployment, "web"); got != nil {
+		t.Errorf("stored %+v after a refused apply", got)
 	}
 }
 
@@ -266,24 +295,25 @@ func rolledOut(d *api.Deployment, available int) *api.Deployment {
 
 func TestApplyWait(t *testing.T) {
 	h := newHarness(t)
-	h.stdin = "deployments web\ndaemons exporter\nservices web\n"
-	// A fake controller: once herdctl watches, make progress, ask for a
-	// re-list, then finish on the second watch.
-	h.store.onWatch = func(n int) {
+	h.stdin = deploymentTOML("web", "") + daemonTOML("exporter") + serviceTOML("web", "http")
+	// A controller standing in: once herdctl watches, make progress, end
+	// the watch (as a snapshot restore does), then finish on the second
+	// watch.
+	h.setOnWatch(func(n int) {
 		switch n {
 		case 1:
-			d := h.store.getTyped(api.KindDeployment, "web").(*api.Deployment)
+			d := h.getTyped(api.KindDeployment, "web").(*api.Deployment)
 			d.Status.ObservedGeneration = d.Metadata.Generation
-			h.store.put(d)
-			ds := h.store.getTyped(api.KindDaemon, "exporter").(*api.Daemon)
+			h.put(d)
+			ds := h.getTyped(api.KindDaemon, "exporter").(*api.Daemon)
 			ds.Status = api.DaemonStatus{ObservedGeneration: 1, Desired: 2, Current: 2, Ready: 2}
-			h.store.put(ds)
-			h.store.relist()
+			h.put(ds)
+			h.store.EndWatches()
 		case 2:
-			d := h.store.getTyped(api.KindDeployment, "web").(*api.Deployment)
-			h.store.put(rolledOut(d, 1))
+			d := h.getTyped(api.KindDeployment, "web").(*api.Deployment)
+			h.put(rolledOut(d, 1))
 		}
-	}
+	})
 	out, _ := h.mustRun(0, "apply", "-f", "-", "--wait")
 	want := `deployment/web created
 daemon/exporter created
@@ -301,7 +331,7 @@ deployment/web: rolled out: 1 of 1 replicas available
 
 func TestApplyWaitTimeout(t *testing.T) {
 	h := newHarness(t)
-	h.stdin = "deployments web\n"
+	h.stdin = deploymentTOML("web", "")
 	// Nothing ever sets status: the wait must end at --timeout with a
 	// clear message.
 	out, errOut := h.mustRun(1, "apply", "-f", "-", "--wait", "--timeout", "50ms")
@@ -316,8 +346,8 @@ func TestApplyWaitTimeout(t *testing.T) {
 
 func TestApplyWaitDeleted(t *testing.T) {
 	h := newHarness(t)
-	h.stdin = "deployments web\n"
-	h.store.onWatch = func(int) { h.store.Delete(h.ctx, api.KindDeployment, "web") }
+	h.stdin = deploymentTOML("web", "")
+	h.setOnWatch(func(int) { h.remove(api.KindDeployment, "web") })
 	_, errOut := h.mustRun(1, "apply", "-f", "-", "--wait")
 	if !strings.Contains(errOut, "deployment/web was deleted while waiting") {
 		t.Errorf("stderr %q", errOut)
@@ -357,35 +387,45 @@ func TestRolloutStatus(t *testing.T) {
 func TestGetWatch(t *testing.T) {
 	h := newHarness(t)
 	h.loadFixtures()
-	h.store.onWatch = func(n int) {
+	h.setOnWatch(func(n int) {
 		switch n {
 		case 1:
-			p := h.store.getTyped(api.KindPod, "web-zz81p").(*api.Pod)
-			p.Spec.Node, p.Status.Phase = "pi1", api.PodRunning
-			h.store.put(p)
 			// Not shown: another kind, and a pod outside the selector.
-			h.store.put(&api.Deployment{Kind: api.KindDeployment, Metadata: api.ObjectMeta{Name: "x"}})
-			h.store.put(&api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "db-1", Labels: map[string]string{"app": "db"}}})
-			h.store.relist()
-			// Changed while herdctl was between watches: found by the re-list.
-			h.store.Delete(h.ctx, api.KindPod, "web-7x2kq")
-			h.store.put(&api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "web-a-new-pod-with-a-long-name", Labels: map[string]string{"app": "web"}},
-				Spec: api.PodSpec{Node: "pi2"}, Status: api.PodStatus{Phase: api.PodStarting}})
+			h.put(&api.Deployment{Kind: api.KindDeployment, Metadata: api.ObjectMeta{Name: "x"}})
+			h.put(&api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "db-1", Labels: map[string]string{"app": "db"}}})
+			// Placed (spec) and started (status): one event each.
+			p := h.getTyped(api.KindPod, "web-zz81p").(*api.Pod)
+			p.Spec.Node, p.Status.Phase = "pi1", api.PodRunning
+			h.put(p)
 		case 2:
-			h.store.Delete(h.ctx, api.KindPod, "web-b9d4m")
+			h.remove(api.KindPod, "web-b9d4m")
 		}
-	}
+	})
+	h.setOnList(func(n int) {
+		if n == 2 {
+			// Changed while herdctl was between watches: found by the re-list.
+			h.remove(api.KindPod, "web-7x2kq")
+			h.put(&api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "web-a-new-pod-with-a-long-name", Labels: map[string]string{"app": "web"}},
+				Spec: api.PodSpec{Node: "pi2"}, Status: api.PodStatus{Phase: api.PodStarting}})
+		}
+	})
 	var stdout, stderr syncBuffer
 	done := make(chan int)
 	go func() { done <- h.runTo(&stdout, &stderr, "get", "pods", "-l", "app=web", "-w") }()
+	// The first watch delivered the placed pod: end it, as a snapshot
+	// restore does, so herdctl lists again.
+	waitFor(t, "the started pod's row", func() bool { return strings.Contains(stdout.String(), "web-zz81p   pi1      Running") })
+	h.store.EndWatches()
 	waitFor(t, "the deleted pod's row", func() bool { return strings.Count(stdout.String(), "web-b9d4m") == 2 })
 	h.cancel() // Ctrl-C
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	golden(t, "get_pods_watch.golden", stdout.String())
-	want := []string{"list pods", "watch pods from 10", "delete pods/web-7x2kq", "list pods", "watch pods from 15"}
-	calls := h.store.Calls()
+	// Ten fixtures are resourceVersions 1-10; the store's writes during
+	// the first watch take 11-15.
+	want := []string{"list pods", "watch pods from 10", "list pods", "watch pods from 15"}
+	calls := h.Calls()
 	if diff := cmp.Diff(want, calls[:len(want)]); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
@@ -393,11 +433,11 @@ func TestGetWatch(t *testing.T) {
 
 func TestGetWatchJSON(t *testing.T) {
 	h := newHarness(t)
-	h.store.put(&api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "pi1"}})
-	h.store.onWatch = func(int) {
-		h.store.put(&api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "pi1"}, Status: api.NodeStatus{Phase: api.NodeReady}})
+	h.put(&api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "pi1"}})
+	h.setOnWatch(func(int) {
+		h.put(&api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "pi1"}, Status: api.NodeStatus{Phase: api.NodeReady}})
 		h.cancel()
-	}
+	})
 	var stdout, stderr syncBuffer
 	code := h.runTo(&stdout, &stderr, "get", "nodes", "-w", "-o", "json")
 	if code != 0 {
@@ -430,7 +470,7 @@ func TestDelete(t *testing.T) {
 		t.Errorf("stdout %q stderr %q", out, errOut)
 	}
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"m.toml": "deployments web\nservices gone\nservices web\n"})
+	writeFiles(t, dir, map[string]string{"m.toml": deploymentTOML("web", "") + serviceTOML("gone", "http") + serviceTOML("web", "http")})
 	out, errOut = h.mustRun(0, "delete", "-f", filepath.Join(dir, "m.toml"), "--ignore-not-found")
 	if out != "deployment/web deleted\nservice/web deleted\n" || errOut != "service/gone not found\n" {
 		t.Errorf("stdout %q stderr %q", out, errOut)
@@ -446,7 +486,7 @@ func TestScale(t *testing.T) {
 			t.Errorf("stdout %q", out)
 		}
 	}
-	if d := h.store.getTyped(api.KindDeployment, "web").(*api.Deployment); *d.Spec.Replicas != 0 {
+	if d := h.getTyped(api.KindDeployment, "web").(*api.Deployment); *d.Spec.Replicas != 0 {
 		t.Errorf("replicas %d", *d.Spec.Replicas)
 	}
 	_, errOut := h.mustRun(1, "scale", "deploy", "nope", "--replicas", "1")
@@ -457,41 +497,41 @@ func TestScale(t *testing.T) {
 
 func TestStatusAndVersion(t *testing.T) {
 	h := newHarness(t)
-	h.store.status = api.ClusterStatus{Node: "pi1", Leader: "pi1", Version: "v0.2.0",
+	h.setStatus(api.ClusterStatus{Node: "pi1", Leader: "pi1", Version: "v0.2.0",
 		Servers: []api.RaftServer{{ID: "pi1", Address: "10.0.0.11:7949", Suffrage: "voter", Leader: true}, {ID: "pi2", Address: "10.0.0.12:7949", Suffrage: "voter"}},
 		Members: []api.GossipMember{{Name: "pi1", Addr: "10.0.0.11:7946", State: "alive", Server: true}, {Name: "pi3", Addr: "10.0.0.13:7946", State: "suspect"}},
-	}
+	})
 	out, _ := h.mustRun(0, "status")
 	golden(t, "status.golden", out)
 
-	h.store.status = api.ClusterStatus{}
+	h.setStatus(api.ClusterStatus{})
 	out, _ = h.mustRun(0, "status")
 	if !strings.Contains(out, "Leader:   <none> (no leader") {
 		t.Errorf("no leader: %q", out)
 	}
 
-	h.store.status.Version = "v0.2.0"
+	h.setStatus(api.ClusterStatus{Version: "v0.2.0"})
 	out, _ = h.mustRun(0, "version")
 	if out != "Client Version: dev\nServer Version: v0.2.0\n" {
 		t.Errorf("version: %q", out)
 	}
-	n := len(h.store.Calls())
+	n := len(h.Calls())
 	out, _ = h.mustRun(0, "version", "--client")
-	if out != "Client Version: dev\n" || len(h.store.Calls()) != n {
-		t.Errorf("version --client: %q, calls %v", out, h.store.Calls()[n:])
+	if out != "Client Version: dev\n" || len(h.Calls()) != n {
+		t.Errorf("version --client: %q, calls %v", out, h.Calls()[n:])
 	}
 }
 
 func TestDiffCommand(t *testing.T) {
 	h := newHarness(t)
 	h.loadFixtures()
-	h.stdin = "deployments web app=web\nservices web\ndaemons new\n"
+	h.stdin = deploymentTOML("web", `app = "web"`) + serviceTOML("web", "8080") + daemonTOML("new")
 	out, _ := h.mustRun(0, "diff", "-f", "-")
 	golden(t, "diff.golden", out)
-	if calls := h.store.Calls(); !contains(calls, "apply-dry") || contains(calls, "apply") {
+	if calls := h.Calls(); !contains(calls, "apply-dry") || contains(calls, "apply") {
 		t.Errorf("calls %v: want a dry run only", calls)
 	}
-	h.stdin = "services web\n"
+	h.stdin = serviceTOML("web", "8080")
 	h.mustRun(0, "apply", "-f", "-")
 	out, _ = h.mustRun(0, "diff", "-f", "-")
 	if out != "No changes.\n" {
@@ -555,12 +595,12 @@ func TestWatchTimeout(t *testing.T) {
 
 func TestCordon(t *testing.T) {
 	h := newHarness(t)
-	h.store.put(&api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "pi1"}, Status: api.NodeStatus{Phase: api.NodeReady}})
+	h.put(&api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "pi1"}, Status: api.NodeStatus{Phase: api.NodeReady}})
 	out, _ := h.mustRun(0, "cordon", "pi1")
 	if out != "node/pi1 cordoned\n" {
 		t.Errorf("stdout %q", out)
 	}
-	if n := h.store.getTyped(api.KindNode, "pi1").(*api.Node); !n.Spec.Unschedulable {
+	if n := h.getTyped(api.KindNode, "pi1").(*api.Node); !n.Spec.Unschedulable {
 		t.Error("pi1 not cordoned")
 	}
 	out, _ = h.mustRun(0, "cordon", "node/pi1")
@@ -568,7 +608,7 @@ func TestCordon(t *testing.T) {
 		t.Errorf("stdout %q", out)
 	}
 	h.mustRun(0, "uncordon", "pi1")
-	if n := h.store.getTyped(api.KindNode, "pi1").(*api.Node); n.Spec.Unschedulable {
+	if n := h.getTyped(api.KindNode, "pi1").(*api.Node); n.Spec.Unschedulable {
 		t.Error("pi1 still cordoned")
 	}
 	_, errOut := h.mustRun(1, "cordon", "nope")

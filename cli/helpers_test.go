@@ -1,19 +1,28 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/herd-dev/herd/internal/testutil"
-
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/internal/testutil"
+	"github.com/herd-dev/herd/raftstore"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -21,39 +30,110 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // testNow is the fixed "now" of every test.
 var testNow = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
-// harness runs herdctl in-process against a fakeStore.
+// harness runs herdctl in-process against the agent's real HTTP API
+// (httpapi over a raftstore.MemStore, served on loopback) through the real
+// client, so every rule a test sees is the real one. herdctl's calls are
+// recorded by a spy around the client (see recorder).
 type harness struct {
-	t      *testing.T
-	store  *fakeStore
-	env    map[string]string
-	stdin  string
-	ctx    context.Context
-	cancel context.CancelFunc
+	t       *testing.T
+	store   *raftstore.MemStore
+	url     string       // the API's address
+	handler http.Handler // the API's handler, served at url
+	env     map[string]string
+	stdin   string
+	ctx     context.Context
+	cancel  context.CancelFunc
 	// targets records every target a client was made for.
 	targets []target
 	api     apiFuncs
-	// realClient makes herdctl use package client (see startAgent).
+	// realClient makes herdctl connect to the target it chose (an address
+	// the test set up) rather than to h.url.
 	realClient bool
+
+	mu     sync.Mutex
+	calls  []string // herdctl's operations in order: "apply", "apply-dry", "delete pods/x", ...
+	status api.ClusterStatus
+	// onWatch, when set, runs after a watch of herdctl's is established
+	// (the store delivers every later write to it), with the number of
+	// watches so far; herdctl reads no event before it returns.
+	onWatch func(n int)
+	watches int
+	// onList, when set, runs before each list of herdctl's is sent, with
+	// the number of lists so far.
+	onList func(n int)
+	lists  int
 }
 
-func newHarness(t *testing.T) *harness {
+// harnessToken is the token the harness's API accepts and herdctl sends.
+const harnessToken = "herdctl-test-token-0123456789"
+
+// newHarness starts the API over an empty MemStore whose clock stands an
+// hour before testNow; mutate adjusts the API's config (Logs, say).
+func newHarness(t *testing.T, mutate ...func(*httpapi.Config)) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	home := t.TempDir()
+	created := testNow.Add(-time.Hour)
 	h := &harness{
 		t:      t,
-		store:  newFakeStore(testNow.Add(-time.Hour)),
+		store:  raftstore.NewMemStore(func() time.Time { return created }),
 		env:    map[string]string{"HOME": home},
 		ctx:    ctx,
 		cancel: cancel,
 		api:    defaultAPIFuncs(),
 	}
-	// The fake decoder's objects are skeletons: real validation is tested
-	// with real manifests in TestRealManifests.
-	h.api.decodeManifests = fakeDecode
-	h.api.validate = func(api.Object) []api.FieldError { return nil }
+	cfg := httpapi.DefaultConfig()
+	cfg.Store = h.store
+	cfg.Clock = fixedClock(created)
+	cfg.Logger = testutil.Logger(t)
+	cfg.Token = harnessToken
+	cfg.Status = func(context.Context) api.ClusterStatus {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.status
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	srv, err := httpapi.New(cfg)
+	if err != nil {
+		t.Fatalf("httpapi.New: %v", err)
+	}
+	h.handler = srv.Handler()
+	hs := httptest.NewServer(h.handler)
+	t.Cleanup(hs.Close)
+	h.url = hs.URL
 	return h
+}
+
+// withLogs serves pod logs with fn.
+func withLogs(fn func(ctx context.Context, pod *api.Pod, opts httpapi.LogOptions, w io.Writer) error) func(*httpapi.Config) {
+	return func(c *httpapi.Config) { c.Logs = fn }
+}
+
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
+
+// setStatus sets what GET /v1/status answers.
+func (h *harness) setStatus(st api.ClusterStatus) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.status = st
+}
+
+// Calls returns herdctl's recorded operations.
+func (h *harness) Calls() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.calls...)
+}
+
+func (h *harness) record(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls = append(h.calls, fmt.Sprintf(format, args...))
 }
 
 // run runs herdctl with args and returns its exit code, stdout and stderr.
@@ -75,14 +155,179 @@ func (h *harness) runTo(stdout, stderr *syncBuffer, args ...string) int {
 		newClient: func(t target, timeout time.Duration) (apiClient, error) {
 			h.targets = append(h.targets, t)
 			if h.realClient {
-				return newClient(t, timeout)
+				c, err := newClient(t, timeout)
+				if err != nil {
+					return nil, err
+				}
+				return &recorder{c: c, h: h}, nil
 			}
-			return h.store, nil
+			c, err := client.New([]string{h.url}, client.Options{Token: harnessToken, Timeout: timeout})
+			if err != nil {
+				return nil, err
+			}
+			return &recorder{c: c, h: h}, nil
 		},
 		api:        h.api,
 		watchRetry: 0,
 	}
 	return run(args, e)
+}
+
+// recorder is a spy around the real client: it records each operation's
+// name in h.calls and delegates it; it runs h.onList before a list and
+// h.onWatch after a watch is established.
+type recorder struct {
+	c apiClient
+	h *harness
+}
+
+var _ apiClient = (*recorder)(nil)
+
+func (r *recorder) List(ctx context.Context, kind api.Kind) ([]api.RawObject, uint64, error) {
+	r.h.record("list %s", kind)
+	r.h.mu.Lock()
+	r.h.lists++
+	n, hook := r.h.lists, r.h.onList
+	r.h.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	return r.c.List(ctx, kind)
+}
+
+func (r *recorder) Get(ctx context.Context, kind api.Kind, name string) (api.RawObject, error) {
+	r.h.record("get %s/%s", kind, name)
+	return r.c.Get(ctx, kind, name)
+}
+
+func (r *recorder) Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]api.ApplyResult, error) {
+	if dryRun {
+		r.h.record("apply-dry")
+	} else {
+		r.h.record("apply")
+	}
+	return r.c.Apply(ctx, objs, dryRun)
+}
+
+func (r *recorder) Delete(ctx context.Context, kind api.Kind, name string) error {
+	r.h.record("delete %s/%s", kind, name)
+	return r.c.Delete(ctx, kind, name)
+}
+
+func (r *recorder) Scale(ctx context.Context, name string, replicas int) (api.RawObject, error) {
+	r.h.record("scale %s %d", name, replicas)
+	return r.c.Scale(ctx, name, replicas)
+}
+
+func (r *recorder) Update(ctx context.Context, obj api.Object) (api.RawObject, error) {
+	r.h.record("update %s/%s", obj.GetKind(), obj.GetMeta().Name)
+	return r.c.Update(ctx, obj)
+}
+
+func (r *recorder) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan api.WatchEvent, error) {
+	r.h.record("watch %s from %d", kind, fromRV)
+	ch, err := r.c.Watch(ctx, kind, fromRV)
+	if err != nil {
+		return nil, err
+	}
+	r.h.mu.Lock()
+	r.h.watches++
+	n, hook := r.h.watches, r.h.onWatch
+	r.h.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	return ch, nil
+}
+
+func (r *recorder) Status(ctx context.Context) (api.ClusterStatus, error) {
+	r.h.record("status")
+	return r.c.Status(ctx)
+}
+
+func (r *recorder) Logs(ctx context.Context, name string, opts client.LogOptions, w io.Writer) error {
+	r.h.record("logs %s follow=%v since=%q tail=%d", name, opts.Follow, opts.Since, opts.Tail)
+	return r.c.Logs(ctx, name, opts, w)
+}
+
+// setOnWatch installs f as h.onWatch.
+func (h *harness) setOnWatch(f func(n int)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onWatch = f
+}
+
+// setOnList installs f as h.onList.
+func (h *harness) setOnList(f func(n int)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onList = f
+}
+
+// put writes o to the store as a controller would, through the store's
+// own transaction rules: a create (status included) when o is new, else an
+// update of its labels and spec and of its status in one transaction.
+// o's resourceVersion is ignored (the store assigns it); its creation time
+// is kept when set. An update that changes both spec and status is two watch events
+// (one per op) at one resourceVersion.
+func (h *harness) put(o api.Object) {
+	h.t.Helper()
+	r, err := api.ToRaw(o)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	r.Metadata.ResourceVersion = 0
+	ops := []raftstore.Op{{Type: raftstore.OpCreate, Object: r}}
+	if _, err := h.store.Get(r.Kind, r.Metadata.Name); err == nil {
+		ops = []raftstore.Op{{Type: raftstore.OpUpdate, Object: r}, {Type: raftstore.OpUpdateStatus, Object: r}}
+	}
+	if _, err := h.store.Txn(context.Background(), ops); err != nil {
+		h.t.Fatalf("put %s/%s: %v", r.Kind, r.Metadata.Name, err)
+	}
+}
+
+// remove deletes kind/name from the store.
+func (h *harness) remove(kind api.Kind, name string) {
+	h.t.Helper()
+	r := api.RawObject{Kind: kind, Metadata: api.ObjectMeta{Name: name}}
+	if _, err := h.store.Txn(context.Background(), []raftstore.Op{{Type: raftstore.OpDelete, Object: r}}); err != nil {
+		h.t.Fatalf("delete %s/%s: %v", kind, name, err)
+	}
+}
+
+// getTyped returns a stored object, typed, or nil.
+func (h *harness) getTyped(kind api.Kind, name string) api.Object {
+	h.t.Helper()
+	r, err := h.store.Get(kind, name)
+	if errors.Is(err, raftstore.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	o, err := api.FromRaw(r)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return o
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // mustRun runs args and fails the test unless the exit code is want.
@@ -232,7 +477,24 @@ func fixtures() map[api.Kind][]api.Object {
 func (h *harness) loadFixtures() {
 	for _, k := range api.Kinds {
 		for _, o := range fixtures()[k] {
-			h.store.put(o)
+			h.put(o)
 		}
 	}
+}
+
+// deploymentTOML is a small real manifest of deployment name with the given
+// labels (TOML inline-table body, as `app = "web"`; "" for none).
+func deploymentTOML(name, labels string) string {
+	return fmt.Sprintf("[[deployment]]\nname = %q\nlabels = { %s }\n[deployment.template]\nlabels = { app = %q }\nexec = [\"/bin/%s\"]\n\n", name, labels, name, name)
+}
+
+// daemonTOML is a small real manifest of daemon name.
+func daemonTOML(name string) string {
+	return fmt.Sprintf("[[daemon]]\nname = %q\n[daemon.template]\nexec = [\"/bin/%s\"]\n\n", name, name)
+}
+
+// serviceTOML is a small real manifest of service name selecting app=name,
+// whose one port targets target.
+func serviceTOML(name, target string) string {
+	return fmt.Sprintf("[[service]]\nname = %q\nselector = { app = %q }\n[[service.ports]]\ntarget = %q\n\n", name, name, target)
 }

@@ -5,21 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
-	"github.com/herd-dev/herd/raftstore"
 )
 
-// twoLines is a fake journal.
-func twoLines(_ context.Context, name string, _ client.LogOptions, w io.Writer) error {
-	_, err := fmt.Fprintf(w, "%s: one\n%s: two\n", name, name)
+// twoLines is a journal reader standing in for the board's.
+func twoLines(_ context.Context, pod *api.Pod, _ httpapi.LogOptions, w io.Writer) error {
+	_, err := fmt.Fprintf(w, "%s: one\n%s: two\n", pod.Metadata.Name, pod.Metadata.Name)
 	return err
+}
+
+// putPlacedPod stores pod name, running on pi1.
+func putPlacedPod(h *harness, name string) {
+	h.put(&api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: name},
+		Spec:   api.PodSpec{Owner: api.OwnerRef{Kind: api.KindDeployment, Name: "web"}, Node: "pi1"},
+		Status: api.PodStatus{Phase: api.PodRunning, Unit: "herd-" + name + ".service"}})
 }
 
 func TestLogsCommand(t *testing.T) {
@@ -39,13 +43,13 @@ func TestLogsCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t)
-			h.store.logs = twoLines
+			h := newHarness(t, withLogs(twoLines))
+			putPlacedPod(h, "web-1")
 			out, errOut := h.mustRun(0, tt.args...)
 			if out != "web-1: one\nweb-1: two\n" || errOut != "" {
 				t.Errorf("stdout %q stderr %q", out, errOut)
 			}
-			if calls := h.store.Calls(); len(calls) != 1 || calls[0] != tt.call {
+			if calls := h.Calls(); len(calls) != 1 || calls[0] != tt.call {
 				t.Errorf("calls %q, want [%q]", calls, tt.call)
 			}
 		})
@@ -69,7 +73,8 @@ func TestLogsCommandErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t)
+			h := newHarness(t) // without a log reader
+			putPlacedPod(h, "web-1")
 			_, errOut := h.mustRun(tt.code, tt.args...)
 			if !strings.Contains(errOut, tt.err) {
 				t.Errorf("stderr %q does not contain %q", errOut, tt.err)
@@ -80,18 +85,18 @@ func TestLogsCommandErrors(t *testing.T) {
 
 // followUntilCancelled writes one line, then waits for ctx like a
 // journalctl -f that has nothing new.
-func followUntilCancelled(ctx context.Context, name string, opts client.LogOptions, w io.Writer) error {
+func followUntilCancelled(ctx context.Context, pod *api.Pod, opts httpapi.LogOptions, w io.Writer) error {
 	if !opts.Follow {
 		return errors.New("not following")
 	}
-	fmt.Fprintf(w, "%s: started\n", name)
+	fmt.Fprintf(w, "%s: started\n", pod.Metadata.Name)
 	<-ctx.Done()
 	return ctx.Err()
 }
 
 func TestLogsFollowInterrupt(t *testing.T) {
-	h := newHarness(t)
-	h.store.logs = followUntilCancelled
+	h := newHarness(t, withLogs(followUntilCancelled))
+	putPlacedPod(h, "web-1")
 	var stdout, stderr syncBuffer
 	done := make(chan int)
 	go func() { done <- h.runTo(&stdout, &stderr, "logs", "web-1", "-f") }()
@@ -102,8 +107,8 @@ func TestLogsFollowInterrupt(t *testing.T) {
 	}
 
 	// --timeout ends a follow normally too.
-	h2 := newHarness(t)
-	h2.store.logs = followUntilCancelled
+	h2 := newHarness(t, withLogs(followUntilCancelled))
+	putPlacedPod(h2, "web-1")
 	out, _ := h2.mustRun(0, "logs", "web-1", "--follow", "--timeout", "20ms")
 	if out != "web-1: started\n" {
 		t.Errorf("stdout %q", out)
@@ -111,41 +116,18 @@ func TestLogsFollowInterrupt(t *testing.T) {
 }
 
 // TestLogsEndToEnd runs herdctl logs through the real client against the
-// agent's real API (over a raftstore.MemStore) with a fake journal reader.
+// agent's real API with a journal reader standing in for the board's; the
+// API finds the pod's unit and board and normalizes the options.
 func TestLogsEndToEnd(t *testing.T) {
-	st := raftstore.NewMemStore(nil)
-	for _, o := range fixtures()[api.KindPod] {
-		raw, err := api.ToRaw(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw.Metadata.ResourceVersion = 0
-		if _, err := st.Txn(context.Background(), []raftstore.Op{{Type: raftstore.OpCreate, Object: raw}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := httpapi.DefaultConfig()
-	cfg.Store = st
-	cfg.Logs = func(ctx context.Context, pod *api.Pod, opts httpapi.LogOptions, w io.Writer) error {
+	h := newHarness(t, withLogs(func(ctx context.Context, pod *api.Pod, opts httpapi.LogOptions, w io.Writer) error {
 		fmt.Fprintf(w, "%s on %s since %q tail %d\n", pod.Status.Unit, pod.Spec.Node, opts.Since, opts.Tail)
 		if !opts.Follow {
 			return nil
 		}
 		<-ctx.Done()
 		return ctx.Err()
-	}
-	cfg.Token = "logs-token-0123456789"
-	srv, err := httpapi.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-
-	h := newHarness(t)
-	h.realClient = true
-	h.env["HERD_ADDR"] = hs.URL
-	h.env["HERD_TOKEN"] = cfg.Token
+	}))
+	h.loadFixtures()
 	out, _ := h.mustRun(0, "logs", "web-7x2kq", "--since", "90s", "--tail", "5")
 	if out != "herd-web-7x2kq.service on pi1 since \"-90s\" tail 5\n" {
 		t.Errorf("stdout %q", out)

@@ -25,10 +25,9 @@ target = "http"
 `
 
 // TestRealManifests runs apply and diff with package api's decoder and
-// validation (defaultAPIFuncs), on real TOML.
+// validation, on real TOML.
 func TestRealManifests(t *testing.T) {
 	h := newHarness(t)
-	h.api = defaultAPIFuncs()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
 		"ok/web.toml": webManifest,
@@ -52,13 +51,13 @@ target = "70000"
 	if out != "deployment/web created\nservice/web created\n" {
 		t.Errorf("apply: %q", out)
 	}
-	d := h.store.getTyped(api.KindDeployment, "web").(*api.Deployment)
+	d := h.getTyped(api.KindDeployment, "web").(*api.Deployment)
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Template.Exec[3] != "${PORT}" {
 		t.Errorf("stored %+v", d.Spec)
 	}
 
 	// Every problem of every file, with file:line:col, and nothing sent.
-	n := len(h.store.Calls())
+	n := len(h.Calls())
 	_, errOut := h.mustRun(1, "apply", "-f", filepath.Join(dir, "bad"))
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")
 	if len(lines) != 2 ||
@@ -66,7 +65,7 @@ target = "70000"
 		!strings.HasPrefix(lines[1], "error: "+filepath.Join(dir, "bad", "b.toml")+":5:") || !strings.Contains(lines[1], "70000") {
 		t.Errorf("stderr:\n%s", errOut)
 	}
-	if calls := h.store.Calls()[n:]; len(calls) != 0 {
+	if calls := h.Calls()[n:]; len(calls) != 0 {
 		t.Errorf("the server was called: %v", calls)
 	}
 

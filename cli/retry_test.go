@@ -50,14 +50,14 @@ func (f *failingFront) requests() int {
 	return f.seen
 }
 
-// startFailingAgent serves h.store behind a front that fails the first n
-// requests of method with code.
+// startFailingAgent serves the harness's API behind a front that fails
+// the first n requests of method with code.
 func startFailingAgent(t *testing.T, h *harness, method, code string, n int) *failingFront {
 	t.Helper()
-	f := &failingFront{next: (&fakeAgent{store: h.store}).handler(), method: method, code: code, n: n}
+	f := &failingFront{next: h.handler, method: method, code: code, n: n}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	h.realClient = true
+	startAgent(t, h)
 	h.loadFixtures()
 	h.env["HERD_ADDR"] = srv.URL
 	return f

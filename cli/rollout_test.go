@@ -19,6 +19,19 @@ func webRollout() *api.Deployment {
 	}
 }
 
+// putWebRollout stores webRollout as the store makes it: created at
+// generation 1, then its template changed (generation 2).
+func putWebRollout(h *harness) {
+	h.t.Helper()
+	d := webRollout()
+	d.Spec.Template.Exec = []string{"/bin/web", "--old"}
+	h.put(d)
+	h.put(webRollout())
+	if g := h.getTyped(api.KindDeployment, "web").GetMeta().Generation; g != 2 {
+		h.t.Fatalf("generation %d, want 2", g)
+	}
+}
+
 // setStatus returns d with the status counts replicas, updated, available
 // observed at d's generation.
 func setStatus(d *api.Deployment, replicas, updated, available int, conds ...api.Condition) *api.Deployment {
@@ -29,49 +42,54 @@ func setStatus(d *api.Deployment, replicas, updated, available int, conds ...api
 
 func TestRolloutStatusCommand(t *testing.T) {
 	h := newHarness(t)
-	h.store.put(webRollout())
+	putWebRollout(h)
 	unsched := api.Condition{Type: api.ConditionReplicaFailure, Status: api.ConditionTrue, Reason: "Unschedulable",
 		Message: "1 pods cannot be scheduled; web-x: no node has 64Mi free"}
-	// A fake controller: once herdctl watches, walk the rollout through
-	// its stages; one stage only adds a condition, one repeats a state.
-	h.store.onWatch = func(n int) {
+	// A controller standing in: once herdctl watches, walk the rollout
+	// through its stages; one stage only adds a condition, one repeats a
+	// state (a labels-only change: an event, the same rollout state).
+	relabelled := setStatus(webRollout(), 4, 1, 3, unsched)
+	relabelled.Metadata.Labels = map[string]string{"team": "web"}
+	h.setOnWatch(func(n int) {
 		if n != 1 {
 			return
 		}
 		for _, d := range []*api.Deployment{
 			setStatus(webRollout(), 4, 1, 3),
 			setStatus(webRollout(), 4, 1, 3, unsched),
-			setStatus(webRollout(), 4, 1, 3, unsched),
+			relabelled,
 			setStatus(webRollout(), 5, 3, 2),
 			setStatus(webRollout(), 3, 3, 2),
 			setStatus(webRollout(), 3, 3, 3),
 		} {
-			h.store.put(d)
+			h.put(d)
 		}
-	}
+	})
 	out, errOut := h.mustRun(0, "rollout", "status", "deployment", "web")
 	golden(t, "rollout_status.golden", out)
 	if want := "warning: deployment/web: Unschedulable: 1 pods cannot be scheduled; web-x: no node has 64Mi free\n"; errOut != want {
 		t.Errorf("stderr %q, want %q", errOut, want)
 	}
-	want := []string{"get deployments/web", "list deployments", "watch deployments from 1"}
-	if diff := cmp.Diff(want, h.store.Calls()); diff != "" {
+	// putWebRollout's two writes are resourceVersions 1 and 2.
+	want := []string{"get deployments/web", "list deployments", "watch deployments from 2"}
+	if diff := cmp.Diff(want, h.Calls()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }
 
 func TestRolloutStatusDone(t *testing.T) {
 	h := newHarness(t)
-	h.store.put(setStatus(webRollout(), 3, 3, 3))
+	putWebRollout(h)
+	h.put(setStatus(webRollout(), 3, 3, 3))
 	for _, args := range [][]string{{"rollout", "status", "deployment/web"}, {"rollout", "status", "deploy", "web"}} {
 		out, _ := h.mustRun(0, args...)
 		if out != "deployment \"web\" successfully rolled out\n" {
 			t.Errorf("%v: %q", args, out)
 		}
 	}
-	for _, c := range h.store.Calls() {
+	for _, c := range h.Calls() {
 		if strings.HasPrefix(c, "watch") {
-			t.Errorf("watched a finished rollout: %v", h.store.Calls())
+			t.Errorf("watched a finished rollout: %v", h.Calls())
 		}
 	}
 }
@@ -83,13 +101,14 @@ func TestRolloutStatusDaemon(t *testing.T) {
 			Spec:   api.DaemonSpec{Template: api.PodTemplate{Exec: []string{"/bin/exporter"}}},
 			Status: api.DaemonStatus{ObservedGeneration: obs, Desired: desired, Current: current, Ready: ready}}
 	}
-	h.store.put(ds(3, 2, 3, 3, 3))
-	h.store.onWatch = func(int) {
-		h.store.put(ds(3, 3, 3, 2, 2))
-		h.store.put(ds(3, 3, 3, 4, 3))
-		h.store.put(ds(3, 3, 3, 3, 2))
-		h.store.put(ds(3, 3, 3, 3, 3))
-	}
+	// Created: generation 1, not observed yet.
+	h.put(ds(1, 0, 3, 3, 3))
+	h.setOnWatch(func(int) {
+		h.put(ds(1, 1, 3, 2, 2))
+		h.put(ds(1, 1, 3, 4, 3))
+		h.put(ds(1, 1, 3, 3, 2))
+		h.put(ds(1, 1, 3, 3, 3))
+	})
 	out, _ := h.mustRun(0, "rollout", "status", "ds", "exporter")
 	want := `Waiting for daemon "exporter" spec update to be observed...
 Waiting for daemon "exporter" rollout to finish: 2 out of 3 pods have been placed...
@@ -105,7 +124,8 @@ daemon "exporter" successfully rolled out
 func TestRolloutStatusFailures(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		h := newHarness(t)
-		h.store.put(setStatus(webRollout(), 3, 3, 1))
+		putWebRollout(h)
+		h.put(setStatus(webRollout(), 3, 3, 1))
 		out, errOut := h.mustRun(1, "rollout", "status", "deploy", "web", "--timeout", "50ms")
 		if out != "Waiting for deployment \"web\" rollout to finish: 1 of 3 updated replicas are available...\n" {
 			t.Errorf("stdout %q", out)
@@ -117,14 +137,14 @@ func TestRolloutStatusFailures(t *testing.T) {
 	t.Run("not found", func(t *testing.T) {
 		h := newHarness(t)
 		_, errOut := h.mustRun(1, "rollout", "status", "daemon", "nope")
-		if errOut != "error: daemons/nope not found\n" {
+		if errOut != "error: not found: daemons/nope\n" {
 			t.Errorf("stderr %q", errOut)
 		}
 	})
 	t.Run("deleted", func(t *testing.T) {
 		h := newHarness(t)
-		h.store.put(webRollout())
-		h.store.onWatch = func(int) { h.store.Delete(h.ctx, api.KindDeployment, "web") }
+		putWebRollout(h)
+		h.setOnWatch(func(int) { h.remove(api.KindDeployment, "web") })
 		_, errOut := h.mustRun(1, "rollout", "status", "deploy", "web")
 		if !strings.Contains(errOut, "deployment/web was deleted while waiting") {
 			t.Errorf("stderr %q", errOut)
@@ -182,9 +202,9 @@ func TestStatusLines(t *testing.T) {
 
 func TestRolloutStatusHTTP(t *testing.T) {
 	h := newHarness(t)
-	url := startAgent(t, h, "")
-	h.store.put(webRollout())
-	h.store.onWatch = func(int) { h.store.put(setStatus(webRollout(), 3, 3, 3)) }
+	url := startAgent(t, h)
+	putWebRollout(h)
+	h.setOnWatch(func(int) { h.put(setStatus(webRollout(), 3, 3, 3)) })
 	out, _ := h.mustRun(0, "--addr", url, "rollout", "status", "deploy", "web")
 	want := "Waiting for deployment \"web\" spec update to be observed...\ndeployment \"web\" successfully rolled out\n"
 	if out != want {
