@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/herd-dev/herd/api"
 )
 
 // UnitInfo is one active herd unit as systemd on its board reported it.
@@ -38,7 +40,7 @@ type UnitSample struct {
 	Units []UnitInfo
 }
 
-// Of is the units of owner (e.g. "deployment/web") in the sample.
+// Of is the units of owner (e.g. "deployments/web") in the sample.
 func (s UnitSample) Of(owner string) []UnitInfo {
 	var out []UnitInfo
 	for _, u := range s.Units {
@@ -151,7 +153,7 @@ func (g *GroundTruth) session(ctx context.Context, board, script string) error {
 	pids := map[string]int{}
 	meta := map[string]*UnitInfo{}
 	inMeta := false
-	var id string
+	id, pid := "", -1
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
@@ -164,7 +166,7 @@ func (g *GroundTruth) session(ctx context.Context, board, script string) error {
 			cur = &UnitSample{Board: board, At: time.Unix(0, int64(sec*1e9))}
 			clear(pids)
 			clear(meta)
-			inMeta, id = false, ""
+			inMeta, id, pid = false, "", -1
 		case cur == nil:
 		case line == "@@meta":
 			inMeta = true
@@ -202,12 +204,7 @@ func (g *GroundTruth) session(ctx context.Context, board, script string) error {
 				m.Owner = v
 			}
 		default:
-			if v, ok := strings.CutPrefix(line, "Id="); ok {
-				id = v
-			} else if v, ok := strings.CutPrefix(line, "MainPID="); ok && id != "" {
-				pids[id], _ = strconv.Atoi(v)
-				id = ""
-			}
+			id, pid = showLine(line, id, pid, pids)
 		}
 	}
 	err = cmd.Wait()
@@ -237,7 +234,7 @@ type Truth struct {
 	Samples []UnitSample
 	// Boards are every board of the fleet.
 	Boards []string
-	// Owner is the workload counted, e.g. "deployment/web".
+	// Owner is the workload counted, e.g. "deployments/web" (Workload.Owner).
 	Owner string
 	// Stale is how old a board's last sample may be and still stand for
 	// it; older, the board is unknown at that moment (or empty when Off
@@ -564,3 +561,39 @@ func (l *WriteLog) Declared(t time.Time) (lo, hi int) {
 	set = append(set, unknown...)
 	return slices.Min(set), slices.Max(set)
 }
+
+// UnitPIDs is the MainPID of every active herd unit on board (ssh from the
+// board's own namespace).
+func (f *Fleet) UnitPIDs(ctx context.Context, board string) (map[string]int, error) {
+	out, err := f.SSHInside(ctx, board, "", `u=$(systemctl list-units --plain --no-legend --state=active 'herd-*.service' | awk '{print $1}'); [ -z "$u" ] || systemctl show -p Id -p MainPID $u`)
+	if err != nil {
+		return nil, err
+	}
+	pids := map[string]int{}
+	id, pid := "", -1
+	for _, line := range strings.Split(out, "\n") {
+		id, pid = showLine(line, id, pid, pids)
+	}
+	return pids, nil
+}
+
+// showLine reads one line of `systemctl show -p Id -p MainPID` of several
+// units (a blank line between units, the properties in systemd's order):
+// once a unit's Id and MainPID are both read it goes into pids.
+func showLine(line, id string, pid int, pids map[string]int) (string, int) {
+	if v, ok := strings.CutPrefix(line, "Id="); ok {
+		id = v
+	} else if v, ok := strings.CutPrefix(line, "MainPID="); ok {
+		pid, _ = strconv.Atoi(v)
+	} else if line == "" {
+		return "", -1
+	}
+	if id != "" && pid >= 0 {
+		pids[id] = pid
+		return "", -1
+	}
+	return id, pid
+}
+
+// Owner is how the deployment's units name their owner (X-Herd-Owner).
+func (w Workload) Owner() string { return string(api.KindDeployment) + "/" + w.Deployment }

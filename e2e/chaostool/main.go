@@ -2,7 +2,7 @@
 
 // Command chaostool is the nemesis of scripts/chaos: on a lab of boards
 // (default 5: b1-b3 Raft servers, b4-b5 workers) running examples/web.toml
-// it runs N fault cycles, each one of power pulls (of a worker, a
+// scaled to one replica a board, it runs N fault cycles, each one of power pulls (of a worker, a
 // follower, the leader's board), partitions (of a worker, a follower, the
 // leader's board; healed), kill -9 and SIGSTOP of the herd agent (of the
 // leader's board and of a worker), with scale writes of the deployment
@@ -195,9 +195,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer f.DropForwards()
+	// One replica a board: every victim runs a pod when the fault hits.
 	w := e2e.Web
+	w.Replicas = o.boards
 	actx, acancel := context.WithTimeout(ctx, 3*time.Minute)
 	out, err := f.Herdctl(actx, f.ServerBoards()[0], "", "apply", "-f", filepath.Join(root, "examples", "web.toml"), "--wait", "--timeout", "2m")
+	if err == nil {
+		out, err = f.Herdctl(actx, f.ServerBoards()[0], "", "scale", "deployment", w.Deployment, "--replicas", strconv.Itoa(w.Replicas))
+	}
 	if err == nil {
 		_, _, err = f.WaitConverged(actx, f.ServerBoards()[0], w)
 	}
@@ -250,7 +255,7 @@ func (nm *nemesis) truth() e2e.Truth {
 	return e2e.Truth{
 		Samples:   nm.gt.Samples(),
 		Boards:    nm.f.Boards,
-		Owner:     "deployment/" + nm.w.Deployment,
+		Owner:     nm.w.Owner(),
 		Stale:     3 * nm.o.interval,
 		Away:      func(b string, t time.Time) bool { return nm.away.In(b, t) || nm.off.In(b, t) },
 		Off:       nm.off.In,
@@ -526,7 +531,7 @@ func (nm *nemesis) waitReachable(ctx context.Context, n int, d time.Duration) {
 		now := time.Now()
 		for b, s := range latest {
 			if !nm.away.In(b, now) && !nm.off.In(b, now) {
-				sum += len(s.Of("deployment/" + nm.w.Deployment))
+				sum += len(s.Of(nm.w.Owner()))
 			}
 		}
 		return sum == n, ""
