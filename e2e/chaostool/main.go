@@ -5,8 +5,11 @@
 // scaled to one replica a board, it runs N fault cycles, each one of power pulls (of a worker, a
 // follower, the leader's board), partitions (of a worker, a follower, the
 // leader's board; healed), kill -9 and SIGSTOP of the herd agent (of the
-// leader's board and of a worker), with scale writes of the deployment
-// through a server other than the victim every 2 s while the fault lasts.
+// leader's board and of a worker), with scale writes through a server
+// other than the victim every 2 s while the fault lasts. The writes scale a
+// second deployment (chaos-writes, whose pods match no node and never
+// run), so the counted one's declared count stays fixed and every unit
+// above it is an overcount.
 //
 // Ground truth is systemd on the boards (e2e.GroundTruth: every board's
 // active herd units, sampled from its own network namespace), never herd's
@@ -93,6 +96,19 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	return o, nil
 }
+
+// writesDeployment is what the writes scale: its pods match no node, so
+// they stay Pending and no unit ever runs.
+const (
+	writesDeployment = "chaos-writes"
+	writesManifest   = `[[deployment]]
+name = "chaos-writes"
+replicas = 0
+[deployment.template]
+exec = ["/bin/sleep", "infinity"]
+node_selector = { "chaos.herd.dev/none" = "none" }
+`
+)
 
 // kind is one kind of fault.
 type kind struct {
@@ -204,6 +220,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		out, err = f.Herdctl(actx, f.ServerBoards()[0], "", "scale", "deployment", w.Deployment, "--replicas", strconv.Itoa(w.Replicas))
 	}
 	if err == nil {
+		out, err = f.Herdctl(actx, f.ServerBoards()[0], writesManifest, "apply", "-f", "-")
+	}
+	if err == nil {
 		_, _, err = f.WaitConverged(actx, f.ServerBoards()[0], w)
 	}
 	acancel()
@@ -213,8 +232,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	logf("examples/web.toml running: %d replicas on %d boards (%d servers)", w.Replicas, o.boards, o.servers)
 
-	nm := &nemesis{o: o, f: f, w: w, logf: logf,
-		writes: &e2e.WriteLog{Initial: w.Replicas, Grace: 5 * time.Second}}
+	nm := &nemesis{o: o, f: f, w: w, logf: logf, writes: &e2e.WriteLog{}}
 	nm.gt = f.WatchUnits(ctx, f.Boards, o.interval)
 	runStart := time.Now()
 	var cycles []cycle
@@ -259,7 +277,7 @@ func (nm *nemesis) truth() e2e.Truth {
 		Stale:     3 * nm.o.interval,
 		Away:      func(b string, t time.Time) bool { return nm.away.In(b, t) || nm.off.In(b, t) },
 		Off:       nm.off.In,
-		Declared:  nm.writes.Declared,
+		Declared:  func(time.Time) (int, int) { return nm.w.Replicas, nm.w.Replicas },
 		Disrupted: dis,
 	}
 }
@@ -331,13 +349,8 @@ func (nm *nemesis) cycle(ctx context.Context, n int, k kind) cycle {
 	}
 	close(stop)
 	c.writes = <-done
-	// Back to the baseline, acknowledged, before the recovery: a dip after
-	// it is herd's.
-	if w, err := nm.scaleUntilAcked(ctx, c.victim, nm.w.Replicas); err != nil {
-		c.harnessError = "scale back: " + err.Error()
-	} else {
-		c.writes = append(c.writes, w)
-	}
+	// The reachable boards back at the declared count before the
+	// recovery (a dip after it is herd's), if they get there.
 	nm.waitReachable(ctx, nm.w.Replicas, 15*time.Second)
 	c.recoverAt = time.Now()
 	if err := nm.recover(ctx, k.what, c.victim); err != nil && c.harnessError == "" {
@@ -449,22 +462,20 @@ func (nm *nemesis) restore(ctx context.Context) error {
 	if _, err := nm.f.Lab(ctx, "up", strconv.Itoa(len(nm.f.Boards))); err != nil {
 		return err
 	}
-	if _, err := nm.scaleUntilAcked(ctx, "", nm.w.Replicas); err != nil {
-		return err
-	}
 	_, _, err := nm.f.WaitConverged(ctx, nm.anyServer(""), nm.w)
 	return err
 }
 
-// writer scales the deployment every 2 s, alternately one above the
-// baseline and back, through a server other than the victim, until stop;
+// writer scales chaos-writes every 2 s (1, 2, 3, 0, 1, …: each write
+// changes the count) through a server other than the victim, until stop;
 // each acknowledged write is read back at once through the same server.
 func (nm *nemesis) writer(ctx context.Context, victim string, stop <-chan struct{}) []e2e.Write {
 	var out []e2e.Write
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for i := 0; ; i++ {
-		w := nm.scale(ctx, nm.anyServer(victim), nm.w.Replicas+(i+1)%2)
+		cur, _ := nm.writes.Last()
+		w := nm.scale(ctx, nm.anyServer(victim), (cur+1)%4)
 		out = append(out, w)
 		select {
 		case <-stop:
@@ -479,7 +490,7 @@ func (nm *nemesis) writer(ctx context.Context, victim string, stop <-chan struct
 // scale writes one scale through via and, if acknowledged, reads it back.
 func (nm *nemesis) scale(ctx context.Context, via string, replicas int) e2e.Write {
 	w := e2e.Write{Start: time.Now(), Value: replicas, Via: via, ReadBack: -1}
-	out, err := nm.f.Herdctl(ctx, via, "", "--timeout", "10s", "scale", "deployment", nm.w.Deployment, "--replicas", strconv.Itoa(replicas))
+	out, err := nm.f.Herdctl(ctx, via, "", "--timeout", "10s", "scale", "deployment", writesDeployment, "--replicas", strconv.Itoa(replicas))
 	w.End = time.Now()
 	if err != nil {
 		w.Err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
@@ -493,17 +504,8 @@ func (nm *nemesis) scale(ctx context.Context, via string, replicas int) e2e.Writ
 	return w
 }
 
-func (nm *nemesis) scaleUntilAcked(ctx context.Context, victim string, replicas int) (e2e.Write, error) {
-	var w e2e.Write
-	err := e2e.Poll(ctx, 500*time.Millisecond, fmt.Sprintf("scale to %d acknowledged", replicas), func(ctx context.Context) (bool, string) {
-		w = nm.scale(ctx, nm.anyServer(victim), replicas)
-		return w.Err == nil, fmt.Sprint(w.Err)
-	})
-	return w, err
-}
-
 func (nm *nemesis) readReplicas(ctx context.Context, via string) (int, error) {
-	out, err := nm.f.Herdctl(ctx, via, "", "--timeout", "5s", "get", "deployments", nm.w.Deployment, "-o", "json")
+	out, err := nm.f.Herdctl(ctx, via, "", "--timeout", "5s", "get", "deployments", writesDeployment, "-o", "json")
 	if err != nil {
 		return -1, err
 	}
