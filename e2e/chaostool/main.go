@@ -462,7 +462,23 @@ func (nm *nemesis) restore(ctx context.Context) error {
 	if _, err := nm.f.Lab(ctx, "up", strconv.Itoa(len(nm.f.Boards))); err != nil {
 		return err
 	}
-	_, _, err := nm.f.WaitConverged(ctx, nm.anyServer(""), nm.w)
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	s, _, err := nm.f.WaitConverged(wctx, nm.anyServer(""), nm.w)
+	wcancel()
+	if err == nil {
+		return nil
+	}
+	// A board that never rejoined gossip: its agent joins again through its
+	// seeds when restarted (as the e2e suite's restore does).
+	for _, b := range nm.f.Boards {
+		if n := s.Node(b); n == nil || n.Status.Phase != api.NodeReady {
+			nm.logf("restore: %s not Ready: restarting its agent", b)
+			if _, err := nm.f.SSHInside(ctx, b, "", "systemctl restart herd.service"); err != nil {
+				return err
+			}
+		}
+	}
+	_, _, err = nm.f.WaitConverged(ctx, nm.anyServer(""), nm.w)
 	return err
 }
 
