@@ -66,7 +66,8 @@
 // (so it keeps working while the board is partitioned away), samples the
 // active herd-*.service units with their MainPID, X-Herd-Pod and
 // X-Herd-Owner every interval and reconnects after a power pull. Check
-// replays the samples against what the harness knows (which boards were
+// (package e2e/truth, which has no build tag so its tests run with go test
+// ./...; the types are aliased here) replays the samples against what the harness knows (which boards were
 // away or off, the declared count, when faults were injected) and reports
 // overcount over all boards and over the reachable ones, a pod's unit
 // active on two boards at once, and dips below the declared count once the
