@@ -349,8 +349,8 @@ func (nm *nemesis) cycle(ctx context.Context, n int, k kind) cycle {
 	}
 	close(stop)
 	c.writes = <-done
-	// The reachable boards back at the declared count before the
-	// recovery (a dip after it is herd's), if they get there.
+	// The reachable boards back at (at least) the declared count before
+	// the recovery, if they get there: a dip after it is herd's.
 	nm.waitReachable(ctx, nm.w.Replicas, 15*time.Second)
 	c.recoverAt = time.Now()
 	if err := nm.recover(ctx, k.what, c.victim); err != nil && c.harnessError == "" {
@@ -536,7 +536,7 @@ func (nm *nemesis) readReplicas(ctx context.Context, via string) (int, error) {
 }
 
 // waitReachable waits (at most d) until the boards on the leader's side run
-// n units by the latest samples.
+// at least n units by the latest samples.
 func (nm *nemesis) waitReachable(ctx context.Context, n int, d time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -552,7 +552,7 @@ func (nm *nemesis) waitReachable(ctx context.Context, n int, d time.Duration) {
 				sum += len(s.Of(nm.w.Owner()))
 			}
 		}
-		return sum == n, ""
+		return sum >= n, ""
 	})
 }
 
