@@ -104,12 +104,13 @@ func logEpisodes(t *testing.T, v Verdict) {
 	}
 }
 
-// journals logs herd's journal on every board between from and to.
+// journals logs herd's journal and its units' on every board between from
+// and to (without the readiness probes' requests), the last 80 lines.
 func journals(t *testing.T, from, to time.Time) {
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
 	for _, b := range fleet.Boards {
-		out, err := fleet.SSHInside(ctx, b, "", fmt.Sprintf("journalctl --no-pager -o short-precise --since @%d --until @%d -u herd.service -u 'herd-*.service' | tail -n 60",
+		out, err := fleet.SSHInside(ctx, b, "", fmt.Sprintf("journalctl --no-pager -o short-precise --since @%d --until @%d -u herd.service -u 'herd-*.service' | grep -v '\"GET / HTTP' | tail -n 80",
 			from.Unix(), to.Unix()+1))
 		if err != nil {
 			t.Logf("%s: journal: %v", b, err)
