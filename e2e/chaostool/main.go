@@ -184,6 +184,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "chaos:", err)
 		return 2
 	}
+	// Journals saved by an earlier run would pass for this one's.
+	if old, err := filepath.Glob(filepath.Join(o.dir, "journals-cycle-*")); err == nil {
+		for _, d := range old {
+			_ = os.RemoveAll(d)
+		}
+	}
 	start := time.Now()
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
