@@ -57,6 +57,14 @@ e2e: build
 	scripts/lab deps
 	$(GO) test -tags e2e -count=1 -timeout 40m -v ./e2e/; rc=$$?; scripts/lab down >/dev/null 2>&1; exit $$rc
 
+## chaos: the nemesis on a lab of 5 boards (needs root; ~20 s a cycle):
+## N mixed fault cycles, ground truth from the boards' systemd, a report;
+## exit 1 if a hard invariant broke. See docs/lab.md.
+.PHONY: chaos
+N ?= 16
+chaos:
+	scripts/chaos $(N)
+
 clean:
 	rm -rf bin dist
 

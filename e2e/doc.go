@@ -60,4 +60,39 @@
 //     the pod gets a condition naming the symlink.
 //
 // Run it alone with: go test -tags e2e -count=1 -run TestHostile -v ./e2e/
+//
+// Ground truth of what runs where is GroundTruth (Fleet.WatchUnits): one
+// SSH session per board, opened from the board's own network namespace
+// (so it keeps working while the board is partitioned away), samples the
+// active herd-*.service units with their MainPID, X-Herd-Pod and
+// X-Herd-Owner every interval and reconnects after a power pull. Check
+// (package e2e/truth, which has no build tag so its tests run with go test
+// ./...; the types are aliased here) replays the samples against what the harness knows (which boards were
+// away or off, the declared count, when faults were injected) and reports
+// overcount over all boards and over the reachable ones, a pod's unit
+// active on two boards at once, and dips below the declared count once the
+// reachable boards had converged after a fault.
+//
+// TestFaults (e2e/faults_test.go) runs first, on the same lab, from and
+// back to a converged examples/web.toml:
+//
+//   - a_leader_agent_sigstop: the leader's agent frozen for 10 s (its
+//     board, sshd and units stay up): never more than the declared count
+//     active fleet-wide and no pod on two boards, during the freeze and
+//     until converged after SIGCONT.
+//   - b_agent_kill9_keeps_units: kill -9 of the agent on a board running
+//     pods: every herd unit there keeps its MainPID, the pods' names and
+//     boards are unchanged and none is Lost during 15 s.
+//   - c_write_during_leader_pull: a scale through a follower as soon as the
+//     leader's power is pulled is acknowledged within 3 s of the pull and
+//     read back through every surviving server.
+//   - d_partition_heal_repeated: the worker, running a pod, partitioned
+//     away and healed three times: once converged, the reachable boards
+//     never run fewer than declared.
+//
+// Run them alone with: go test -tags e2e -count=1 -run TestFaults -v ./e2e/
+//
+// Command chaostool (scripts/chaos) is the nemesis: N mixed fault cycles on
+// a lab of five boards with the same ground truth, scale writes during each
+// fault, and a report (docs/lab.md, "The nemesis").
 package e2e
