@@ -62,7 +62,7 @@ provision() {
   grep -qxF "$(cat "$KEY.pub")" "$r/root/.ssh/authorized_keys" || cat "$KEY.pub" >>"$r/root/.ssh/authorized_keys"
   # /etc/hosts: keep what the board wrote itself, replace the lab's block
   local hosts=$r/etc/hosts tmp x
-  tmp=$(mktemp)
+  lab_tmp tmp
   if [[ -f $hosts ]]; then sed '/^# herd-lab begin/,/^# herd-lab end/d' "$hosts" >"$tmp"; else printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$tmp"; fi
   {
     echo "# herd-lab begin (rewritten by scripts/lab at each boot)"

@@ -109,3 +109,20 @@ ssh_board() {
   local b=$1; shift
   ssh -F "$SSH_CONFIG" -o BatchMode=yes "$b" "$@"
 }
+
+# Temporary files and directories of this run, removed when the script
+# exits, however it exits (lab_tmp VAR [-d]).
+LAB_TMPS=()
+lab_tmp_cleanup() {
+  if ((${#LAB_TMPS[@]})); then rm -rf -- "${LAB_TMPS[@]}"; fi
+  return 0
+}
+trap lab_tmp_cleanup EXIT
+
+# lab_tmp VAR [-d]: VAR = a new temporary file (or directory with -d).
+lab_tmp() {
+  local __p
+  __p=$(mktemp "${@:2}")
+  LAB_TMPS+=("$__p")
+  printf -v "$1" '%s' "$__p"
+}

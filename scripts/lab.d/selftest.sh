@@ -76,7 +76,7 @@ st_nothing_left() {
 cmd_selftest() {
   local down=0
   case ${1:-} in --down) down=1 ;; "") ;; *) die "selftest: unknown option '$1' (only --down)" ;; esac
-  ST_TMP=$(mktemp -d)
+  lab_tmp ST_TMP -d
   local t0 t b
   t0=$(now)
 
