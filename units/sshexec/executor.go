@@ -82,6 +82,9 @@ type conn struct {
 	client *ssh.Client
 	dead   chan struct{}
 	once   sync.Once
+	// kaSent is when the keepalive in flight was sent (UnixNano), 0 when
+	// none is: see Silence.
+	kaSent atomic.Int64
 
 	sftpMu sync.Mutex
 	sftp   *sftp.Client
@@ -150,6 +153,31 @@ func (e *Executor) Forget(node string) {
 	if n != nil {
 		n.forget()
 	}
+}
+
+// Silence returns how long the keepalive in flight on node's live
+// connection has gone unanswered: 0 when there is no connection or no
+// keepalive is outstanding. A healthy peer answers within a round trip, so
+// a silence well beyond that (while keepalives are sent every
+// KeepaliveInterval) says the peer stopped answering long before the
+// connection is closed for it (KeepaliveMax intervals). Cheap; safe for
+// concurrent use.
+func (e *Executor) Silence(node string) time.Duration {
+	e.mu.Lock()
+	n := e.nodes[node]
+	e.mu.Unlock()
+	if n == nil {
+		return 0
+	}
+	c := n.live()
+	if c == nil {
+		return 0
+	}
+	sent := c.kaSent.Load()
+	if sent == 0 {
+		return 0
+	}
+	return max(0, time.Since(time.Unix(0, sent)))
 }
 
 // Stats returns the executor's counters.
@@ -374,6 +402,7 @@ func (e *Executor) monitor(c *conn) {
 			return
 		case <-replied:
 			inflight, missed = false, 0
+			c.kaSent.Store(0)
 		case <-t.C:
 			if inflight {
 				missed++
@@ -387,6 +416,7 @@ func (e *Executor) monitor(c *conn) {
 				continue
 			}
 			inflight = true
+			c.kaSent.Store(time.Now().UnixNano())
 			go func() {
 				// Any reply, even "request not understood", proves liveness.
 				if _, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil); err != nil {
