@@ -148,9 +148,15 @@ func (s *clusterState) witnessed(infos []controller.MemberInfo, ms []gossip.Memb
 }
 
 // recordWitness is the placer's Config.RecordWitness: it keeps the latest
-// witness of node for the node controller and wakes node's key.
+// witness of node (with the time of the last success, OKAt) for the node
+// controller and wakes node's key.
 func (s *clusterState) recordWitness(node string, w controller.Witness) {
 	s.wmu.Lock()
+	if w.Err == "" {
+		w.OKAt = w.At
+	} else {
+		w.OKAt = s.witnesses[node].OKAt
+	}
 	s.witnesses[node] = w
 	s.gen.Add(1)
 	for ch := range s.witnessSubs {
@@ -178,7 +184,7 @@ func (s *clusterState) awaitingWitness(now time.Time) []string {
 		if m.State != controller.MemberDead {
 			continue
 		}
-		okRecent := m.Witness.Err == "" && !m.Witness.At.IsZero() && now.Sub(m.Witness.At) <= 2*controller.WitnessGrace
+		okRecent := !m.Witness.OKAt.IsZero() && now.Sub(m.Witness.OKAt) <= 2*controller.WitnessGrace
 		if now.Sub(m.DownSince) <= 2*controller.WitnessGrace || okRecent {
 			out = append(out, m.Name)
 		}

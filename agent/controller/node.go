@@ -52,13 +52,19 @@ type Witness struct {
 	// Err is why it failed; empty if the board's sshd and systemd
 	// answered.
 	Err string
+	// OKAt is when a check last succeeded (At itself when Err is empty);
+	// zero if none did.
+	OKAt time.Time
 }
 
 // WitnessGrace bounds how long the node controller trusts or waits for a
 // witness. A board gossip calls dead stays Ready with no witness taken
 // since for at most this long (a board with no SSH address, or a checker
 // that is stuck, cannot hold its pods forever); and a successful witness
-// older than this no longer counts. The placer checks about every second.
+// older than this no longer counts. Once a board was seen agent down, a
+// failed check flips it to dead only when no check has succeeded for this
+// long either (one slow answer does not restart its workloads). The placer
+// checks about every second.
 const WitnessGrace = 3 * time.Second
 
 // NodeFacts are the node facts a board gossips about itself.
@@ -192,10 +198,10 @@ func ReconcileNode(now time.Time, node *api.Node, m MemberInfo, pods []*api.Pod)
 		st.Conditions = removeCondition(st.Conditions, ConditionAgentDown)
 		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
 			Reason: reasonMemberLeft, Message: "the board left the cluster"}, now)
-	case m.State == MemberDead && node != nil && old.Phase == api.NodeReady && witnessVerdict(now, m) != verdictDead:
+	case m.State == MemberDead && node != nil && old.Phase == api.NodeReady && witnessVerdict(now, m, old) != verdictDead:
 		// The second witness says the board runs (or has not spoken
 		// yet): keep it Ready and its pods running.
-		if witnessVerdict(now, m) == verdictAgentDown {
+		if witnessVerdict(now, m, old) == verdictAgentDown {
 			st.Conditions = setCondition(st.Conditions, api.Condition{Type: ConditionAgentDown, Status: api.ConditionTrue,
 				Reason: reasonMemberDead, Message: "gossip declared the agent dead; the board's sshd and systemd answer the leader"}, now)
 		}
@@ -253,16 +259,22 @@ const (
 	verdictDead                     // SSH failed too, or no witness in time
 )
 
-// witnessVerdict judges m.Witness for a member gossip calls dead. Only a
-// witness taken at or after m.DownSince counts; a successful one counts
-// for WitnessGrace.
-func witnessVerdict(now time.Time, m MemberInfo) verdict {
+// witnessVerdict judges m.Witness for a member gossip calls dead, whose
+// node had status old. Only a witness taken at or after m.DownSince
+// counts; a successful one counts for WitnessGrace. A failed one is death,
+// except on a board already marked AgentDown that answered within
+// WitnessGrace: it must keep failing that long.
+func witnessVerdict(now time.Time, m MemberInfo, old api.NodeStatus) verdict {
 	w := m.Witness
 	if m.DownSince.IsZero() {
 		return verdictDead
 	}
 	if !w.At.IsZero() && !w.At.Before(m.DownSince) {
 		if w.Err != "" {
+			if findCondition(old.Conditions, ConditionAgentDown) != nil && !w.OKAt.Before(m.DownSince) &&
+				now.Sub(w.OKAt) <= WitnessGrace {
+				return verdictAgentDown
+			}
 			return verdictDead
 		}
 		if now.Sub(w.At) <= WitnessGrace {

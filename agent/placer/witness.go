@@ -44,6 +44,9 @@ func (w *worker) witness(ctx context.Context) ([]units.UnitState, error) {
 		return nil, ctx.Err() // the placer stopping is no verdict on the board
 	}
 	rec := controller.Witness{At: p.clock.Now()}
+	if err == nil {
+		rec.OKAt = rec.At
+	}
 	if err != nil {
 		rec.Err = err.Error()
 		w.log.Info("witness: the board does not answer over SSH", "err", err)
