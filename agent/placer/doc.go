@@ -97,9 +97,11 @@
 // it is a witness: its first listing must come back within
 // Config.WitnessTimeout (750 ms) over the pooled SSH connection, and fails
 // at once when the executor is a Silencer whose connection to the board
-// has had a keepalive unanswered for over Config.WitnessSilence (300 ms;
-// keepalives go every second, so a board that lost power has one
-// outstanding by the time gossip calls it dead). The outcome goes to
+// has had a keepalive (or, with no connection yet, its TCP connect)
+// unanswered for over Config.WitnessSilence (300 ms; keepalives go every
+// second, so a board that lost power has one outstanding by the time
+// gossip calls it dead, and a new leader's first dial to it gets no
+// answer). The outcome goes to
 // Config.RecordWitness, which the node controller reads
 // (controller.MemberInfo.Witness): a board that answered stays Ready with
 // the condition AgentDown and keeps its pods; one that did not becomes

@@ -73,8 +73,8 @@ type Executor interface {
 
 // Silencer is an optional Executor method: Silence(node) is how long the
 // executor's connection to node has had a keepalive (or any request that
-// proves the peer alive) unanswered, 0 when nothing is outstanding or there
-// is no connection. A witness fails at once once it exceeds
+// proves the peer alive, such as the TCP connect of a dial) unanswered, 0
+// when nothing is outstanding. A witness fails at once once it exceeds
 // Config.WitnessSilence, so a powered-off board is judged dead without
 // waiting out Config.WitnessTimeout. It must be cheap and safe to call
 // concurrently with the node's other calls.

@@ -63,6 +63,9 @@ type Stats struct {
 // node is the per-board state. dialLock (a one-slot channel, so waiting on
 // it can honour ctx) serialises dialling; mu guards the fields below it.
 type node struct {
+	// tcpSince is when the TCP connect in progress began (UnixNano), 0
+	// when none is: see Silence.
+	tcpSince atomic.Int64
 	name     string
 	dialLock chan struct{}
 	sem      chan struct{}
@@ -155,12 +158,14 @@ func (e *Executor) Forget(node string) {
 	}
 }
 
-// Silence returns how long the keepalive in flight on node's live
-// connection has gone unanswered: 0 when there is no connection or no
-// keepalive is outstanding. A healthy peer answers within a round trip, so
-// a silence well beyond that (while keepalives are sent every
-// KeepaliveInterval) says the peer stopped answering long before the
-// connection is closed for it (KeepaliveMax intervals). Cheap; safe for
+// Silence returns how long node has left the executor without an answer:
+// on a live connection, how long the keepalive in flight has gone
+// unanswered; with none, how long the TCP connect in progress has waited
+// (the SSH handshake after it does not count). 0 when nothing is
+// outstanding. A healthy peer answers within a round trip, so a silence
+// well beyond that (keepalives go every KeepaliveInterval) says the peer
+// stopped answering long before the connection is closed for it
+// (KeepaliveMax intervals) or the dial times out. Cheap; safe for
 // concurrent use.
 func (e *Executor) Silence(node string) time.Duration {
 	e.mu.Lock()
@@ -171,6 +176,9 @@ func (e *Executor) Silence(node string) time.Duration {
 	}
 	c := n.live()
 	if c == nil {
+		if since := n.tcpSince.Load(); since != 0 {
+			return max(0, time.Since(time.Unix(0, since)))
+		}
 		return 0
 	}
 	sent := c.kaSent.Load()
@@ -256,7 +264,7 @@ func (e *Executor) connect(ctx context.Context, n *node) (*conn, error) {
 		}
 	}
 
-	c, err := e.dial(ctx, n.name)
+	c, err := e.dial(ctx, n)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if err != nil {
@@ -315,7 +323,8 @@ func backoffDelay(n int, base, max time.Duration, r float64) time.Duration {
 }
 
 // dial connects to node and verifies its host key.
-func (e *Executor) dial(ctx context.Context, name string) (*conn, error) {
+func (e *Executor) dial(ctx context.Context, n *node) (*conn, error) {
+	name := n.name
 	addr, pinned, err := e.cfg.HostKeys.LookupHost(name)
 	if err != nil {
 		return nil, fmt.Errorf("sshexec: node %s: look up address: %w", name, err)
@@ -350,7 +359,9 @@ func (e *Executor) dial(ctx context.Context, name string) (*conn, error) {
 
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.DialTimeout)
 	defer cancel()
+	n.tcpSince.Store(time.Now().UnixNano())
 	nc, err := e.dialer(dctx, "tcp", addr)
+	n.tcpSince.Store(0)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

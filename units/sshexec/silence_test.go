@@ -3,6 +3,7 @@ package sshexec
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -47,5 +48,32 @@ func TestSilenceOfAPausedPeer(t *testing.T) {
 	waitFor(t, "the silence to end", 20*time.Second, func() bool { return e.Silence("b1") < 50*time.Millisecond })
 	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
 		t.Fatalf("Run after the peer answered again: %v", err)
+	}
+}
+
+// A dial to a board that lost power (no answer to the TCP SYN) counts as
+// silence too, so a caller without a pooled connection need not wait out
+// its deadline either.
+func TestSilenceOfAHangingDial(t *testing.T) {
+	srv := sshdtest.Start(t)
+	e := newTestExecutor(t, srv, func(c *Config) {
+		c.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			<-ctx.Done() // the SYN is never answered
+			return nil, ctx.Err()
+		}
+	})
+	ctx, cancel := context.WithTimeout(testCtx(t), 2*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.Run(ctx, "b1", []string{"true"})
+		errc <- err
+	}()
+	waitFor(t, "the dial's silence to exceed 200ms", 20*time.Second, func() bool { return e.Silence("b1") > 200*time.Millisecond })
+	if err := <-errc; err == nil {
+		t.Fatal("Run through a dial that never connects succeeded")
+	}
+	if got := e.Silence("b1"); got != 0 {
+		t.Errorf("Silence after the dial gave up = %v, want 0", got)
 	}
 }
