@@ -304,6 +304,13 @@ func witnessFailure(now time.Time, m MemberInfo) string {
 
 func nodeChangeReason(old, st api.NodeStatus, m MemberInfo) string {
 	if old.Phase == st.Phase {
+		was, is := findCondition(old.Conditions, ConditionAgentDown) != nil, findCondition(st.Conditions, ConditionAgentDown) != nil
+		switch {
+		case is && !was:
+			return "board's agent is down (gossip: member dead), its sshd and systemd answer: pods kept"
+		case was && !is:
+			return "board's agent is back (member alive)"
+		}
 		return "board facts changed"
 	}
 	state := string(m.State)
