@@ -101,7 +101,9 @@
 // unanswered for over Config.WitnessSilence (300 ms; keepalives go every
 // second, so a board that lost power has one outstanding by the time
 // gossip calls it dead, and a new leader's first dial to it gets no
-// answer). The outcome goes to
+// answer). Any pass, witness or not, is cut short the same way, so a pass
+// in flight when the power goes does not hold up the witness behind it.
+// The outcome goes to
 // Config.RecordWitness, which the node controller reads
 // (controller.MemberInfo.Witness): a board that answered stays Ready with
 // the condition AgentDown and keeps its pods; one that did not becomes
@@ -145,9 +147,9 @@
 // not over gossip (a frozen agent) keeps its pods and so runs no copy
 // twice; its pods are Lost only once SSH fails too, after which it is
 // unreachable and the case above applies (overlap for as long as it stays
-// cut off yet powered). A pass in flight on a board when it loses power
-// is cut off only by the SSH keepalive (≈3–4 s); if no witness comes in
-// controller.WitnessGrace (3 s) the board is declared dead anyway.
+// cut off yet powered). If no witness comes within
+// controller.WitnessGrace (3 s: no SSH address, no executor, a stuck
+// call) the board is declared dead anyway.
 // The placer also cannot take back a command already sent: a unit started
 // just before its pod was unbound runs until the next pass (bounded by one
 // pass after the unbinding, which wakes the worker).

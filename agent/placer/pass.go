@@ -40,8 +40,10 @@ type passResult struct {
 // the node's status.
 func (w *worker) pass(ctx context.Context) passResult {
 	p := w.p
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.PassTimeout)
-	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, p.cfg.PassTimeout)
+	defer cancelTimeout()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 
 	v, err := p.view(ctx)
 	if err != nil {
@@ -52,6 +54,7 @@ func (w *worker) pass(ctx context.Context) passResult {
 	}
 	desired := v.desired(w.node)
 	witness := v.witnessing(w.node)
+	w.watchSilence(ctx, cancel)
 	var observed []units.UnitState
 	if witness {
 		observed, err = w.witness(ctx)
@@ -59,6 +62,9 @@ func (w *worker) pass(ctx context.Context) passResult {
 		observed, err = p.exec.ShowUnits(ctx, w.node)
 	}
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errSilent) && !witness {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
 		return passResult{witness: witness, err: fmt.Errorf("listing units: %w", err)}
 	}
 	acts := w.plan(desired, observed)

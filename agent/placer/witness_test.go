@@ -1,6 +1,7 @@
 package placer
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -138,4 +139,52 @@ func TestWitnessWorkerCadence(t *testing.T) {
 	if !pk.idle {
 		t.Fatalf("park 3 = %+v, want idle (board down)", pk)
 	}
+}
+
+// An ordinary pass in flight when a board loses power is cut short as soon
+// as the connection goes silent, so the witness that follows gossip's
+// verdict is not held up behind it.
+func TestPassOnSilentBoardIsCutShort(t *testing.T) {
+	rec := &witnesses{}
+	h := newHarness(t, func(c *Config) { c.RecordWitness = rec.record })
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	h.st.putPod(webPod("web-1", "n1"))
+	b := h.fleet.Board("n1")
+	b.SetHang(true)
+	go func() {
+		time.Sleep(100 * time.Millisecond) // the power goes mid-pass
+		b.SetSilence(time.Second)
+	}()
+	start := time.Now()
+	res := h.pass(h.p.newWorker("n1"))
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("pass took %v on a silent board", took)
+	}
+	if res.witness || !errors.Is(res.err, errSilent) {
+		t.Fatalf("pass = %+v, want an ordinary pass failed with errSilent", res)
+	}
+	if got := rec.all(); len(got) != 0 {
+		t.Errorf("an ordinary pass recorded witnesses %+v", got)
+	}
+}
+
+// After a pass cut short by silence the worker still takes a poke, so the
+// witness follows gossip's verdict at once instead of after a backoff.
+func TestSilentBoardWitnessedWithoutBackoff(t *testing.T) {
+	rec := &witnesses{}
+	h := newHarness(t, func(c *Config) { c.RecordWitness = rec.record })
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	h.st.putPod(webPod("web-1", "n1"))
+	b := h.fleet.Board("n1")
+	b.SetHang(true)
+	b.SetSilence(time.Second)
+	h.run()
+	if pk := h.waitPark("n1", 1); pk.retry || pk.delay <= 0 {
+		t.Fatalf("park after the silent pass = %+v, want a backoff that a poke may cut short", pk)
+	}
+	h.st.setMember(controller.MemberInfo{Name: "n1", State: controller.MemberDead})
+	h.waitFor("a failed witness, with the clock standing still", func() bool {
+		got := rec.all()
+		return len(got) == 1 && strings.Contains(got[0].Err, "stopped answering")
+	})
 }

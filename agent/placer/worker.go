@@ -138,7 +138,9 @@ func (w *worker) run(ctx context.Context) {
 			delay = cfg.WitnessInterval
 		case res.err != nil:
 			failures++
-			retrying, idle = true, false
+			// A board gone silent is about to be declared dead: let that
+			// change wake the worker for its witness at once.
+			retrying, idle = !errors.Is(res.err, errSilent), false
 			delay = backoff(failures, cfg.RetryBase, cfg.RetryMax)
 			level := slog.LevelDebug
 			if failures == 1 || failures%20 == 0 {
