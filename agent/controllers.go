@@ -29,7 +29,9 @@ func (a *Agent) startControllers(ctx context.Context, wg *sync.WaitGroup, n *not
 		a.log.Warn("not placing pods on boards: no cluster SSH key", "sshKeyFile", a.cfg.SSHKeyFile)
 		return
 	}
-	pl, err := placer.New(placer.DefaultConfig(), a.exec, state, state, workqueue.RealClock(), a.log.With("component", "placer"))
+	pcfg := placer.DefaultConfig()
+	pcfg.RecordWitness = state.recordWitness
+	pl, err := placer.New(pcfg, a.exec, state, state, workqueue.RealClock(), a.log.With("component", "placer"))
 	if err != nil {
 		a.log.Error("placer not started", "err", err)
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -63,6 +64,13 @@ func newBoardExecutor(cfg Config, g *gossip.Gossip) (*boardExecutor, error) {
 }
 
 func (b *boardExecutor) Close() error { return b.ssh.Close() }
+
+var _ placer.Silencer = (*boardExecutor)(nil)
+
+// Silence is how long the pooled connection to node has had a keepalive
+// unanswered (sshexec.Executor.Silence): the placer's witness fails at
+// once on a board that stopped answering.
+func (b *boardExecutor) Silence(node string) time.Duration { return b.ssh.Silence(node) }
 
 // ShowUnits lists the board's herd units and their unit files' hashes in
 // one round trip (sshexec.Executor.ShowUnits).

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/herd-dev/herd/agent/controller"
 	"github.com/herd-dev/herd/api"
@@ -29,6 +30,16 @@ type clusterState struct {
 	cachedGen uint64
 	cached    *controller.Cluster
 	version   uint64
+
+	// started is when this leader term's state began: a member already
+	// dead then counts as down since started (a new leader witnesses it
+	// afresh before its pods are lost).
+	started time.Time
+	// wmu guards witnesses and witnessSubs.
+	wmu sync.Mutex
+	// witnesses holds the placer's latest SSH witness of each board.
+	witnesses   map[string]controller.Witness
+	witnessSubs map[chan string]struct{}
 }
 
 var (
@@ -37,7 +48,8 @@ var (
 )
 
 func newClusterState(store *raftstore.Store, g *gossip.Gossip, n *notifier) *clusterState {
-	s := &clusterState{store: store, gossip: g, n: n}
+	s := &clusterState{store: store, gossip: g, n: n, started: time.Now(),
+		witnesses: map[string]controller.Witness{}, witnessSubs: map[chan string]struct{}{}}
 	s.gen.Store(1)
 	return s
 }
@@ -75,7 +87,8 @@ func (s *clusterState) Snapshot(ctx context.Context) (*controller.Cluster, error
 			}
 		}
 	}
-	c.Members = memberInfos(s.gossip.Members())
+	ms := s.gossip.Members()
+	c.Members = s.witnessed(memberInfos(ms), ms)
 	s.version++
 	c.Version = s.version
 	s.cached, s.cachedGen = c, gen
@@ -111,14 +124,88 @@ func memberInfo(m gossip.Member) controller.MemberInfo {
 	}
 }
 
+// witnessed sets DownSince and Witness on every member gossip does not
+// call alive (ms: the same members, by name, for their Since).
+func (s *clusterState) witnessed(infos []controller.MemberInfo, ms []gossip.Member) []controller.MemberInfo {
+	since := make(map[string]time.Time, len(ms))
+	for _, m := range ms {
+		since[m.Name] = m.Since
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	for i := range infos {
+		m := &infos[i]
+		if m.State == controller.MemberAlive {
+			continue
+		}
+		m.DownSince = since[m.Name]
+		if m.DownSince.Before(s.started) {
+			m.DownSince = s.started
+		}
+		m.Witness = s.witnesses[m.Name]
+	}
+	return infos
+}
+
+// recordWitness is the placer's Config.RecordWitness: it keeps the latest
+// witness of node (with the time of the last success, OKAt) for the node
+// controller and wakes node's key.
+func (s *clusterState) recordWitness(node string, w controller.Witness) {
+	s.wmu.Lock()
+	if w.Err == "" {
+		w.OKAt = w.At
+	} else {
+		w.OKAt = s.witnesses[node].OKAt
+	}
+	s.witnesses[node] = w
+	s.gen.Add(1)
+	for ch := range s.witnessSubs {
+		select {
+		case ch <- node:
+		default: // full: the watcher's next tick looks again
+		}
+	}
+	s.wmu.Unlock()
+}
+
+// witnessTick is how often Watch wakes the nodes whose witness is awaited
+// or may go stale, so controller.WitnessGrace is enforced even when no
+// witness comes (no SSH, a stuck check).
+const witnessTick = time.Second
+
+// awaitingWitness returns the members not alive for which a verdict may
+// still change with time alone: down for at most twice WitnessGrace, or
+// with a successful witness at most that old.
+func (s *clusterState) awaitingWitness(now time.Time) []string {
+	ms := s.gossip.Members()
+	infos := s.witnessed(memberInfos(ms), ms)
+	var out []string
+	for _, m := range infos {
+		if m.State != controller.MemberDead {
+			continue
+		}
+		okRecent := !m.Witness.OKAt.IsZero() && now.Sub(m.Witness.OKAt) <= 2*controller.WitnessGrace
+		if now.Sub(m.DownSince) <= 2*controller.WitnessGrace || okRecent {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
 // Watch implements controller.State: store events and gossip member
-// changes, as keys to look at.
+// changes, as keys to look at; witnesses recorded by the placer, and
+// every witnessTick the nodes awaiting one, as their nodes' keys.
 func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, error) {
 	events, err := s.store.Watch(ctx, "", 0)
 	if err != nil {
 		return nil, err
 	}
 	gossipCh, unsub := s.n.subscribe()
+	witnessCh := make(chan string, 64)
+	s.wmu.Lock()
+	s.witnessSubs[witnessCh] = struct{}{}
+	s.wmu.Unlock()
+	tick := time.NewTicker(witnessTick)
 	out := make(chan controller.Change, 64)
 	last := map[string]gossip.State{}
 	for _, m := range s.gossip.Members() {
@@ -127,6 +214,12 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 	go func() {
 		defer close(out)
 		defer unsub()
+		defer tick.Stop()
+		defer func() {
+			s.wmu.Lock()
+			delete(s.witnessSubs, witnessCh)
+			s.wmu.Unlock()
+		}()
 		send := func(c controller.Change) bool {
 			select {
 			case out <- c:
@@ -153,6 +246,16 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 				}
 				if !send(controller.Change{Kind: ev.Object.Kind, Name: ev.Object.Metadata.Name, Object: o}) {
 					return
+				}
+			case node := <-witnessCh:
+				if !send(controller.Change{Kind: api.KindNode, Name: node}) {
+					return
+				}
+			case now := <-tick.C:
+				for _, node := range s.awaitingWitness(now) {
+					if !send(controller.Change{Kind: api.KindNode, Name: node}) {
+						return
+					}
 				}
 			case <-gossipCh:
 				s.gen.Add(1)

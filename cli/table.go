@@ -203,6 +203,11 @@ func nodeStatus(n *api.Node) string {
 	if s == "" {
 		s = "Unknown"
 	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == "AgentDown" && c.Status == api.ConditionTrue {
+			s += ",AgentDown" // the board runs its pods; its agent is down
+		}
+	}
 	if n.Spec.Unschedulable {
 		s += ",SchedulingDisabled"
 	}

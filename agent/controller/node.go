@@ -33,7 +33,39 @@ type MemberInfo struct {
 	State MemberState
 	// Facts ride in the member metadata.
 	Facts NodeFacts
+	// DownSince is when the leader first knew the member as not alive: the
+	// later of when gossip declared it so and when this leader started
+	// watching. Zero while alive; zero for a member that is not alive means
+	// "long ago" (no witness is waited for).
+	DownSince time.Time
+	// Witness is the leader's latest check of the board over SSH (zero
+	// if none was made).
+	Witness Witness
 }
+
+// Witness is the leader's second opinion on a board gossip does not call
+// alive: a check of the board's sshd and systemd over the leader's pooled
+// SSH connection, with a short deadline (the placer makes it).
+type Witness struct {
+	// At is when the check ended; zero if no check was made.
+	At time.Time
+	// Err is why it failed; empty if the board's sshd and systemd
+	// answered.
+	Err string
+	// OKAt is when a check last succeeded (At itself when Err is empty);
+	// zero if none did.
+	OKAt time.Time
+}
+
+// WitnessGrace bounds how long the node controller trusts or waits for a
+// witness. A board gossip calls dead stays Ready with no witness taken
+// since for at most this long (a board with no SSH address, or a checker
+// that is stuck, cannot hold its pods forever); and a successful witness
+// older than this no longer counts. Once a board was seen agent down, a
+// failed check flips it to dead only when no check has succeeded for this
+// long either (one slow answer does not restart its workloads). The placer
+// checks about every second.
+const WitnessGrace = 3 * time.Second
 
 // NodeFacts are the node facts a board gossips about itself.
 type NodeFacts struct {
@@ -77,6 +109,11 @@ const (
 	// ConditionFencing is True on an alive board that is not Ready yet
 	// because units it may still run were not confirmed stopped.
 	ConditionFencing = "Fencing"
+	// ConditionAgentDown is True on a Ready board whose agent gossip
+	// declared dead while the board itself still answers over SSH (its
+	// sshd and systemd): its pods keep running and the placer keeps
+	// observing them, but no new pod is scheduled there.
+	ConditionAgentDown = "AgentDown"
 )
 
 // Reasons of the node Ready condition.
@@ -99,8 +136,18 @@ const (
 //     turns Ready only through ObservedUnits, once the executor has shown
 //     that no unit placed elsewhere still runs there. A node is never
 //     created for a member that is not alive.
+//     A Ready node loses its AgentDown condition.
 //   - suspect: nothing changes (a suspect board keeps its phase).
-//   - dead, or unknown to gossip: NotReady (a Left node stays Left).
+//   - dead, node Ready: two witnesses decide. With m.Witness taken since
+//     m.DownSince that succeeded (and is at most WitnessGrace old) the
+//     board is only "agent down": it stays Ready, with condition
+//     AgentDown=True (reason MemberDead) naming both witnesses, and its
+//     pods are kept. With one that failed it becomes NotReady, the SSH
+//     error in the message. With none yet nothing changes, until
+//     WitnessGrace has passed since m.DownSince (or since the last
+//     successful witness): then NotReady too.
+//   - dead (node not Ready), or unknown to gossip: NotReady (a Left node
+//     stays Left).
 //   - left: Left.
 //
 // Whenever the node is not Ready, every pod bound to it that is not yet
@@ -132,7 +179,9 @@ func ReconcileNode(now time.Time, node *api.Node, m MemberInfo, pods []*api.Pod)
 
 	switch {
 	case m.State == MemberAlive && node != nil && old.Phase == api.NodeReady:
-		// Stays Ready: conditions are ObservedUnits' business.
+		// Stays Ready: conditions are ObservedUnits' business. Nothing
+		// was lost while the agent was down, so nothing needs fencing.
+		st.Conditions = removeCondition(st.Conditions, ConditionAgentDown)
 	case m.State == MemberAlive:
 		st.Phase, st.Fenced = api.NodeNotReady, false
 		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
@@ -146,15 +195,28 @@ func ReconcileNode(now time.Time, node *api.Node, m MemberInfo, pods []*api.Pod)
 	case m.State == MemberLeft || (!known && old.Phase == api.NodeLeft):
 		st.Phase, st.Fenced = api.NodeLeft, false
 		st.Conditions = removeCondition(st.Conditions, ConditionFencing)
+		st.Conditions = removeCondition(st.Conditions, ConditionAgentDown)
 		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
 			Reason: reasonMemberLeft, Message: "the board left the cluster"}, now)
+	case m.State == MemberDead && node != nil && old.Phase == api.NodeReady && witnessVerdict(now, m, old) != verdictDead:
+		// The second witness says the board runs (or has not spoken
+		// yet): keep it Ready and its pods running.
+		if witnessVerdict(now, m, old) == verdictAgentDown {
+			st.Conditions = setCondition(st.Conditions, api.Condition{Type: ConditionAgentDown, Status: api.ConditionTrue,
+				Reason: reasonMemberDead, Message: "gossip declared the agent dead; the board's sshd and systemd answer the leader"}, now)
+		}
 	default: // dead or unknown
 		reason, msg := reasonMemberDead, "gossip declared the board dead"
 		if !known {
 			reason, msg = reasonMemberUnknown, "gossip has no record of the board"
+		} else if old.Phase == api.NodeReady {
+			msg += " and " + witnessFailure(now, m)
+		} else if c := findCondition(old.Conditions, api.ConditionReady); old.Phase == api.NodeNotReady && c != nil && c.Reason == reasonMemberDead {
+			msg = c.Message // keep the message the board went down with
 		}
 		st.Phase, st.Fenced = api.NodeNotReady, false
 		st.Conditions = removeCondition(st.Conditions, ConditionFencing)
+		st.Conditions = removeCondition(st.Conditions, ConditionAgentDown)
 		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
 			Reason: reason, Message: msg}, now)
 	}
@@ -188,8 +250,67 @@ func ReconcileNode(now time.Time, node *api.Node, m MemberInfo, pods []*api.Pod)
 	return acts
 }
 
+// Verdicts of the two witnesses on a board gossip calls dead.
+type verdict int
+
+const (
+	verdictWait      verdict = iota // no witness yet: wait (bounded)
+	verdictAgentDown                // SSH and systemd answer: only the agent is down
+	verdictDead                     // SSH failed too, or no witness in time
+)
+
+// witnessVerdict judges m.Witness for a member gossip calls dead, whose
+// node had status old. Only a witness taken at or after m.DownSince
+// counts; a successful one counts for WitnessGrace. A failed one is death,
+// except on a board already marked AgentDown that answered within
+// WitnessGrace: it must keep failing that long.
+func witnessVerdict(now time.Time, m MemberInfo, old api.NodeStatus) verdict {
+	w := m.Witness
+	if m.DownSince.IsZero() {
+		return verdictDead
+	}
+	if !w.At.IsZero() && !w.At.Before(m.DownSince) {
+		if w.Err != "" {
+			if findCondition(old.Conditions, ConditionAgentDown) != nil && !w.OKAt.Before(m.DownSince) &&
+				now.Sub(w.OKAt) <= WitnessGrace {
+				return verdictAgentDown
+			}
+			return verdictDead
+		}
+		if now.Sub(w.At) <= WitnessGrace {
+			return verdictAgentDown
+		}
+		return verdictDead // the checker went quiet
+	}
+	if now.Sub(m.DownSince) > WitnessGrace {
+		return verdictDead
+	}
+	return verdictWait
+}
+
+// witnessFailure says why the second witness did not save a dead board.
+func witnessFailure(now time.Time, m MemberInfo) string {
+	w := m.Witness
+	switch {
+	case m.DownSince.IsZero():
+		return "it was already down"
+	case !w.At.IsZero() && !w.At.Before(m.DownSince) && w.Err != "":
+		return "SSH to it failed: " + w.Err
+	case !w.At.IsZero() && !w.At.Before(m.DownSince):
+		return fmt.Sprintf("SSH last answered %s ago", now.Sub(w.At).Round(time.Millisecond))
+	}
+	return fmt.Sprintf("no SSH check answered within %s", WitnessGrace)
+}
+
 func nodeChangeReason(old, st api.NodeStatus, m MemberInfo) string {
 	if old.Phase == st.Phase {
+		was, is := findCondition(old.Conditions, ConditionAgentDown) != nil, findCondition(st.Conditions, ConditionAgentDown) != nil
+		switch {
+		case is && !was:
+			return "board's agent is down (gossip: member dead), its sshd and systemd answer: pods kept"
+		case was && !is:
+			return "board's agent is back (member alive)"
+		}
 		return "board facts changed"
 	}
 	state := string(m.State)

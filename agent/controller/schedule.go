@@ -50,6 +50,7 @@ func ScheduleWith(cfg scheduler.Config, now time.Time, snap *scheduler.Snapshot,
 	if snap == nil {
 		snap = &scheduler.Snapshot{}
 	}
+	snap = withoutAgentDown(snap)
 	nodes := nodeIndex(snap.Nodes)
 
 	var acts []Action
@@ -84,4 +85,31 @@ func ScheduleWith(cfg scheduler.Config, now time.Time, snap *scheduler.Snapshot,
 		acts = append(acts, newAction(ActionBind, &np, "placed on %s: %s", d.Node, d.Reason))
 	}
 	return acts
+}
+
+// withoutAgentDown returns snap with every node whose AgentDown condition
+// is True shown to the scheduler as NotReady (copies; snap is unchanged).
+// Their pods stay in the snapshot, so they still count for spreading.
+func withoutAgentDown(snap *scheduler.Snapshot) *scheduler.Snapshot {
+	var out *scheduler.Snapshot
+	for i, n := range snap.Nodes {
+		if n == nil || n.Status.Phase != api.NodeReady {
+			continue
+		}
+		if c := findCondition(n.Status.Conditions, ConditionAgentDown); c == nil || c.Status != api.ConditionTrue {
+			continue
+		}
+		if out == nil {
+			cp := *snap
+			cp.Nodes = slices.Clone(snap.Nodes)
+			out = &cp
+		}
+		nn := *n
+		nn.Status.Phase = api.NodeNotReady
+		out.Nodes[i] = &nn
+	}
+	if out == nil {
+		return snap
+	}
+	return out
 }

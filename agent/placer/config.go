@@ -7,6 +7,8 @@ import (
 	"net"
 	"path"
 	"time"
+
+	"github.com/herd-dev/herd/agent/controller"
 )
 
 // ErrInvalidConfig: a Config failed Validate, or New was given a nil
@@ -59,6 +61,23 @@ type Config struct {
 	// Dial opens the connections of tcp and http readiness checks, from
 	// the leader to the board's address; nil means a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// WitnessTimeout bounds the second witness: the listing of units the
+	// placer makes of a Ready board that gossip declared dead (real time).
+	// A board that answers within it is only "agent down" (see
+	// controller.ReconcileNode); one that does not is dead.
+	WitnessTimeout time.Duration
+	// WitnessInterval is the pause between two passes over such a board
+	// (each one a witness), whether the last one answered or not.
+	WitnessInterval time.Duration
+	// WitnessSilence: a witness fails at once, without waiting for
+	// WitnessTimeout, when the executor's connection to the board has had
+	// a keepalive unanswered for longer than this (Executors implementing
+	// Silencer only). 0 turns this off.
+	WitnessSilence time.Duration
+	// RecordWitness, when set, receives the outcome of every witness
+	// (the node controller reads it as controller.MemberInfo.Witness).
+	// It is called from the workers, concurrently, and must not block.
+	RecordWitness func(node string, w controller.Witness)
 	// Jitter returns a number in [0, 1) for the ObserveJitter stretch; it
 	// is called from several workers at once. Nil means math/rand/v2.
 	// Tests inject a seeded source.
@@ -68,8 +87,9 @@ type Config struct {
 // DefaultConfig returns a 5 s observation interval with 20 % jitter, quick
 // re-observations after 200 ms, 500 ms, 1 s and 2 s, retries from 200 ms
 // doubling up to 5 s, a 30 s resync, a 1 s rewatch delay, a 2-minute pass
-// timeout, a 2 s default probe timeout, 8 parallel probes and
-// /etc/systemd/system.
+// timeout, a 2 s default probe timeout, 8 parallel probes,
+// /etc/systemd/system, and witnesses of 750 ms every second, failing at
+// once after 300 ms of keepalive silence.
 func DefaultConfig() Config {
 	return Config{
 		ObserveInterval:   5 * time.Second,
@@ -83,6 +103,9 @@ func DefaultConfig() Config {
 		ProbeTimeout:      2 * time.Second,
 		MaxParallelProbes: 8,
 		UnitDir:           DefaultUnitDir,
+		WitnessTimeout:    750 * time.Millisecond,
+		WitnessInterval:   time.Second,
+		WitnessSilence:    300 * time.Millisecond,
 	}
 }
 
@@ -107,6 +130,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ProbeTimeout %v must be positive", ErrInvalidConfig, c.ProbeTimeout)
 	case c.MaxParallelProbes < 1:
 		return fmt.Errorf("%w: MaxParallelProbes %d must be at least 1", ErrInvalidConfig, c.MaxParallelProbes)
+	case c.WitnessTimeout <= 0:
+		return fmt.Errorf("%w: WitnessTimeout %v must be positive", ErrInvalidConfig, c.WitnessTimeout)
+	case c.WitnessInterval <= 0:
+		return fmt.Errorf("%w: WitnessInterval %v must be positive", ErrInvalidConfig, c.WitnessInterval)
+	case c.WitnessSilence < 0:
+		return fmt.Errorf("%w: WitnessSilence %v must not be negative", ErrInvalidConfig, c.WitnessSilence)
 	case c.UnitDir == "" || !path.IsAbs(c.UnitDir) || path.Clean(c.UnitDir) != c.UnitDir:
 		return fmt.Errorf("%w: UnitDir %q must be an absolute, clean path", ErrInvalidConfig, c.UnitDir)
 	}

@@ -13,9 +13,11 @@
 // made by its worker, so calls for one board are never concurrent. A pass
 // over a board:
 //
-//  1. reads the current snapshot; only Ready boards and alive boards being
-//     fenced (NotReady with the Fencing condition) get passes;
-//  2. lists the board's herd units (Executor.ShowUnits);
+//  1. reads the current snapshot; only Ready boards (also while gossip
+//     calls them dead, see below) and alive boards being fenced (NotReady
+//     with the Fencing condition) get passes;
+//  2. lists the board's herd units (Executor.ShowUnits; a witness, with
+//     its own deadline, on a Ready board gossip calls dead);
 //  3. plans with units.Plan against the pods bound to the board that are
 //     not terminal (Lost, Failed and Succeeded pods have no unit), and
 //     executes the actions in order, stopping at the first error. A pod's
@@ -82,8 +84,34 @@
 // A failed pass (board unreachable, command failed, write conflict) is
 // retried after an exponential backoff capped at Config.RetryMax (5 s), and
 // state changes do not cut the backoff short. Boards that are down
-// (NotReady and not fencing, Left, or dead in gossip) get no calls at all
-// until the node controller says they are back.
+// (NotReady and not fencing, Left, left in gossip, or dead in gossip and
+// not Ready) get no calls at all until the node controller says they are
+// back.
+//
+// # Two witnesses before death
+//
+// Gossip declaring a board dead (≈1.5 s after it stops answering) only
+// says its agent is gone: a kill -9 of the agent (systemd restarts it in
+// ≈1 s), a frozen agent or an agent upgrade look the same as a power
+// pull. So while a board gossip calls dead is still Ready, every pass over
+// it is a witness: its first listing must come back within
+// Config.WitnessTimeout (750 ms) over the pooled SSH connection, and fails
+// at once when the executor is a Silencer whose connection to the board
+// has had a keepalive (or, with no connection yet, its TCP connect)
+// unanswered for over Config.WitnessSilence (300 ms; keepalives go every
+// second, so a board that lost power has one outstanding by the time
+// gossip calls it dead, and a new leader's first dial to it gets no
+// answer). Any pass, witness or not, is cut short the same way, so a pass
+// in flight when the power goes does not hold up the witness behind it.
+// The outcome goes to
+// Config.RecordWitness, which the node controller reads
+// (controller.MemberInfo.Witness): a board that answered stays Ready with
+// the condition AgentDown and keeps its pods; one that did not becomes
+// NotReady and its pods are Lost (controller.ReconcileNode). Witness passes
+// repeat every Config.WitnessInterval (1 s), failed or not, with no
+// backoff, so a pod crash there is still observed and a later SSH failure
+// is noticed within about a second. A new leader witnesses at once (its
+// workers start with a pass).
 //
 // # Exactly N, and how long overlap can last
 //
@@ -94,7 +122,16 @@
 // passes. Every herd-* unit on a board that is not bound there is stopped,
 // disabled and removed by the first pass that sees it.
 //
-// A board declared dead is not reachable, so nothing is done to it: systemd
+// A board gossip declares dead whose sshd and systemd still answer the
+// leader is not dead: its agent is (crashed, frozen, restarting). Its pods
+// are not Lost, nothing is replaced, and the placer goes on passing over it
+// (every pass a witness), so exactly N keeps holding and an agent restart
+// restarts no workload: pod units are their own systemd services, not tied
+// to herd.service (no PartOf/BindsTo), and no pass restarts a unit whose
+// file is current. The AgentDown board takes no new pods meanwhile.
+//
+// A board declared dead and not reachable over SSH either is left alone:
+// systemd
 // there keeps running its units (and, as they are enabled, starts them again
 // if the board reboots), while the node controller marks its pods Lost and
 // their owners replace them on other boards. During that time a replica may
@@ -106,7 +143,13 @@
 // board that stays partitioned from the leader but keeps power runs its
 // stale units for as long as the partition lasts: the leader cannot reach it
 // to stop them (a board stopping its own units when cut off would be the
-// agent's business, not this package's).
+// agent's business, not this package's). A board reachable over SSH but
+// not over gossip (a frozen agent) keeps its pods and so runs no copy
+// twice; its pods are Lost only once SSH fails too, after which it is
+// unreachable and the case above applies (overlap for as long as it stays
+// cut off yet powered). If no witness comes within
+// controller.WitnessGrace (3 s: no SSH address, no executor, a stuck
+// call) the board is declared dead anyway.
 // The placer also cannot take back a command already sent: a unit started
 // just before its pod was unbound runs until the next pass (bounded by one
 // pass after the unbinding, which wakes the worker).

@@ -2,6 +2,7 @@ package placer
 
 import (
 	"context"
+	"time"
 
 	"github.com/herd-dev/herd/agent/placer/boardapi"
 	"github.com/herd-dev/herd/units"
@@ -68,6 +69,17 @@ type Executor interface {
 	// root session. It returns the check's exit status; err is nil
 	// whenever the check ran to completion, whatever its status.
 	Probe(ctx context.Context, node string, c ProbeCommand) (exitStatus int, err error)
+}
+
+// Silencer is an optional Executor method: Silence(node) is how long the
+// executor's connection to node has had a keepalive (or any request that
+// proves the peer alive, such as the TCP connect of a dial) unanswered, 0
+// when nothing is outstanding. A witness fails at once once it exceeds
+// Config.WitnessSilence, so a powered-off board is judged dead without
+// waiting out Config.WitnessTimeout. It must be cheap and safe to call
+// concurrently with the node's other calls.
+type Silencer interface {
+	Silence(node string) time.Duration
 }
 
 // Systemctl verbs the placer uses.

@@ -22,6 +22,9 @@ import (
 type passResult struct {
 	// skip: the node gets no passes (down, or gone from the state).
 	skip bool
+	// witness: the pass was a witness (a Ready board gossip calls dead):
+	// the next one follows after Config.WitnessInterval, failed or not.
+	witness bool
 	// acted counts the board operations executed.
 	acted int
 	// unsettled: a bound pod's unit is not yet running and ready.
@@ -31,14 +34,16 @@ type passResult struct {
 }
 
 // pass makes the board match the pods bound to it and reports what runs:
-// list the units, plan, execute the plan in order (stopping at the first
+// list the units (as a witness, for a Ready board gossip calls dead), plan, execute the plan in order (stopping at the first
 // error), list again if anything was done, then fold the listing (and
 // readiness checks) into pod status and, for a board being fenced, into
 // the node's status.
 func (w *worker) pass(ctx context.Context) passResult {
 	p := w.p
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.PassTimeout)
-	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, p.cfg.PassTimeout)
+	defer cancelTimeout()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 
 	v, err := p.view(ctx)
 	if err != nil {
@@ -48,13 +53,23 @@ func (w *worker) pass(ctx context.Context) passResult {
 		return passResult{skip: true}
 	}
 	desired := v.desired(w.node)
-	observed, err := p.exec.ShowUnits(ctx, w.node)
+	witness := v.witnessing(w.node)
+	w.watchSilence(ctx, cancel)
+	var observed []units.UnitState
+	if witness {
+		observed, err = w.witness(ctx)
+	} else {
+		observed, err = p.exec.ShowUnits(ctx, w.node)
+	}
 	if err != nil {
-		return passResult{err: fmt.Errorf("listing units: %w", err)}
+		if cause := context.Cause(ctx); errors.Is(cause, errSilent) && !witness {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
+		return passResult{witness: witness, err: fmt.Errorf("listing units: %w", err)}
 	}
 	acts := w.plan(desired, observed)
 
-	var res passResult
+	res := passResult{witness: witness}
 	if len(acts) > 0 {
 		res.acted, res.err = w.execute(ctx, acts, desired, observed)
 		if res.acted > 0 {

@@ -357,7 +357,8 @@ func TestPassSkipsDownBoards(t *testing.T) {
 			n.Status.Phase = api.NodeLeft
 			return n
 		}, ""},
-		{"ready but gossip says dead", func(t *testing.T) *api.Node { return readyNode("n1", "127.0.0.1") }, controller.MemberDead},
+		{"not ready and gossip says dead", func(t *testing.T) *api.Node { return downNode(t, "n1", "127.0.0.1") }, controller.MemberDead},
+		{"fencing but gossip says dead", func(t *testing.T) *api.Node { return fencingNode(t, "n1", "127.0.0.1") }, controller.MemberDead},
 		{"fencing but gossip says left", func(t *testing.T) *api.Node { return fencingNode(t, "n1", "127.0.0.1") }, controller.MemberLeft},
 	}
 	for _, tt := range tests {

@@ -93,11 +93,21 @@ const (
 	// nodeGone: no Node object; the worker is about to be stopped.
 	nodeGone eligibility = iota
 	// nodeSkipped: the node is down (NotReady and not fencing, Left, or
-	// gossip says dead or left): its SSH is down, leave it alone.
+	// gossip says left, or dead while not Ready): leave it alone.
 	nodeSkipped
-	// nodeActive: Ready, or alive and fencing.
+	// nodeActive: Ready (also while gossip says dead: each pass is then
+	// a witness), or alive and fencing.
 	nodeActive
 )
+
+// witnessing reports whether node is Ready while gossip declares it dead:
+// the node controller waits for the placer's word on whether the board
+// still answers (controller.Witness), and each pass gives it.
+func (v *view) witnessing(node string) bool {
+	n := v.nodes[node]
+	m, ok := v.members[node]
+	return n != nil && ok && m.State == controller.MemberDead && n.Status.Phase == api.NodeReady
+}
 
 // fencing reports whether n is an alive board waiting to be fenced: NotReady
 // with the Fencing condition the node controller sets.
@@ -119,7 +129,10 @@ func (v *view) eligible(node string) eligibility {
 	if n == nil {
 		return nodeGone
 	}
-	if m, ok := v.members[node]; ok && (m.State == controller.MemberDead || m.State == controller.MemberLeft) {
+	if m, ok := v.members[node]; ok && m.State == controller.MemberLeft {
+		return nodeSkipped
+	}
+	if m, ok := v.members[node]; ok && m.State == controller.MemberDead && n.Status.Phase != api.NodeReady {
 		return nodeSkipped
 	}
 	if n.Status.Phase == api.NodeReady || fencing(n) {
@@ -129,7 +142,7 @@ func (v *view) eligible(node string) eligibility {
 }
 
 // fingerprint summarises what about node should wake its worker: the
-// node's eligibility and address, and every bound pod's name, generation
+// node's eligibility, whether it is witnessed, its address, and every bound pod's name, generation
 // (moves with its spec), revision and whether it is terminal. Status
 // written by the placer itself (phase Scheduled → Running, readiness)
 // leaves it unchanged, so the placer's own writes do not wake it again.
@@ -137,6 +150,7 @@ func (v *view) fingerprint(node string) uint64 {
 	h := fnv.New64a()
 	w := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
 	w(strconv.Itoa(int(v.eligible(node))))
+	w(strconv.FormatBool(v.witnessing(node)))
 	if n := v.nodes[node]; n != nil {
 		w(n.Status.Address)
 		w(string(n.Status.Phase))

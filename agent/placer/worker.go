@@ -69,7 +69,8 @@ func (w *worker) poke() {
 // run passes over the board until ctx is done: at once, then whenever
 // poked (except while waiting out a failure), after QuickObserve pauses
 // when it acted or pods are still coming up, after a backoff when a pass
-// failed, and otherwise every ObserveInterval. A board that gets no passes
+// failed, every WitnessInterval while the pass is a witness, and
+// otherwise every ObserveInterval. A board that gets no passes
 // (down, or not a node any more) is left alone until poked.
 func (w *worker) run(ctx context.Context) {
 	cfg := w.p.cfg
@@ -121,9 +122,25 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		switch {
+		case res.witness:
+			// A Ready board gossip calls dead: witness it again soon,
+			// whether it answered or not (the node controller needs a
+			// fresh word), and let a state change cut the pause short.
+			if res.err != nil {
+				failures++
+				if failures == 1 || failures%20 == 0 {
+					w.log.Warn("witness pass failed", "failures", failures, "err", res.err)
+				}
+			} else {
+				failures = 0
+			}
+			retrying, idle, quick = false, false, 0
+			delay = cfg.WitnessInterval
 		case res.err != nil:
 			failures++
-			retrying, idle = true, false
+			// A board gone silent is about to be declared dead: let that
+			// change wake the worker for its witness at once.
+			retrying, idle = !errors.Is(res.err, errSilent), false
 			delay = backoff(failures, cfg.RetryBase, cfg.RetryMax)
 			level := slog.LevelDebug
 			if failures == 1 || failures%20 == 0 {

@@ -13,7 +13,11 @@
 // MaxSessions defaults to 10; the SFTP subsystem holds one more channel).
 // Keepalives ("keepalive@openssh.com", every KeepaliveInterval) detect a
 // dead peer after KeepaliveMax unanswered intervals (≈3–4 s by default);
-// the connection is then closed and the next operation dials again. A
+// the connection is then closed and the next operation dials again. Well
+// before that, Silence reports how long the keepalive in flight has gone
+// unanswered (or, with no connection, how long the TCP connect in progress
+// has), so a caller can judge a board that lost power within a few hundred
+// milliseconds (the placer's witness does). A
 // connection found broken when opening a session is replaced once,
 // transparently; repeated dial failures back off exponentially with jitter
 // (capped at BackoffMax). A command cut off by a lost connection is

@@ -63,6 +63,9 @@ type Stats struct {
 // node is the per-board state. dialLock (a one-slot channel, so waiting on
 // it can honour ctx) serialises dialling; mu guards the fields below it.
 type node struct {
+	// tcpSince is when the TCP connect in progress began (UnixNano), 0
+	// when none is: see Silence.
+	tcpSince atomic.Int64
 	name     string
 	dialLock chan struct{}
 	sem      chan struct{}
@@ -82,6 +85,9 @@ type conn struct {
 	client *ssh.Client
 	dead   chan struct{}
 	once   sync.Once
+	// kaSent is when the keepalive in flight was sent (UnixNano), 0 when
+	// none is: see Silence.
+	kaSent atomic.Int64
 
 	sftpMu sync.Mutex
 	sftp   *sftp.Client
@@ -150,6 +156,36 @@ func (e *Executor) Forget(node string) {
 	if n != nil {
 		n.forget()
 	}
+}
+
+// Silence returns how long node has left the executor without an answer:
+// on a live connection, how long the keepalive in flight has gone
+// unanswered; with none, how long the TCP connect in progress has waited
+// (the SSH handshake after it does not count). 0 when nothing is
+// outstanding. A healthy peer answers within a round trip, so a silence
+// well beyond that (keepalives go every KeepaliveInterval) says the peer
+// stopped answering long before the connection is closed for it
+// (KeepaliveMax intervals) or the dial times out. Cheap; safe for
+// concurrent use.
+func (e *Executor) Silence(node string) time.Duration {
+	e.mu.Lock()
+	n := e.nodes[node]
+	e.mu.Unlock()
+	if n == nil {
+		return 0
+	}
+	c := n.live()
+	if c == nil {
+		if since := n.tcpSince.Load(); since != 0 {
+			return max(0, time.Since(time.Unix(0, since)))
+		}
+		return 0
+	}
+	sent := c.kaSent.Load()
+	if sent == 0 {
+		return 0
+	}
+	return max(0, time.Since(time.Unix(0, sent)))
 }
 
 // Stats returns the executor's counters.
@@ -228,7 +264,7 @@ func (e *Executor) connect(ctx context.Context, n *node) (*conn, error) {
 		}
 	}
 
-	c, err := e.dial(ctx, n.name)
+	c, err := e.dial(ctx, n)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if err != nil {
@@ -287,7 +323,8 @@ func backoffDelay(n int, base, max time.Duration, r float64) time.Duration {
 }
 
 // dial connects to node and verifies its host key.
-func (e *Executor) dial(ctx context.Context, name string) (*conn, error) {
+func (e *Executor) dial(ctx context.Context, n *node) (*conn, error) {
+	name := n.name
 	addr, pinned, err := e.cfg.HostKeys.LookupHost(name)
 	if err != nil {
 		return nil, fmt.Errorf("sshexec: node %s: look up address: %w", name, err)
@@ -322,7 +359,9 @@ func (e *Executor) dial(ctx context.Context, name string) (*conn, error) {
 
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.DialTimeout)
 	defer cancel()
+	n.tcpSince.Store(time.Now().UnixNano())
 	nc, err := e.dialer(dctx, "tcp", addr)
+	n.tcpSince.Store(0)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -374,6 +413,7 @@ func (e *Executor) monitor(c *conn) {
 			return
 		case <-replied:
 			inflight, missed = false, 0
+			c.kaSent.Store(0)
 		case <-t.C:
 			if inflight {
 				missed++
@@ -387,6 +427,7 @@ func (e *Executor) monitor(c *conn) {
 				continue
 			}
 			inflight = true
+			c.kaSent.Store(time.Now().UnixNano())
 			go func() {
 				// Any reply, even "request not understood", proves liveness.
 				if _, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil); err != nil {

@@ -5,7 +5,9 @@
 // with ActiveState, SubState, MainPID, NRestarts and ExecMainStatus.
 //
 // One Fleet serves many boards, created on first use. Tests can make a
-// board unreachable (every call fails), make a unit fail, crash or come up
+// board unreachable (every call fails), make its calls hang until their
+// context ends (a pooled connection to a board that lost power: SetHang),
+// set what Fleet.Silence reports for it (SetSilence), make a unit fail, crash or come up
 // in a chosen state, run a hook before every call (to inject an error or
 // change the world at an exact step), and read back what each board was
 // told (a log of calls), which files it holds and which units are active.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/herd-dev/herd/agent/placer/boardapi"
 	"github.com/herd-dev/herd/units"
@@ -196,6 +197,8 @@ type Board struct {
 
 	mu          sync.Mutex
 	unreachable bool
+	hang        bool          // calls block until their ctx is done
+	silence     time.Duration // what Fleet.Silence reports
 	hook        func(Call) error
 	probe       func(boardapi.ProbeCommand) (int, error)
 	calls       []Call
@@ -235,6 +238,13 @@ func (b *Board) do(ctx context.Context, c Call, fn func() error) error {
 	err := ctx.Err()
 	if err == nil && hook != nil {
 		err = hook(c)
+	}
+	b.mu.Lock()
+	hang := b.hang
+	b.mu.Unlock()
+	if err == nil && hang {
+		<-ctx.Done()
+		err = ctx.Err()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -436,6 +446,32 @@ func (b *Board) SetUnreachable(down bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.unreachable = down
+}
+
+// SetHang makes every call to the board block until its ctx is done and
+// then fail with ctx's error (true), as on a pooled connection to a board
+// that lost power, or answer again (false). Calls are still logged.
+func (b *Board) SetHang(hang bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hang = hang
+}
+
+// SetSilence sets what Fleet.Silence reports for the board: how long its
+// connection has had a keepalive unanswered.
+func (b *Board) SetSilence(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.silence = d
+}
+
+// Silence implements placer.Silencer: what SetSilence set for node's
+// board (0 by default).
+func (f *Fleet) Silence(node string) time.Duration {
+	b := f.Board(node)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.silence
 }
 
 // SetHook installs f, run before every call (without the board's lock

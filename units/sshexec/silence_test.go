@@ -1,0 +1,79 @@
+package sshexec
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/herd-dev/herd/units/sshexec/sshdtest"
+)
+
+// A peer that stops answering (a board that lost power): Silence grows
+// from the first unanswered keepalive, long before the connection is
+// closed for it, and a command on the pooled connection fails at its
+// caller's deadline instead of hanging.
+func TestSilenceOfAPausedPeer(t *testing.T) {
+	srv := sshdtest.Start(t)
+	e := newTestExecutor(t, srv, func(c *Config) {
+		c.KeepaliveInterval = 100 * time.Millisecond
+		c.KeepaliveMax = 1000 // keep the connection: the witness must not rely on it closing
+	})
+	if got := e.Silence("b1"); got != 0 {
+		t.Errorf("Silence before any connection = %v, want 0", got)
+	}
+	ctx := testCtx(t)
+	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "keepalives to be answered", 20*time.Second, func() bool { return e.Silence("b1") < 50*time.Millisecond })
+
+	srv.PauseConnections()
+	t.Cleanup(srv.ResumeConnections)
+	waitFor(t, "the silence to exceed 300ms", 20*time.Second, func() bool { return e.Silence("b1") > 300*time.Millisecond })
+
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := e.Run(dctx, "b1", []string{"true"})
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Run on a silent connection took %v, want about its 300ms deadline", took)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Run on a silent connection: %v, want context.DeadlineExceeded", err)
+	}
+
+	srv.ResumeConnections()
+	waitFor(t, "the silence to end", 20*time.Second, func() bool { return e.Silence("b1") < 50*time.Millisecond })
+	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
+		t.Fatalf("Run after the peer answered again: %v", err)
+	}
+}
+
+// A dial to a board that lost power (no answer to the TCP SYN) counts as
+// silence too, so a caller without a pooled connection need not wait out
+// its deadline either.
+func TestSilenceOfAHangingDial(t *testing.T) {
+	srv := sshdtest.Start(t)
+	e := newTestExecutor(t, srv, func(c *Config) {
+		c.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			<-ctx.Done() // the SYN is never answered
+			return nil, ctx.Err()
+		}
+	})
+	ctx, cancel := context.WithTimeout(testCtx(t), 2*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.Run(ctx, "b1", []string{"true"})
+		errc <- err
+	}()
+	waitFor(t, "the dial's silence to exceed 200ms", 20*time.Second, func() bool { return e.Silence("b1") > 200*time.Millisecond })
+	if err := <-errc; err == nil {
+		t.Fatal("Run through a dial that never connects succeeded")
+	}
+	if got := e.Silence("b1"); got != 0 {
+		t.Errorf("Silence after the dial gave up = %v, want 0", got)
+	}
+}
