@@ -258,7 +258,7 @@ func TestRollingUpdate(t *testing.T) {
 			check := func(a Action) {
 				total, avail := 0, 0
 				for _, p := range w.podList() {
-					if terminal(p.Status.Phase) {
+					if p.Status.Phase.Terminal() {
 						continue
 					}
 					total++

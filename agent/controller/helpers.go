@@ -41,11 +41,6 @@ func podNameSet(pods []*api.Pod) func(string) bool {
 	return func(name string) bool { return set[name] }
 }
 
-// terminal reports whether a pod in phase ph will never run again.
-func terminal(ph api.PodPhase) bool {
-	return ph == api.PodLost || ph == api.PodFailed || ph == api.PodSucceeded
-}
-
 // available reports whether a pod serves: Running and ready, on a node
 // that is Ready. A nil nodes map skips the node check; with a map, a pod on
 // a node missing from it (deleted) is not available.

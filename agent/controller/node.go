@@ -324,7 +324,7 @@ func nodeChangeReason(old, st api.NodeStatus, m MemberInfo) string {
 func losePods(node string, st api.NodeStatus, pods []*api.Pod) []Action {
 	var lost []*api.Pod
 	for _, p := range pods {
-		if p != nil && p.Spec.Node == node && !terminal(p.Status.Phase) {
+		if p != nil && p.Spec.Node == node && !p.Status.Phase.Terminal() {
 			lost = append(lost, p)
 		}
 	}
@@ -359,7 +359,7 @@ func ObservedUnits(now time.Time, node *api.Node, pods []*api.Pod, units []UnitO
 	}
 	live := make(map[string]bool)
 	for _, p := range pods {
-		if p != nil && p.Spec.Node == node.Metadata.Name && !terminal(p.Status.Phase) {
+		if p != nil && p.Spec.Node == node.Metadata.Name && !p.Status.Phase.Terminal() {
 			live[p.Metadata.Name] = true
 		}
 	}

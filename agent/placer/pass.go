@@ -472,7 +472,7 @@ func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, ol
 	}
 	keep := make(map[string]bool, len(pod.Spec.Template.Files))
 	for i, f := range pod.Spec.Template.Files {
-		mode, err := fileMode(f.Mode)
+		mode, err := f.Perm()
 		if err != nil {
 			return fmt.Errorf("pod %s: spec.template.files[%d]: %w", pod.Metadata.Name, i, err)
 		}
@@ -631,28 +631,6 @@ func reloadNeeded(acts []units.Action, refused map[string]bool, observed []units
 		}
 	}
 	return false
-}
-
-// fileMode parses a pod file's octal mode ("0644", default when empty).
-func fileMode(s string) (os.FileMode, error) {
-	if s == "" {
-		s = api.DefaultFileMode
-	}
-	m, err := strconv.ParseUint(s, 8, 32)
-	if err != nil || m > 0o7777 {
-		return 0, fmt.Errorf("mode %q is not an octal permission string such as 0644", s)
-	}
-	mode := os.FileMode(m & 0o777)
-	if m&0o4000 != 0 {
-		mode |= os.ModeSetuid
-	}
-	if m&0o2000 != 0 {
-		mode |= os.ModeSetgid
-	}
-	if m&0o1000 != 0 {
-		mode |= os.ModeSticky
-	}
-	return mode, nil
 }
 
 // apply writes status actions; one caller at a time.

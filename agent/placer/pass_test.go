@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -598,30 +597,6 @@ func TestHostPort(t *testing.T) {
 			got, err := hostPort(p, tt.ref)
 			if (err != nil) != tt.wantErr || got != tt.want {
 				t.Errorf("hostPort(%q) = %d, %v; want %d, error %v", tt.ref, got, err, tt.want, tt.wantErr)
-			}
-		})
-	}
-}
-
-func TestFileMode(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    os.FileMode
-		wantErr bool
-	}{
-		{"", 0o644, false},
-		{"0600", 0o600, false},
-		{"4755", 0o755 | os.ModeSetuid, false},
-		{"1777", 0o777 | os.ModeSticky, false},
-		{"2750", 0o750 | os.ModeSetgid, false},
-		{"0999", 0, true},
-		{"17777", 0, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := fileMode(tt.in)
-			if (err != nil) != tt.wantErr || got != tt.want {
-				t.Errorf("fileMode(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
 			}
 		})
 	}

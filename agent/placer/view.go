@@ -68,18 +68,12 @@ func (p *Placer) view(ctx context.Context) (*view, error) {
 	return p.lastView, nil
 }
 
-// terminal reports whether a pod in phase ph will never run again (as the
-// controllers see it): its unit must not run either.
-func terminal(ph api.PodPhase) bool {
-	return ph == api.PodLost || ph == api.PodFailed || ph == api.PodSucceeded
-}
-
 // desired returns the pods whose units must run on node: bound there and
 // not terminal, sorted by name.
 func (v *view) desired(node string) []*api.Pod {
 	var out []*api.Pod
 	for _, p := range v.byNode[node] {
-		if !terminal(p.Status.Phase) {
+		if !p.Status.Phase.Terminal() {
 			out = append(out, p)
 		}
 	}
@@ -159,7 +153,7 @@ func (v *view) fingerprint(node string) uint64 {
 		w(p.Metadata.Name)
 		w(strconv.FormatInt(p.Metadata.Generation, 10))
 		w(p.Spec.Revision)
-		w(strconv.FormatBool(terminal(p.Status.Phase)))
+		w(strconv.FormatBool(p.Status.Phase.Terminal()))
 	}
 	return h.Sum64()
 }
