@@ -1,0 +1,682 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/internal/testutil"
+)
+
+// TestLinearizable records a history of concurrent reads, scales and
+// compare-and-swap updates of one deployment's spec.replicas, sent by
+// linClients clients to random agents of three real agent processes, and
+// checks it with porcupine against a register (linModel). The control run
+// has no faults; the faulty run kills the leader with SIGKILL and restarts
+// it, freezes the leader with SIGSTOP and continues it, and kills a
+// follower and restarts it. Both must be linearizable. On failure the
+// history's visualization is written to a temporary file named in the
+// error.
+//
+// HERD_LINZ_LONG=1 runs the fault cycle three times and the control run
+// for 30 s.
+func TestLinearizable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs agent processes")
+	}
+	long := os.Getenv("HERD_LINZ_LONG") != ""
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "herd")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cl := startLinCluster(t, dir, bin)
+	cl.waitHealthy(t)
+	ctx := context.Background()
+	reps := 1
+	d := &api.Deployment{Kind: api.KindDeployment, Metadata: api.ObjectMeta{Name: linDeployment},
+		Spec: api.DeploymentSpec{Replicas: &reps, Template: api.PodTemplate{
+			Labels: map[string]string{"app": linDeployment},
+			Exec:   []string{"/bin/true"},
+			// No node has this label: the pods stay pending and
+			// nothing runs on this machine.
+			NodeSelector: map[string]string{"linz": "nowhere"},
+		}}}
+	testutil.Eventually(t, 20*time.Second, "creating the deployment", func() error {
+		_, err := cl.any.Create(ctx, d)
+		if client.IsCode(err, "exists") { // an earlier attempt's
+			return nil
+		}
+		return err
+	})
+
+	control, faulty := 10*time.Second, 1
+	if long {
+		control, faulty = 30*time.Second, 3
+	}
+	t.Run("control", func(t *testing.T) {
+		r := cl.newRun(t)
+		r.load(control, func() {})
+		r.check(t)
+	})
+	t.Run("faults", func(t *testing.T) {
+		r := cl.newRun(t)
+		r.load(0, func() {
+			for range faulty {
+				r.pause(5 * time.Second)
+				leader := cl.leader(t)
+				r.fault(t, "kill -9 leader "+leader.name, func() {
+					cl.kill(t, leader)
+					cl.waitNewLeader(t, leader)
+					r.pause(time.Second)
+					leader.start(t, cl.bin)
+					cl.waitHealthy(t)
+				})
+				r.pause(5 * time.Second)
+				leader = cl.leader(t)
+				r.fault(t, "SIGSTOP leader "+leader.name+" for 2.5 s", func() {
+					cl.signal(t, leader, syscall.SIGSTOP)
+					r.pause(2500 * time.Millisecond)
+					cl.signal(t, leader, syscall.SIGCONT)
+					cl.waitHealthy(t)
+				})
+				r.pause(5 * time.Second)
+				follower := cl.follower(t)
+				r.fault(t, "kill -9 follower "+follower.name, func() {
+					cl.kill(t, follower)
+					r.pause(2 * time.Second)
+					follower.start(t, cl.bin)
+					cl.waitHealthy(t)
+				})
+			}
+			r.pause(5 * time.Second)
+		})
+		r.check(t)
+	})
+}
+
+const (
+	linDeployment = "linz"
+	linClients    = 6
+	// linValues: writes set replicas to 1..linValues (pending pods).
+	linValues = 5
+	// linTimeout bounds one request, the client's retries included.
+	linTimeout = 5 * time.Second
+)
+
+// linCluster is three agent processes on loopback and clients of them.
+type linCluster struct {
+	bin   string
+	procs []*proc
+	// retrying[i] and strict[i] send to agent i first and move on to the
+	// next only when it cannot be reached; retrying retries what the
+	// client deems safe, strict never sends a request twice.
+	retrying, strict []*client.Client
+	status           []*client.Client // agent i only, for fault injection
+	any              *client.Client
+}
+
+// startLinCluster starts three server agents on loopback ports, as
+// TestKill9LeaderLosesNothing does.
+func startLinCluster(t *testing.T, dir, bin string) *linCluster {
+	t.Helper()
+	key, err := exec.Command(bin, "keygen").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "cluster.key")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(dir, "api.token")
+	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cl := &linCluster{bin: bin}
+	var gossip []string
+	for range 3 {
+		gossip = append(gossip, "127.0.0.1:"+strconv.Itoa(freePort(t)))
+	}
+	for i := range 3 {
+		p := &proc{name: fmt.Sprintf("l%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("l%d", i+1)), api: "127.0.0.1:" + strconv.Itoa(freePort(t))}
+		if err := os.MkdirAll(p.dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		conf := fmt.Sprintf(`name = %q
+data_dir = %q
+bootstrap_expect = 3
+join = [%s]
+cluster_key_file = %q
+gossip_bind = %q
+raft_bind = "127.0.0.1:%d"
+api_listen = [%q]
+api_token_file = %q
+ssh_address = "127.0.0.1:22"
+ssh_host_key_file = ""
+`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossip, `", "`)+`"`, keyFile, gossip[i], freePort(t), p.api, tokenFile)
+		if err := os.WriteFile(filepath.Join(p.dir, "agent.toml"), []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p.start(t, bin)
+		cl.procs = append(cl.procs, p)
+	}
+	t.Cleanup(func() {
+		for _, p := range cl.procs {
+			if p.cmd != nil && p.cmd.Process != nil {
+				p.cmd.Process.Kill()
+			}
+		}
+		if t.Failed() {
+			for _, p := range cl.procs {
+				b, _ := os.ReadFile(filepath.Join(p.dir, "agent.log"))
+				t.Logf("%s log (last 60 lines):\n%s", p.name, lastLines(string(b), 60))
+			}
+		}
+	})
+	var addrs []string
+	for _, p := range cl.procs {
+		addrs = append(addrs, "http://"+p.api)
+	}
+	for i := range addrs {
+		rot := append(slices.Clone(addrs[i:]), addrs[:i]...)
+		cl.retrying = append(cl.retrying, newLinClient(t, rot, client.Options{Token: testToken, Timeout: linTimeout}))
+		cl.strict = append(cl.strict, newLinClient(t, rot, client.Options{Token: testToken, Timeout: linTimeout, Retries: -1}))
+		cl.status = append(cl.status, newLinClient(t, rot[:1], client.Options{Token: testToken, Timeout: 2 * time.Second, Retries: -1}))
+	}
+	cl.any = cl.retrying[0]
+	return cl
+}
+
+func newLinClient(t *testing.T, addrs []string, opts client.Options) *client.Client {
+	t.Helper()
+	c, err := client.New(addrs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// leaders returns the leader each live agent names (verified by the
+// agent: a deposed leader is never named), "" where it names none or
+// does not answer.
+func (cl *linCluster) leaders() []string {
+	out := make([]string, len(cl.procs))
+	var wg sync.WaitGroup
+	for i := range cl.procs {
+		wg.Go(func() {
+			if st, err := cl.status[i].Status(context.Background()); err == nil {
+				out[i] = st.Leader
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// waitHealthy waits until every agent answers and names the same leader.
+func (cl *linCluster) waitHealthy(t *testing.T) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, "every agent to name the same leader", func() error {
+		ls := cl.leaders()
+		for _, l := range ls {
+			if l == "" || l != ls[0] {
+				return fmt.Errorf("leaders %q", ls)
+			}
+		}
+		return nil
+	})
+}
+
+// leader returns the leader the agents agree on.
+func (cl *linCluster) leader(t *testing.T) *proc {
+	t.Helper()
+	cl.waitHealthy(t)
+	name := cl.leaders()[0]
+	for _, p := range cl.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	t.Fatalf("leader %q is none of the agents", name)
+	return nil
+}
+
+// follower returns an agent that is not the leader.
+func (cl *linCluster) follower(t *testing.T) *proc {
+	t.Helper()
+	l := cl.leader(t)
+	for _, p := range cl.procs {
+		if p != l {
+			return p
+		}
+	}
+	return nil
+}
+
+// waitNewLeader waits until the agents other than old name a leader
+// other than old.
+func (cl *linCluster) waitNewLeader(t *testing.T, old *proc) {
+	t.Helper()
+	testutil.Eventually(t, 20*time.Second, "a new leader", func() error {
+		ls := cl.leaders()
+		for i, p := range cl.procs {
+			if p != old && (ls[i] == "" || ls[i] == old.name) {
+				return fmt.Errorf("leaders %q", ls)
+			}
+		}
+		return nil
+	})
+}
+
+// kill kills p with SIGKILL and waits until it has exited, so that a
+// restart finds its ports and data dir free.
+func (cl *linCluster) kill(t *testing.T, p *proc) {
+	t.Helper()
+	cl.signal(t, p, syscall.SIGKILL)
+	pid := p.cmd.Process.Pid
+	testutil.Until(t, 10*time.Second, p.name+" to exit after SIGKILL", func() bool {
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	})
+}
+
+func (cl *linCluster) signal(t *testing.T, p *proc, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%v to %s: %v", sig, p.name, err)
+	}
+}
+
+// linRun is one recorded history.
+type linRun struct {
+	cl      *linCluster
+	t0      time.Time
+	initial int
+
+	mu     sync.Mutex
+	ops    []porcupine.Operation
+	faults []porcupine.Annotation
+	counts map[string]int
+	bad    []string // answers that are a bug of the test or the API
+}
+
+// newRun reads the deployment's replicas as the history's initial state.
+func (cl *linCluster) newRun(t *testing.T) *linRun {
+	t.Helper()
+	r := &linRun{cl: cl, counts: map[string]int{}}
+	testutil.Eventually(t, 20*time.Second, "reading the deployment", func() error {
+		o, err := cl.any.Get(context.Background(), api.KindDeployment, linDeployment)
+		if err != nil {
+			return err
+		}
+		r.initial, err = replicasOf(o)
+		return err
+	})
+	r.t0 = time.Now()
+	return r
+}
+
+func (r *linRun) now() int64 { return time.Since(r.t0).Nanoseconds() }
+
+// pause lets the clients work for d: a fault schedule's step, not a
+// synchronisation.
+func (r *linRun) pause(d time.Duration) { time.Sleep(d) }
+
+// fault runs a fault (which waits until the cluster has recovered) and
+// records it for the visualization.
+func (r *linRun) fault(t *testing.T, what string, do func()) {
+	t.Helper()
+	start := r.now()
+	do()
+	end := r.now()
+	t.Logf("%.1fs–%.1fs: %s", float64(start)/1e9, float64(end)/1e9, what)
+	r.mu.Lock()
+	r.faults = append(r.faults, porcupine.Annotation{Tag: "faults", Start: start, End: end, Description: what, BackgroundColor: "#fbb"})
+	r.mu.Unlock()
+}
+
+// load runs linClients clients for d, or while schedule runs when d is 0,
+// and returns when every client has finished its last operation.
+func (r *linRun) load(d time.Duration, schedule func()) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// Deferred, so that the clients stop also when the schedule fails
+	// the test.
+	defer wg.Wait()
+	defer close(stop)
+	for c := range linClients {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := rng.IntN(len(r.cl.procs))
+				switch p := rng.IntN(10); {
+				case p < 5:
+					r.read(c, a)
+				case p < 7:
+					r.scale(c, a, 1+rng.IntN(linValues))
+				default:
+					r.cas(c, a, rng.IntN(2) == 0)
+				}
+			}
+		})
+	}
+	if d > 0 {
+		r.pause(d)
+	}
+	schedule()
+}
+
+func replicasOf(o api.RawObject) (int, error) {
+	obj, err := api.FromRaw(o)
+	if err != nil {
+		return 0, err
+	}
+	d, ok := obj.(*api.Deployment)
+	if !ok || d.Spec.Replicas == nil {
+		return 0, fmt.Errorf("%s/%s has no spec.replicas", o.Kind, o.Metadata.Name)
+	}
+	return *d.Spec.Replicas, nil
+}
+
+func (r *linRun) record(op porcupine.Operation, count string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op)
+	r.counts[count]++
+}
+
+func (r *linRun) note(count string) {
+	r.mu.Lock()
+	r.counts[count]++
+	r.mu.Unlock()
+}
+
+// unexpected records an answer the API must never give here (bad request,
+// invalid, unauthorized, ...): the test fails on it.
+func (r *linRun) unexpected(what string, err error) {
+	r.mu.Lock()
+	r.bad = append(r.bad, fmt.Sprintf("%s: %v", what, err))
+	r.mu.Unlock()
+}
+
+// read records a linearizable GET through agent a and returns the object
+// read, or false when the read failed (a failed read changes nothing and
+// is left out of the history).
+func (r *linRun) read(c, a int) (api.RawObject, int, bool) {
+	call := r.now()
+	o, err := r.cl.retrying[a].Get(context.Background(), api.KindDeployment, linDeployment)
+	ret := r.now()
+	meta := linMeta{Agent: r.cl.procs[a].name, Client: "retrying"}
+	if client.IsCode(err, "not_found") {
+		meta.Err = err.Error()
+		r.record(porcupine.Operation{ClientId: c, Input: linIn{Kind: linRead}, Call: call, Output: linOut{Res: linNotFound}, Return: ret, Metadata: meta}, "read 404")
+		return o, 0, false
+	}
+	if err != nil {
+		if isUnexpected(err) {
+			r.unexpected("read", err)
+		}
+		r.note("read failed")
+		return o, 0, false
+	}
+	v, err := replicasOf(o)
+	if err != nil {
+		r.unexpected("read", err)
+		return o, 0, false
+	}
+	meta.RV = o.Metadata.ResourceVersion
+	r.record(porcupine.Operation{ClientId: c, Input: linIn{Kind: linRead}, Call: call, Output: linOut{Res: linOK, Value: v}, Return: ret, Metadata: meta}, "read ok")
+	return o, v, true
+}
+
+// scale records an unconditional scale to v through agent a, with the
+// client's retries: setting replicas to v again is setting it once.
+func (r *linRun) scale(c, a, v int) {
+	call := r.now()
+	_, err := r.cl.retrying[a].Scale(context.Background(), linDeployment, v)
+	r.write(c, a, linIn{Kind: linScale, Value: v}, call, err, false, 0)
+}
+
+// cas records a read through agent a and then an update of the read
+// object with its resourceVersion, through the retrying or the strict
+// client of agent a.
+func (r *linRun) cas(c, a int, strict bool) {
+	o, v, ok := r.read(c, a)
+	if !ok {
+		return
+	}
+	obj, err := api.FromRaw(o)
+	if err != nil {
+		r.unexpected("cas decode", err)
+		return
+	}
+	next := v%linValues + 1
+	obj.(*api.Deployment).Spec.Replicas = &next
+	cl := r.cl.retrying[a]
+	if strict {
+		cl = r.cl.strict[a]
+	}
+	call := r.now()
+	_, err = cl.Update(context.Background(), obj)
+	r.write(c, a, linIn{Kind: linCAS, Expect: v, Value: next}, call, err, strict, o.Metadata.ResourceVersion)
+}
+
+// write records a write that was called at call and ended with err.
+//
+// Acknowledged: ok. 404: never legal. Through the strict client (one
+// request, never sent twice), a conflict, a 503 no_leader and no agent
+// reachable mean "not applied": left out of the history, so that a read
+// of the value would fail the check. Through the retrying client, a
+// conflict may follow an earlier attempt that was applied: maybe, within
+// the operation's interval. Everything else is of unknown outcome and
+// returns at the end of the history.
+func (r *linRun) write(c, a int, in linIn, call int64, err error, strict bool, rv uint64) {
+	ret := r.now()
+	meta := linMeta{Agent: r.cl.procs[a].name, Client: "retrying", RV: rv}
+	if strict {
+		meta.Client = "strict"
+	}
+	kind := map[linKind]string{linScale: "scale", linCAS: "cas"}[in.Kind]
+	if strict {
+		kind = "strict " + kind
+	}
+	op := porcupine.Operation{ClientId: c, Input: in, Call: call, Return: ret, Metadata: meta}
+	var ae *client.APIError
+	switch {
+	case err == nil:
+		op.Output = linOut{Res: linOK}
+		r.record(op, kind+" ok")
+		return
+	case client.IsCode(err, "not_found"):
+		op.Output = linOut{Res: linNotFound}
+	case isUnexpected(err):
+		r.unexpected(kind, err)
+		return
+	case strict && client.IsCode(err, "conflict"):
+		r.note(kind + " conflict")
+		return
+	case strict && errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable && ae.Code == client.CodeNoLeader:
+		r.note(kind + " no_leader")
+		return
+	case strict && errors.Is(err, client.ErrUnreachable):
+		r.note(kind + " unreachable")
+		return
+	case client.IsCode(err, "conflict"):
+		op.Output = linOut{Res: linMaybe}
+	default:
+		op.Output = linOut{Res: linUnknown}
+		op.Return = -1 // the end of the history, set in check
+	}
+	meta.Err = err.Error()
+	op.Metadata = meta
+	res := map[linRes]string{linNotFound: " 404", linMaybe: " maybe", linUnknown: " unknown"}[op.Output.(linOut).Res]
+	r.record(op, kind+res)
+}
+
+// isUnexpected: an answer that no fault explains (the test's request was
+// refused as malformed or unauthorized).
+func isUnexpected(err error) bool {
+	for _, code := range []string{"invalid", "bad_request", "unauthorized", "forbidden", "exists", "too_large"} {
+		if client.IsCode(err, code) {
+			return true
+		}
+	}
+	return false
+}
+
+// check checks the history and reports it.
+func (r *linRun) check(t *testing.T) {
+	t.Helper()
+	end := r.now() + 1
+	ops := slices.Clone(r.ops)
+	for i := range ops {
+		if ops[i].Return < 0 {
+			ops[i].Return = end
+		}
+	}
+	var keys []string
+	for k := range r.counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var summary []string
+	for _, k := range keys {
+		summary = append(summary, fmt.Sprintf("%s %d", k, r.counts[k]))
+	}
+	t.Logf("%d operations in %.1fs from %d clients: %s", len(ops), float64(end)/1e9, linClients, strings.Join(summary, ", "))
+	var lat []time.Duration
+	for _, op := range ops {
+		if op.Output.(linOut).Res == linOK {
+			lat = append(lat, time.Duration(op.Return-op.Call))
+		}
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))].Round(time.Millisecond) }
+		t.Logf("acknowledged operations: p50 %v, p99 %v, max %v", q(0.5), q(0.99), q(1))
+	}
+	for _, b := range r.bad {
+		t.Errorf("unexpected answer: %s", b)
+	}
+	// A history without acknowledged reads and writes of every kind
+	// proves nothing.
+	for _, k := range []string{"read ok", "scale ok", "cas ok", "strict cas ok"} {
+		if r.counts[k] < 10 {
+			t.Errorf("only %d %q operations: the history is too thin to check", r.counts[k], k)
+		}
+	}
+	model := linModel(r.initial)
+	start := time.Now()
+	res, info := porcupine.CheckOperationsVerbose(model, ops, 60*time.Second)
+	t.Logf("porcupine: %s in %v", res, time.Since(start).Round(time.Millisecond))
+	if res == porcupine.Ok {
+		return
+	}
+	info.AddAnnotations(r.faults)
+	f, err := os.CreateTemp("", "herd-linearizable-*.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := porcupine.Visualize(model, info, f); err != nil {
+		t.Errorf("visualize: %v", err)
+	}
+	f.Close()
+	if res == porcupine.Unknown {
+		t.Errorf("porcupine did not decide within 60 s on %d operations; history: %s", len(ops), f.Name())
+		return
+	}
+	t.Errorf("history is not linearizable; visualization: %s\n%s", f.Name(), r.explain(ops, info))
+}
+
+// explain names the operations the longest partial linearization could
+// not take: the earliest-returning operation left out and what ran
+// around it.
+func (r *linRun) explain(ops []porcupine.Operation, info porcupine.LinearizationInfo) string {
+	var longest []porcupine.Operation
+	for _, part := range info.PartialLinearizationsOperations() {
+		for _, lin := range part {
+			if len(lin) > len(longest) {
+				longest = lin
+			}
+		}
+	}
+	in := map[int64]map[int64]bool{}
+	for _, op := range longest {
+		if in[op.Call] == nil {
+			in[op.Call] = map[int64]bool{}
+		}
+		in[op.Call][op.Return] = true
+	}
+	var stuck *porcupine.Operation
+	for i := range ops {
+		if !in[ops[i].Call][ops[i].Return] && (stuck == nil || ops[i].Return < stuck.Return) {
+			stuck = &ops[i]
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "faults:\n")
+	for _, f := range r.faults {
+		fmt.Fprintf(&b, "  %s\n", describeSpan(f.Start, f.End, f.Description))
+	}
+	if len(longest) > 0 {
+		last := longest[len(longest)-1]
+		fmt.Fprintf(&b, "longest partial linearization: %d of %d operations, ending with %s\n", len(longest), len(ops), describeHistOp(last))
+	}
+	if stuck == nil {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "first operation it cannot place: %s\noperations overlapping it:\n", describeHistOp(*stuck))
+	sorted := slices.Clone(ops)
+	slices.SortFunc(sorted, func(x, y porcupine.Operation) int { return int(x.Call - y.Call) })
+	n := 0
+	for _, op := range sorted {
+		if op.Call <= stuck.Return && op.Return >= stuck.Call-int64(time.Second) && n < 40 {
+			fmt.Fprintf(&b, "  %s\n", describeHistOp(op))
+			n++
+		}
+	}
+	return b.String()
+}
+
+func describeSpan(start, end int64, what string) string {
+	return fmt.Sprintf("%.3fs–%.3fs %s", float64(start)/1e9, float64(end)/1e9, what)
+}
+
+func describeHistOp(op porcupine.Operation) string {
+	m, _ := op.Metadata.(linMeta)
+	s := describeSpan(op.Call, op.Return, fmt.Sprintf("client %d via %s (%s): %s", op.ClientId, m.Agent, m.Client, describeLinOp(op.Input.(linIn), op.Output.(linOut))))
+	if m.RV != 0 {
+		s += fmt.Sprintf(" rv %d", m.RV)
+	}
+	if m.Err != "" {
+		s += " [" + m.Err + "]"
+	}
+	return s
+}
