@@ -43,9 +43,9 @@ const (
 	linOK linRes = iota
 	// linMaybe: a write that returned an answer within its interval that
 	// does not say whether it was applied: a conflict after the client
-	// retried (an earlier attempt may have been applied, and the retry
-	// then conflicts with it). It took effect once or not at all, within
-	// its interval.
+	// sent it again (an earlier attempt may have been applied, and the
+	// retry then conflicts with it). It took effect once or not at all,
+	// within its interval.
 	linMaybe
 	// linUnknown: a write whose outcome is unknown (timeout, 503
 	// outcome_unknown, a broken connection): recorded the porcupine way,
@@ -69,6 +69,7 @@ type linMeta struct {
 	Agent  string // the agent the request went to first
 	Client string // "retrying" (the client's own retries) or "strict" (Retries: -1)
 	RV     uint64 // a read's resourceVersion, a CAS's expected one
+	Sent   int32  // how many times a write was sent (the client's retries)
 	Err    string // the error of a maybe or unknown write
 }
 
@@ -119,6 +120,9 @@ func linModel(initial int) porcupine.Model {
 			s := fmt.Sprintf("agent %s, %s client", m.Agent, m.Client)
 			if m.RV != 0 {
 				s += fmt.Sprintf(", rv %d", m.RV)
+			}
+			if m.Sent > 1 {
+				s += fmt.Sprintf(", sent %d times", m.Sent)
 			}
 			if m.Err != "" {
 				s += ", " + m.Err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -195,14 +197,41 @@ ssh_host_key_file = ""
 	for _, p := range cl.procs {
 		addrs = append(addrs, "http://"+p.api)
 	}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.Proxy = nil
+	counted := &http.Client{Transport: countingTransport{base}}
 	for i := range addrs {
 		rot := append(slices.Clone(addrs[i:]), addrs[:i]...)
-		cl.retrying = append(cl.retrying, newLinClient(t, rot, client.Options{Token: testToken, Timeout: linTimeout}))
-		cl.strict = append(cl.strict, newLinClient(t, rot, client.Options{Token: testToken, Timeout: linTimeout, Retries: -1}))
+		cl.retrying = append(cl.retrying, newLinClient(t, rot, client.Options{Token: testToken, Timeout: linTimeout, HTTPClient: counted}))
+		cl.strict = append(cl.strict, newLinClient(t, rot, client.Options{Token: testToken, Timeout: linTimeout, Retries: -1, HTTPClient: counted}))
 		cl.status = append(cl.status, newLinClient(t, rot[:1], client.Options{Token: testToken, Timeout: 2 * time.Second, Retries: -1}))
 	}
 	cl.any = cl.retrying[0]
 	return cl
+}
+
+// sentKey is the context key of an operation's count of requests sent.
+type sentKey struct{}
+
+// withSentCount returns a context whose requests countingTransport counts.
+func withSentCount() (context.Context, *atomic.Int32) {
+	n := &atomic.Int32{}
+	return context.WithValue(context.Background(), sentKey{}, n), n
+}
+
+// countingTransport counts the requests of an operation that were sent:
+// all but those whose connection could not be made. A write sent once
+// and refused was not applied; one sent twice (the client retried) may
+// have been applied by the first attempt.
+type countingTransport struct{ base http.RoundTripper }
+
+func (ct countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := ct.base.RoundTrip(req)
+	var op *net.OpError
+	if n, ok := req.Context().Value(sentKey{}).(*atomic.Int32); ok && (err == nil || !errors.As(err, &op) || op.Op != "dial") {
+		n.Add(1)
+	}
+	return resp, err
 }
 
 func newLinClient(t *testing.T, addrs []string, opts client.Options) *client.Client {
@@ -459,9 +488,10 @@ func (r *linRun) read(c, a int) (api.RawObject, int, bool) {
 // scale records an unconditional scale to v through agent a, with the
 // client's retries: setting replicas to v again is setting it once.
 func (r *linRun) scale(c, a, v int) {
+	ctx, sent := withSentCount()
 	call := r.now()
-	_, err := r.cl.retrying[a].Scale(context.Background(), linDeployment, v)
-	r.write(c, a, linIn{Kind: linScale, Value: v}, call, err, false, 0)
+	_, err := r.cl.retrying[a].Scale(ctx, linDeployment, v)
+	r.write(c, a, linIn{Kind: linScale, Value: v}, call, err, false, sent.Load(), 0)
 }
 
 // cas records a read through agent a and then an update of the read
@@ -483,32 +513,38 @@ func (r *linRun) cas(c, a int, strict bool) {
 	if strict {
 		cl = r.cl.strict[a]
 	}
+	ctx, sent := withSentCount()
 	call := r.now()
-	_, err = cl.Update(context.Background(), obj)
-	r.write(c, a, linIn{Kind: linCAS, Expect: v, Value: next}, call, err, strict, o.Metadata.ResourceVersion)
+	_, err = cl.Update(ctx, obj)
+	r.write(c, a, linIn{Kind: linCAS, Expect: v, Value: next}, call, err, strict, sent.Load(), o.Metadata.ResourceVersion)
 }
 
-// write records a write that was called at call and ended with err.
+// write records a write that was called at call, sent sent times, and
+// ended with err.
 //
-// Acknowledged: ok. 404: never legal. Through the strict client (one
-// request, never sent twice), a conflict, a 503 no_leader and no agent
-// reachable mean "not applied": left out of the history, so that a read
-// of the value would fail the check. Through the retrying client, a
-// conflict may follow an earlier attempt that was applied: maybe, within
-// the operation's interval. Everything else is of unknown outcome and
-// returns at the end of the history.
-func (r *linRun) write(c, a int, in linIn, call int64, err error, strict bool, rv uint64) {
+// Acknowledged: ok (sent twice, a scale may have been applied twice: it
+// is still one operation, and a concurrent write in between would show).
+// 404: never legal. Sent at most once (always so through the strict
+// client), a conflict, a 503 no_leader and no agent reachable mean "not
+// applied": left out of the history, so that a read of the value it
+// would have written fails the check. Sent more than once, a conflict
+// may follow an earlier attempt that was applied: maybe, within the
+// operation's interval. Everything else is of unknown outcome and returns
+// at the end of the history.
+func (r *linRun) write(c, a int, in linIn, call int64, err error, strict bool, sent int32, rv uint64) {
 	ret := r.now()
-	meta := linMeta{Agent: r.cl.procs[a].name, Client: "retrying", RV: rv}
-	if strict {
-		meta.Client = "strict"
-	}
+	meta := linMeta{Agent: r.cl.procs[a].name, Client: "retrying", RV: rv, Sent: sent}
 	kind := map[linKind]string{linScale: "scale", linCAS: "cas"}[in.Kind]
 	if strict {
+		meta.Client = "strict"
 		kind = "strict " + kind
+	}
+	if sent > 1 {
+		r.note(kind + " sent again")
 	}
 	op := porcupine.Operation{ClientId: c, Input: in, Call: call, Return: ret, Metadata: meta}
 	var ae *client.APIError
+	once := sent <= 1
 	switch {
 	case err == nil:
 		op.Output = linOut{Res: linOK}
@@ -519,14 +555,14 @@ func (r *linRun) write(c, a int, in linIn, call int64, err error, strict bool, r
 	case isUnexpected(err):
 		r.unexpected(kind, err)
 		return
-	case strict && client.IsCode(err, "conflict"):
+	case once && client.IsCode(err, "conflict"):
 		r.note(kind + " conflict")
 		return
-	case strict && errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable && ae.Code == client.CodeNoLeader:
+	case once && errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable && ae.Code == client.CodeNoLeader:
 		r.note(kind + " no_leader")
 		return
-	case strict && errors.Is(err, client.ErrUnreachable):
-		r.note(kind + " unreachable")
+	case sent == 0 || once && errors.Is(err, client.ErrUnreachable):
+		r.note(kind + " not sent")
 		return
 	case client.IsCode(err, "conflict"):
 		op.Output = linOut{Res: linMaybe}
@@ -674,6 +710,9 @@ func describeHistOp(op porcupine.Operation) string {
 	s := describeSpan(op.Call, op.Return, fmt.Sprintf("client %d via %s (%s): %s", op.ClientId, m.Agent, m.Client, describeLinOp(op.Input.(linIn), op.Output.(linOut))))
 	if m.RV != 0 {
 		s += fmt.Sprintf(" rv %d", m.RV)
+	}
+	if m.Sent > 1 {
+		s += fmt.Sprintf(" sent %d times", m.Sent)
 	}
 	if m.Err != "" {
 		s += " [" + m.Err + "]"
