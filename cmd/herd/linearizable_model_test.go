@@ -209,3 +209,17 @@ func TestLinearizableModel(t *testing.T) {
 		})
 	}
 }
+
+// TestRVRegressions: a read that began after another returned must not
+// see an older resourceVersion; overlapping reads may.
+func TestRVRegressions(t *testing.T) {
+	read := func(call, ret int64, rv uint64) porcupine.Operation {
+		return porcupine.Operation{Input: linIn{Kind: linRead}, Call: call, Output: linOut{Res: linOK, Value: 1}, Return: ret, Metadata: linMeta{RV: rv}}
+	}
+	if got := rvRegressions([]porcupine.Operation{read(0, 10, 5), read(5, 20, 4), read(15, 30, 6), read(12, 40, 5)}); len(got) != 0 {
+		t.Errorf("overlapping or newer reads: %q, want none", got)
+	}
+	if got := rvRegressions([]porcupine.Operation{read(0, 10, 5), read(20, 30, 7), read(31, 40, 6)}); len(got) != 1 {
+		t.Errorf("a read of 6 after one of 7 had returned: %q, want one regression", got)
+	}
+}

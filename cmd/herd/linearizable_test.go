@@ -642,7 +642,13 @@ func (r *linRun) check(t *testing.T) {
 	start := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(model, ops, 60*time.Second)
 	t.Logf("porcupine: %s in %v", res, time.Since(start).Round(time.Millisecond))
-	if res == porcupine.Ok {
+	// The deployment's resourceVersion orders its states: a read that
+	// began after another had returned must not see an older one.
+	back := rvRegressions(ops)
+	for _, b := range back[:min(len(back), 5)] {
+		t.Errorf("resourceVersion went back: %s", b)
+	}
+	if res == porcupine.Ok && len(back) == 0 {
 		return
 	}
 	info.AddAnnotations(r.faults)
@@ -654,11 +660,14 @@ func (r *linRun) check(t *testing.T) {
 		t.Errorf("visualize: %v", err)
 	}
 	f.Close()
-	if res == porcupine.Unknown {
+	switch res {
+	case porcupine.Unknown:
 		t.Errorf("porcupine did not decide within 60 s on %d operations; history: %s", len(ops), f.Name())
-		return
+	case porcupine.Illegal:
+		t.Errorf("history is not linearizable; visualization: %s\n%s", f.Name(), r.explain(ops, info))
+	default:
+		t.Errorf("porcupine linearized the replicas, but resourceVersions went back (above); visualization: %s", f.Name())
 	}
-	t.Errorf("history is not linearizable; visualization: %s\n%s", f.Name(), r.explain(ops, info))
 }
 
 // explain names the operations the longest partial linearization could
@@ -698,17 +707,58 @@ func (r *linRun) explain(ops []porcupine.Operation, info porcupine.Linearization
 	if stuck == nil {
 		return b.String()
 	}
-	fmt.Fprintf(&b, "first operation it cannot place: %s\noperations overlapping it:\n", describeHistOp(*stuck))
-	sorted := slices.Clone(ops)
-	slices.SortFunc(sorted, func(x, y porcupine.Operation) int { return int(x.Call - y.Call) })
-	n := 0
-	for _, op := range sorted {
-		if op.Call <= stuck.Return && op.Return >= stuck.Call-int64(time.Second) && n < 40 {
-			fmt.Fprintf(&b, "  %s\n", describeHistOp(op))
-			n++
+	fmt.Fprintf(&b, "first operation it cannot place: %s\noperations around it:\n", describeHistOp(*stuck))
+	// The 40 operations that began last before it returned and were not
+	// over 200 ms before it began.
+	var near []porcupine.Operation
+	for _, op := range ops {
+		if op.Call <= stuck.Return && op.Return >= stuck.Call-int64(200*time.Millisecond) {
+			near = append(near, op)
 		}
 	}
+	slices.SortFunc(near, func(x, y porcupine.Operation) int { return cmpInt64(x.Call, y.Call) })
+	for _, op := range near[max(0, len(near)-40):] {
+		fmt.Fprintf(&b, "  %s\n", describeHistOp(op))
+	}
 	return b.String()
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// rvRegressions returns the reads that returned an older resourceVersion
+// than a read that had returned before they began, each with that read.
+func rvRegressions(ops []porcupine.Operation) []string {
+	var reads []porcupine.Operation
+	for _, op := range ops {
+		if op.Input.(linIn).Kind == linRead && op.Output.(linOut).Res == linOK {
+			reads = append(reads, op)
+		}
+	}
+	byReturn := slices.Clone(reads)
+	slices.SortFunc(byReturn, func(x, y porcupine.Operation) int { return cmpInt64(x.Return, y.Return) })
+	slices.SortFunc(reads, func(x, y porcupine.Operation) int { return cmpInt64(x.Call, y.Call) })
+	var out []string
+	var newest *porcupine.Operation // the highest resourceVersion returned so far
+	j := 0
+	for _, op := range reads {
+		for ; j < len(byReturn) && byReturn[j].Return < op.Call; j++ {
+			if newest == nil || byReturn[j].Metadata.(linMeta).RV > newest.Metadata.(linMeta).RV {
+				newest = &byReturn[j]
+			}
+		}
+		if newest != nil && op.Metadata.(linMeta).RV < newest.Metadata.(linMeta).RV {
+			out = append(out, fmt.Sprintf("%s after %s", describeHistOp(op), describeHistOp(*newest)))
+		}
+	}
+	return out
 }
 
 func describeSpan(start, end int64, what string) string {
