@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -14,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -223,27 +225,67 @@ ssh_host_key_file = ""
 	return cl
 }
 
-// sentKey is the context key of an operation's count of requests sent.
-type sentKey struct{}
+// attemptsKey is the context key of an operation's attempts.
+type attemptsKey struct{}
 
-// withSentCount returns a context whose requests countingTransport counts.
-func withSentCount() (context.Context, *atomic.Int32) {
-	n := &atomic.Int32{}
-	return context.WithValue(context.Background(), sentKey{}, n), n
+// attempt is one request of an operation that was sent (a request whose
+// connection could not be made was never sent and is not one).
+type attempt struct {
+	call, ret int64
+	status    int    // 0: no response (the connection broke, a deadline)
+	code      string // the API error code of a non-2xx response
 }
 
-// countingTransport counts the requests of an operation that were sent:
-// all but those whose connection could not be made. A write sent once
-// and refused was not applied; one sent twice (the client retried) may
-// have been applied by the first attempt.
+// attempts collects an operation's attempts, timed on its run's clock.
+type attempts struct {
+	now func() int64
+	mu  sync.Mutex
+	all []attempt
+}
+
+func (as *attempts) list() []attempt {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	return slices.Clone(as.all)
+}
+
+// withAttempts returns a context whose requests countingTransport logs.
+func (r *linRun) withAttempts() (context.Context, *attempts) {
+	as := &attempts{now: r.now}
+	return context.WithValue(context.Background(), attemptsKey{}, as), as
+}
+
+// countingTransport logs each request of an operation that was sent, so
+// that a write the client sent again is recorded as the requests it was
+// on the wire: each may have been applied.
 type countingTransport struct{ base http.RoundTripper }
 
 func (ct countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	as, _ := req.Context().Value(attemptsKey{}).(*attempts)
+	if as == nil {
+		return ct.base.RoundTrip(req)
+	}
+	at := attempt{call: as.now()}
 	resp, err := ct.base.RoundTrip(req)
 	var op *net.OpError
-	if n, ok := req.Context().Value(sentKey{}).(*atomic.Int32); ok && (err == nil || !errors.As(err, &op) || op.Op != "dial") {
-		n.Add(1)
+	if err != nil && errors.As(err, &op) && op.Op == "dial" {
+		return resp, err
 	}
+	if resp != nil {
+		at.status = resp.StatusCode
+		if resp.StatusCode > 299 {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+			var ae client.APIError
+			_ = json.Unmarshal(b, &ae)
+			at.code = ae.Code
+		}
+	}
+	at.ret = as.now()
+	as.mu.Lock()
+	as.all = append(as.all, at)
+	as.mu.Unlock()
 	return resp, err
 }
 
@@ -357,11 +399,15 @@ type linRun struct {
 	t0      time.Time
 	initial int
 
-	mu     sync.Mutex
-	ops    []porcupine.Operation
-	faults []porcupine.Annotation
-	counts map[string]int
-	bad    []string // answers that are a bug of the test or the API
+	mu sync.Mutex
+	// ops is the history as the requests were on the wire: a write the
+	// client sent again is one operation per request. calls is the
+	// history as the client's callers saw it: one operation per call,
+	// the client's retries inside.
+	ops, calls []porcupine.Operation
+	faults     []porcupine.Annotation
+	counts     map[string]int
+	bad        []string // answers that are a bug of the test or the API
 }
 
 // newRun reads the deployment's replicas as the history's initial state.
@@ -447,10 +493,12 @@ func replicasOf(o api.RawObject) (int, error) {
 	return *d.Spec.Replicas, nil
 }
 
+// record records a read, the same in both histories.
 func (r *linRun) record(op porcupine.Operation, count string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ops = append(r.ops, op)
+	r.calls = append(r.calls, op)
 	r.counts[count]++
 }
 
@@ -501,10 +549,10 @@ func (r *linRun) read(c, a int) (api.RawObject, int, bool) {
 // scale records an unconditional scale to v through agent a, with the
 // client's retries: setting replicas to v again is setting it once.
 func (r *linRun) scale(c, a, v int) {
-	ctx, sent := withSentCount()
+	ctx, as := r.withAttempts()
 	call := r.now()
 	_, err := r.cl.client(a, false).Scale(ctx, linDeployment, v)
-	r.write(c, a, linIn{Kind: linScale, Value: v}, call, err, false, sent.Load(), 0)
+	r.write(c, a, linIn{Kind: linScale, Value: v}, call, err, false, as.list(), 0)
 }
 
 // cas records a read through agent a and then an update of the read
@@ -523,67 +571,97 @@ func (r *linRun) cas(c, a int, strict bool) {
 	next := v%linValues + 1
 	obj.(*api.Deployment).Spec.Replicas = &next
 	cl := r.cl.client(a, strict)
-	ctx, sent := withSentCount()
+	ctx, as := r.withAttempts()
 	call := r.now()
 	_, err = cl.Update(ctx, obj)
-	r.write(c, a, linIn{Kind: linCAS, Expect: v, Value: next}, call, err, strict, sent.Load(), o.Metadata.ResourceVersion)
+	r.write(c, a, linIn{Kind: linCAS, Expect: v, Value: next}, call, err, strict, as.list(), o.Metadata.ResourceVersion)
 }
 
-// write records a write that was called at call, sent sent times, and
-// ended with err.
+// write records a write that was called at call, sent as attempts, and
+// ended with err: in the wire history one operation per attempt, in the
+// call history one for the call.
 //
-// Acknowledged: ok (sent twice, a scale may have been applied twice: it
-// is still one operation, and a concurrent write in between would show).
-// 404: never legal. Sent at most once (always so through the strict
-// client), a conflict, a 503 no_leader and no agent reachable mean "not
-// applied": left out of the history, so that a read of the value it
-// would have written fails the check. Sent more than once, a conflict
-// may follow an earlier attempt that was applied: maybe, within the
-// operation's interval. Everything else is of unknown outcome and returns
-// at the end of the history.
-func (r *linRun) write(c, a int, in linIn, call int64, err error, strict bool, sent int32, rv uint64) {
+// An attempt answered 2xx was applied; 404 is never legal; 409 and 503
+// no_leader mean "not applied" and are left out of the history, so that
+// a read of the value it would have written fails the check; any other
+// ending (a broken connection, a deadline, 503 outcome_unknown) is of
+// unknown outcome: it returns at the end of the history, so it may have
+// taken effect at any point after it was sent, or never.
+//
+// A call is the same when it was sent once. Sent more than once, a call
+// that ended in a conflict may have been applied by an earlier attempt
+// (maybe, within its interval), and an acknowledged one is still one
+// operation, although an earlier attempt may have been applied too.
+func (r *linRun) write(c, a int, in linIn, call int64, err error, strict bool, sent []attempt, rv uint64) {
 	ret := r.now()
-	meta := linMeta{Agent: r.cl.procs[a].name, Client: "retrying", RV: rv, Sent: sent}
+	meta := linMeta{Agent: r.cl.procs[a].name, Client: "retrying", RV: rv, Sent: int32(len(sent))}
 	kind := map[linKind]string{linScale: "scale", linCAS: "cas"}[in.Kind]
 	if strict {
 		meta.Client = "strict"
 		kind = "strict " + kind
 	}
-	if sent > 1 {
-		r.note(kind + " sent again")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(sent) > 1 {
+		r.counts[kind+" sent again"]++
 	}
+	for i, at := range sent {
+		m := meta
+		m.Sent = int32(i + 1)
+		op := porcupine.Operation{ClientId: c, Input: in, Call: at.call, Return: at.ret}
+		switch {
+		case at.status >= 200 && at.status <= 299:
+			op.Output = linOut{Res: linOK}
+		case at.status == http.StatusNotFound:
+			op.Output = linOut{Res: linNotFound}
+		case at.status == http.StatusConflict,
+			at.status == http.StatusServiceUnavailable && at.code == client.CodeNoLeader,
+			at.status >= 400 && at.status <= 499:
+			continue
+		default:
+			op.Output = linOut{Res: linUnknown}
+			op.Return = -1 // the end of the history, set in check
+			m.Err = fmt.Sprintf("attempt %d of %d: status %d %s", i+1, len(sent), at.status, at.code)
+			r.counts["attempt of unknown outcome"]++
+		}
+		op.Metadata = m
+		r.ops = append(r.ops, op)
+	}
+
 	op := porcupine.Operation{ClientId: c, Input: in, Call: call, Return: ret, Metadata: meta}
 	var ae *client.APIError
-	once := sent <= 1
+	once := len(sent) <= 1
 	switch {
 	case err == nil:
 		op.Output = linOut{Res: linOK}
-		r.record(op, kind+" ok")
+		r.calls = append(r.calls, op)
+		r.counts[kind+" ok"]++
 		return
 	case client.IsCode(err, "not_found"):
 		op.Output = linOut{Res: linNotFound}
 	case isUnexpected(err):
-		r.unexpected(kind, err)
+		r.bad = append(r.bad, fmt.Sprintf("%s: %v", kind, err))
 		return
 	case once && client.IsCode(err, "conflict"):
-		r.note(kind + " conflict")
+		r.counts[kind+" conflict"]++
 		return
 	case once && errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable && ae.Code == client.CodeNoLeader:
-		r.note(kind + " no_leader")
+		r.counts[kind+" no_leader"]++
 		return
-	case sent == 0 || once && errors.Is(err, client.ErrUnreachable):
-		r.note(kind + " not sent")
+	case len(sent) == 0:
+		r.counts[kind+" not sent"]++
 		return
 	case client.IsCode(err, "conflict"):
 		op.Output = linOut{Res: linMaybe}
 	default:
 		op.Output = linOut{Res: linUnknown}
-		op.Return = -1 // the end of the history, set in check
+		op.Return = -1
 	}
 	meta.Err = err.Error()
 	op.Metadata = meta
 	res := map[linRes]string{linNotFound: " 404", linMaybe: " maybe", linUnknown: " unknown"}[op.Output.(linOut).Res]
-	r.record(op, kind+res)
+	r.calls = append(r.calls, op)
+	r.counts[kind+res]++
 }
 
 // isUnexpected: an answer that no fault explains (the test's request was
@@ -597,16 +675,15 @@ func isUnexpected(err error) bool {
 	return false
 }
 
-// check checks the history and reports it.
+// check checks both histories and reports them. The wire history must be
+// linearizable. The call history may not be: the client sends a scale
+// again after a broken connection or outcome_unknown, and when the first
+// attempt was applied too and another write came in between, that one
+// call took effect twice. That is logged, and fails the test only with
+// HERD_LINZ_CLIENT=1.
 func (r *linRun) check(t *testing.T) {
 	t.Helper()
 	end := r.now() + 1
-	ops := slices.Clone(r.ops)
-	for i := range ops {
-		if ops[i].Return < 0 {
-			ops[i].Return = end
-		}
-	}
 	var keys []string
 	for k := range r.counts {
 		keys = append(keys, k)
@@ -616,9 +693,9 @@ func (r *linRun) check(t *testing.T) {
 	for _, k := range keys {
 		summary = append(summary, fmt.Sprintf("%s %d", k, r.counts[k]))
 	}
-	t.Logf("%d operations in %.1fs from %d clients: %s", len(ops), float64(end)/1e9, linClients, strings.Join(summary, ", "))
+	t.Logf("%d calls (%d requests in the history) in %.1fs from %d clients: %s", len(r.calls), len(r.ops), float64(end)/1e9, linClients, strings.Join(summary, ", "))
 	var lat []time.Duration
-	for _, op := range ops {
+	for _, op := range r.calls {
 		if op.Output.(linOut).Res == linOK {
 			lat = append(lat, time.Duration(op.Return-op.Call))
 		}
@@ -626,7 +703,7 @@ func (r *linRun) check(t *testing.T) {
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))].Round(time.Millisecond) }
-		t.Logf("acknowledged operations: p50 %v, p99 %v, max %v", q(0.5), q(0.99), q(1))
+		t.Logf("acknowledged calls: p50 %v, p99 %v, max %v", q(0.5), q(0.99), q(1))
 	}
 	for _, b := range r.bad {
 		t.Errorf("unexpected answer: %s", b)
@@ -638,17 +715,36 @@ func (r *linRun) check(t *testing.T) {
 			t.Errorf("only %d %q operations: the history is too thin to check", r.counts[k], k)
 		}
 	}
-	model := linModel(r.initial)
-	start := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(model, ops, 60*time.Second)
-	t.Logf("porcupine: %s in %v", res, time.Since(start).Round(time.Millisecond))
 	// The deployment's resourceVersion orders its states: a read that
 	// began after another had returned must not see an older one.
-	back := rvRegressions(ops)
+	back := rvRegressions(r.ops)
 	for _, b := range back[:min(len(back), 5)] {
 		t.Errorf("resourceVersion went back: %s", b)
 	}
-	if res == porcupine.Ok && len(back) == 0 {
+	r.checkHistory(t, "requests", r.ops, end, len(back) > 0, t.Errorf)
+	report := t.Logf
+	if os.Getenv("HERD_LINZ_CLIENT") != "" {
+		report = t.Errorf
+	}
+	r.checkHistory(t, "client calls", r.calls, end, false, report)
+}
+
+// checkHistory checks one history with porcupine and reports a failure
+// (or, with visualize, a pass too) through report, with the
+// visualization written to a temporary file.
+func (r *linRun) checkHistory(t *testing.T, name string, hist []porcupine.Operation, end int64, visualize bool, report func(string, ...any)) {
+	t.Helper()
+	ops := slices.Clone(hist)
+	for i := range ops {
+		if ops[i].Return < 0 {
+			ops[i].Return = end
+		}
+	}
+	model := linModel(r.initial)
+	start := time.Now()
+	res, info := porcupine.CheckOperationsVerbose(model, ops, 60*time.Second)
+	t.Logf("porcupine on the %s: %s in %v", name, res, time.Since(start).Round(time.Millisecond))
+	if res == porcupine.Ok && !visualize {
 		return
 	}
 	info.AddAnnotations(r.faults)
@@ -662,11 +758,11 @@ func (r *linRun) check(t *testing.T) {
 	f.Close()
 	switch res {
 	case porcupine.Unknown:
-		t.Errorf("porcupine did not decide within 60 s on %d operations; history: %s", len(ops), f.Name())
+		report("porcupine did not decide within 60 s on the %d %s; history: %s", len(ops), name, f.Name())
 	case porcupine.Illegal:
-		t.Errorf("history is not linearizable; visualization: %s\n%s", f.Name(), r.explain(ops, info))
+		report("the %s are not linearizable; visualization: %s\n%s", name, f.Name(), r.explain(ops, info))
 	default:
-		t.Errorf("porcupine linearized the replicas, but resourceVersions went back (above); visualization: %s", f.Name())
+		report("the %s: visualization %s", name, f.Name())
 	}
 }
 
