@@ -34,9 +34,12 @@ import (
 // checks it with porcupine against a register (linModel). The control run
 // has no faults; the faulty run kills the leader with SIGKILL and restarts
 // it, freezes the leader with SIGSTOP and continues it, and kills a
-// follower and restarts it. Both must be linearizable. On failure the
+// follower and restarts it. In both, the history of requests must be
+// linearizable; the history of client calls (the client's retries
+// inside) is checked too and fails the test only with HERD_LINZ_CLIENT=1
+// (a scale sent again can be applied twice: see check). On failure the
 // history's visualization is written to a temporary file named in the
-// error.
+// error. docs/linearizability.md says what is modelled how.
 //
 // HERD_LINZ_LONG=1 runs the fault cycle three times and the control run
 // for 30 s.
