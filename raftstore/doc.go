@@ -20,7 +20,9 @@
 //     authenticated transport (transport.go, forward.go), and the read
 //     barrier that makes a local read linearizable (read.go): the leader
 //     answers only after its election barrier and a quorum's confirmation
-//     (VerifyLeader), a follower waits for the leader's read index.
+//     (VerifyLeader), and every server, the leader too, waits until its
+//     copy has applied the read index: the last command the leader has
+//     committed (a follower may apply an entry before the leader does).
 //
 // Board-to-board traffic needs the server key, which only servers hold
 // (workers have only the gossip key): the transport is TLS 1.3 in which

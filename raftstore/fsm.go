@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -53,6 +54,9 @@ type fsm struct {
 	owned   map[api.Kind]bool // false: the map is shared with a snapshot
 	applied uint64
 	hub     *hub
+	// beforeApply, when set (tests only), runs before each entry is
+	// applied: a test holds the leader's FSM back with it.
+	beforeApply atomic.Pointer[func(index uint64)]
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -80,6 +84,9 @@ func (f *fsm) reset(kinds map[api.Kind]map[string]*api.RawObject) {
 // Apply applies one log entry. It never fails as a whole: a rejected
 // transaction is returned as applyResult.Err and changes nothing.
 func (f *fsm) Apply(l *raft.Log) any {
+	if hook := f.beforeApply.Load(); hook != nil {
+		(*hook)(l.Index)
+	}
 	res := &applyResult{Index: l.Index}
 	var events []api.WatchEvent
 	var cmd command

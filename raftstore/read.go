@@ -12,11 +12,14 @@ import (
 // Linearizable reads (read index, as etcd and Consul do them): the leader
 // answers a read only once it has applied everything committed before its
 // term (the barrier it runs on winning an election) and a quorum has
-// confirmed it is still leader (VerifyLeader, one heartbeat round). Its
-// applied index at that moment covers every write acknowledged anywhere
-// before the read began; a follower asks the leader for that index over
-// the forwarding RPC and waits until its own copy has applied it, then
-// reads locally.
+// confirmed it is still leader (VerifyLeader, one heartbeat round). The
+// read index is the last entry at or below the leader's commit index that
+// the FSM applies: it covers every write acknowledged anywhere before the
+// read began, and every entry any follower may already have applied (a
+// follower can apply a committed entry before the leader's own FSM does,
+// so the leader's applied index is not enough). The leader waits until
+// its copy has applied the read index; a follower asks the leader for it
+// over the forwarding RPC, waits the same way, and reads locally.
 
 // ReadBarrier waits until the local copy holds every write acknowledged,
 // through any server, before the call: a Get or List after it returns is
@@ -89,15 +92,16 @@ func (s *Store) VerifyLeader(ctx context.Context) error {
 	return err
 }
 
-// readIndex returns the index a linearizable read must wait for, which
-// this server, the leader, has applied. Errors that say this server is not
-// (or not yet) the leader are wrapped in errRetry.
+// readIndex returns the index a linearizable read must wait for: the
+// last command committed (readTarget), which this server, the leader, may
+// not have applied yet. Errors that say this server is not (or not yet)
+// the leader are wrapped in errRetry.
 func (s *Store) readIndex(ctx context.Context) (uint64, error) {
 	term := s.raft.CurrentTerm()
 	if s.raft.State() != raft.Leader || s.readyTerm.Load() != term {
 		return 0, &errRetry{fmt.Errorf("%w: %s is not a leader that has caught up in term %d", ErrNotLeader, s.cfg.NodeID, term)}
 	}
-	index := s.fsm.appliedIndex()
+	index := s.readTarget()
 	switch err := s.waitFuture(ctx, s.raft.VerifyLeader()); {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -111,6 +115,25 @@ func (s *Store) readIndex(ctx context.Context) (uint64, error) {
 		return 0, &errRetry{fmt.Errorf("%w: %s: term changed while verifying", ErrNotLeader, s.cfg.NodeID)}
 	}
 	return index, nil
+}
+
+// readTarget returns the index of the last command (an entry the FSM
+// applies) at or below raft's commit index. Raft's own entries (the
+// election's no-op, barriers, configuration changes) never reach the FSM:
+// waiting for one of those would never end. An entry no longer in the log
+// was compacted into a snapshot, so every command up to it is applied.
+func (s *Store) readTarget() uint64 {
+	applied := s.fsm.appliedIndex()
+	var l raft.Log
+	for i := s.raft.CommitIndex(); i > applied; i-- {
+		if err := s.logs.GetLog(i, &l); err != nil {
+			break
+		}
+		if l.Type == raft.LogCommand {
+			return i
+		}
+	}
+	return applied
 }
 
 // withLeader runs onLeader on the leader, or onFollower with the leader's
