@@ -69,7 +69,7 @@ func TestLinearizable(t *testing.T) {
 		}}}
 	testutil.Eventually(t, 20*time.Second, "creating the deployment", func() error {
 		_, err := cl.any.Create(ctx, d)
-		if client.IsCode(err, "exists") { // an earlier attempt's
+		if api.IsCode(err, "exists") { // an earlier attempt's
 			return nil
 		}
 		return err
@@ -280,7 +280,7 @@ func (ct countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
 			resp.Body = io.NopCloser(bytes.NewReader(b))
-			var ae client.APIError
+			var ae api.APIError
 			_ = json.Unmarshal(b, &ae)
 			at.code = ae.Code
 		}
@@ -527,7 +527,7 @@ func (r *linRun) read(c, a int) (api.RawObject, int, bool) {
 	o, err := r.cl.client(a, false).Get(context.Background(), api.KindDeployment, linDeployment)
 	ret := r.now()
 	meta := linMeta{Agent: r.cl.procs[a].name, Client: "retrying"}
-	if client.IsCode(err, "not_found") {
+	if api.IsCode(err, "not_found") {
 		meta.Err = err.Error()
 		r.record(porcupine.Operation{ClientId: c, Input: linIn{Kind: linRead}, Call: call, Output: linOut{Res: linNotFound}, Return: ret, Metadata: meta}, "read 404")
 		return o, 0, false
@@ -618,7 +618,7 @@ func (r *linRun) write(c, a int, in linIn, call int64, err error, strict bool, s
 		case at.status == http.StatusNotFound:
 			op.Output = linOut{Res: linNotFound}
 		case at.status == http.StatusConflict,
-			at.status == http.StatusServiceUnavailable && at.code == client.CodeNoLeader,
+			at.status == http.StatusServiceUnavailable && at.code == api.CodeNoLeader,
 			at.status >= 400 && at.status <= 499:
 			continue
 		default:
@@ -632,7 +632,7 @@ func (r *linRun) write(c, a int, in linIn, call int64, err error, strict bool, s
 	}
 
 	op := porcupine.Operation{ClientId: c, Input: in, Call: call, Return: ret, Metadata: meta}
-	var ae *client.APIError
+	var ae *api.APIError
 	once := len(sent) <= 1
 	switch {
 	case err == nil:
@@ -640,21 +640,21 @@ func (r *linRun) write(c, a int, in linIn, call int64, err error, strict bool, s
 		r.calls = append(r.calls, op)
 		r.counts[kind+" ok"]++
 		return
-	case client.IsCode(err, "not_found"):
+	case api.IsCode(err, "not_found"):
 		op.Output = linOut{Res: linNotFound}
 	case isUnexpected(err):
 		r.bad = append(r.bad, fmt.Sprintf("%s: %v", kind, err))
 		return
-	case once && client.IsCode(err, "conflict"):
+	case once && api.IsCode(err, "conflict"):
 		r.counts[kind+" conflict"]++
 		return
-	case once && errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable && ae.Code == client.CodeNoLeader:
+	case once && errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable && ae.Code == api.CodeNoLeader:
 		r.counts[kind+" no_leader"]++
 		return
 	case len(sent) == 0:
 		r.counts[kind+" not sent"]++
 		return
-	case client.IsCode(err, "conflict"):
+	case api.IsCode(err, "conflict"):
 		op.Output = linOut{Res: linMaybe}
 	default:
 		op.Output = linOut{Res: linUnknown}
@@ -671,7 +671,7 @@ func (r *linRun) write(c, a int, in linIn, call int64, err error, strict bool, s
 // refused as malformed or unauthorized).
 func isUnexpected(err error) bool {
 	for _, code := range []string{"invalid", "bad_request", "unauthorized", "forbidden", "exists", "too_large"} {
-		if client.IsCode(err, code) {
+		if api.IsCode(err, code) {
 			return true
 		}
 	}
