@@ -6,14 +6,14 @@ import (
 
 	"github.com/herd-dev/herd/agent/controller"
 	"github.com/herd-dev/herd/agent/placer"
-	"github.com/herd-dev/herd/agent/workqueue"
+	"github.com/herd-dev/herd/internal/clock"
 )
 
 // startControllers starts the leader-only controllers under ctx; they stop
 // when ctx ends (leadership lost or agent stopping).
 func (a *Agent) startControllers(ctx context.Context, wg *sync.WaitGroup, n *notifier) {
 	state := newClusterState(a.store, a.gossip, n)
-	runner, err := controller.NewRunner(controller.DefaultRunnerConfig(), state, state, workqueue.RealClock(), a.log.With("component", "controller"))
+	runner, err := controller.NewRunner(controller.DefaultRunnerConfig(), state, state, clock.RealClock(), a.log.With("component", "controller"))
 	if err != nil {
 		a.log.Error("controllers not started", "err", err)
 		return
@@ -31,7 +31,7 @@ func (a *Agent) startControllers(ctx context.Context, wg *sync.WaitGroup, n *not
 	}
 	pcfg := placer.DefaultConfig()
 	pcfg.RecordWitness = state.recordWitness
-	pl, err := placer.New(pcfg, a.exec, state, state, workqueue.RealClock(), a.log.With("component", "placer"))
+	pl, err := placer.New(pcfg, a.exec, state, state, clock.RealClock(), a.log.With("component", "placer"))
 	if err != nil {
 		a.log.Error("placer not started", "err", err)
 		return

@@ -21,6 +21,7 @@ import (
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/internal/clock/clocktest"
 	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/raftstore"
 )
@@ -85,7 +86,7 @@ func newHarness(t *testing.T, mutate ...func(*httpapi.Config)) *harness {
 	}
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = h.store
-	cfg.Clock = fixedClock(created)
+	cfg.Clock = clocktest.New(created)
 	cfg.Logger = testutil.Logger(t)
 	cfg.Token = harnessToken
 	cfg.Status = func(context.Context) api.ClusterStatus {
@@ -111,10 +112,6 @@ func newHarness(t *testing.T, mutate ...func(*httpapi.Config)) *harness {
 func withLogs(fn func(ctx context.Context, pod *api.Pod, opts httpapi.LogOptions, w io.Writer) error) func(*httpapi.Config) {
 	return func(c *httpapi.Config) { c.Logs = fn }
 }
-
-type fixedClock time.Time
-
-func (c fixedClock) Now() time.Time { return time.Time(c) }
 
 // setStatus sets what GET /v1/status answers.
 func (h *harness) setStatus(st api.ClusterStatus) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/herd-dev/herd/internal/clock"
 )
 
 // KeySize is the length of the gossip key: 32 bytes, AES-256-GCM.
@@ -55,8 +56,8 @@ type Config struct {
 	// package's own messages. nil discards everything.
 	Logger *slog.Logger
 	// Clock stamps the Since of members and the At of events; nil means
-	// time.Now.
-	Clock func() time.Time
+	// the real clock.
+	Clock clock.Clock
 	// DeadRetention is how long a dead or left member stays visible in
 	// Members after its last change; 0 keeps it until it comes back.
 	DeadRetention time.Duration

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/herd-dev/herd/internal/clock"
 )
 
 var (
@@ -74,7 +75,7 @@ func (m Member) clone() Member {
 type Gossip struct {
 	cfg    Config
 	log    *slog.Logger
-	clock  func() time.Time
+	clock  clock.Clock
 	jitter func() float64 // cfg.Jitter or math/rand/v2
 	ml     *memberlist.Memberlist
 
@@ -132,7 +133,7 @@ func New(cfg Config) (*Gossip, error) {
 	}
 	g.log = g.log.With("node", cfg.Name)
 	if g.clock == nil {
-		g.clock = time.Now
+		g.clock = clock.RealClock()
 	}
 	if g.jitter == nil {
 		g.jitter = rand.Float64
@@ -232,7 +233,7 @@ func (g *Gossip) Join(ctx context.Context, addrs []string) (int, error) {
 // Members returns every member this node knows of, itself included, sorted
 // by name: alive ones and, for Config.DeadRetention, dead and left ones.
 func (g *Gossip) Members() []Member {
-	now := g.clock()
+	now := g.clock.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make([]Member, 0, len(g.table))
@@ -366,7 +367,7 @@ func (g *Gossip) Shutdown() error {
 // It is called with memberlist's node lock held: it must not call into
 // memberlist.
 func (g *Gossip) observe(n *memberlist.Node, typ EventType) {
-	now := g.clock()
+	now := g.clock.Now()
 	m := Member{
 		Name: n.Name,
 		Addr: n.Addr.String(),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/memberlist"
+	"github.com/herd-dev/herd/internal/clock/clocktest"
 )
 
 // Deadlines are generous: the machine running the tests may be loaded. They
@@ -376,7 +377,7 @@ func TestJoinErrors(t *testing.T) {
 func TestClockStampsSince(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	cfg := testConfig(t, "a", newKey(t))
-	cfg.Clock = func() time.Time { return at }
+	cfg.Clock = clocktest.New(at)
 	g := startNode(t, cfg)
 	if got := g.LocalMember().Since; !got.Equal(at) {
 		t.Errorf("Since = %v, want %v", got, at)

@@ -12,6 +12,7 @@ import (
 	"github.com/herd-dev/herd/agent/scheduler"
 	"github.com/herd-dev/herd/agent/workqueue"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/clock"
 )
 
 // ErrInvalidConfig: a RunnerConfig failed Validate.
@@ -146,7 +147,7 @@ type Runner struct {
 	cfg    RunnerConfig
 	state  State
 	writer Writer
-	clock  workqueue.Clock
+	clock  clock.Clock
 	log    *slog.Logger
 	jitter func() float64 // cfg.Jitter or math/rand/v2
 
@@ -156,15 +157,15 @@ type Runner struct {
 
 // NewRunner returns a Runner. A nil clock means the real clock, a nil
 // logger discards.
-func NewRunner(cfg RunnerConfig, state State, writer Writer, clock workqueue.Clock, log *slog.Logger) (*Runner, error) {
+func NewRunner(cfg RunnerConfig, state State, writer Writer, clk clock.Clock, log *slog.Logger) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if state == nil || writer == nil {
 		return nil, fmt.Errorf("%w: State and Writer are required", ErrInvalidConfig)
 	}
-	if clock == nil {
-		clock = workqueue.RealClock()
+	if clk == nil {
+		clk = clock.RealClock()
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -173,7 +174,7 @@ func NewRunner(cfg RunnerConfig, state State, writer Writer, clock workqueue.Clo
 	if jitter == nil {
 		jitter = rand.Float64
 	}
-	return &Runner{cfg: cfg, state: state, writer: writer, clock: clock, log: log, jitter: jitter}, nil
+	return &Runner{cfg: cfg, state: state, writer: writer, clock: clk, log: log, jitter: jitter}, nil
 }
 
 // Run reconciles until ctx is done, starting with every key (a full

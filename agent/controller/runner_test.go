@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/workqueue"
-	"github.com/herd-dev/herd/agent/workqueue/clocktest"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/clock"
+	"github.com/herd-dev/herd/internal/clock/clocktest"
 	"github.com/herd-dev/herd/internal/testutil"
 )
 
@@ -204,7 +205,7 @@ func TestRunnerConfigValidate(t *testing.T) {
 			t.Errorf("%s: Validate = %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if _, err := NewRunner(DefaultRunnerConfig(), nil, nil, workqueue.RealClock(), nil); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := NewRunner(DefaultRunnerConfig(), nil, nil, clock.RealClock(), nil); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("NewRunner without State: %v", err)
 	}
 }

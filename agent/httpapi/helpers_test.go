@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herd-dev/herd/internal/clock/clocktest"
 	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/raftstore"
 
@@ -24,10 +25,6 @@ var _ httpapi.Store = (*raftstore.MemStore)(nil)
 
 // t0 is the fixed time of the test clock.
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-
-type fixedClock struct{}
-
-func (fixedClock) Now() time.Time { return t0 }
 
 // testLogger writes to t.Log.
 func testLogger(t *testing.T) *slog.Logger { return testutil.Logger(t) }
@@ -47,7 +44,7 @@ func newEnv(t *testing.T, mutate ...func(*httpapi.Config)) *env {
 	st := raftstore.NewMemStore(func() time.Time { return t0 })
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = st
-	cfg.Clock = fixedClock{}
+	cfg.Clock = clocktest.New(t0)
 	cfg.Logger = testLogger(t)
 	cfg.Token = testToken
 	cfg.Status = func(context.Context) api.ClusterStatus {

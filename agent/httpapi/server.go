@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/clock"
 )
 
 // Sentinel errors.
@@ -92,7 +93,7 @@ type Config struct {
 	// Admission defaults and validates objects and parses selectors.
 	Admission Admission
 	// Clock stamps creation times.
-	Clock Clock
+	Clock clock.Clock
 	// Logger receives one debug line per request.
 	Logger *slog.Logger
 }
@@ -108,7 +109,7 @@ func DefaultConfig() Config {
 		WriteTimeout: 15 * time.Second,
 		Heartbeat:    15 * time.Second,
 		Admission:    APIAdmission{},
-		Clock:        realClock{},
+		Clock:        clock.RealClock(),
 		Logger:       slog.New(slog.DiscardHandler),
 	}
 }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"time"
 
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/raftstore"
@@ -32,12 +31,3 @@ type Store interface {
 }
 
 var _ Store = (*raftstore.Store)(nil)
-
-// Clock tells the time; tests pass a fixed clock. Safe for concurrent use.
-type Clock interface {
-	Now() time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }

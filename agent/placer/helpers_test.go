@@ -14,8 +14,8 @@ import (
 
 	"github.com/herd-dev/herd/agent/controller"
 	"github.com/herd-dev/herd/agent/placer/fakeboard"
-	"github.com/herd-dev/herd/agent/workqueue/clocktest"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/clock/clocktest"
 	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units"
 )

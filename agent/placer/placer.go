@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/controller"
-	"github.com/herd-dev/herd/agent/workqueue"
+	"github.com/herd-dev/herd/internal/clock"
 )
 
 // ErrRunning: Run was called while an earlier Run had not returned.
@@ -29,7 +29,7 @@ type Placer struct {
 	exec   Executor
 	state  controller.State
 	writer controller.Writer
-	clock  workqueue.Clock
+	clock  clock.Clock
 	log    *slog.Logger
 	http   *http.Client
 	jitter func() float64 // cfg.Jitter or math/rand/v2
@@ -61,15 +61,15 @@ type park struct {
 // New returns a Placer. exec reaches the boards; state and writer are the
 // same read and write sides the controller Runner uses. A nil clock means
 // the real clock, a nil logger discards.
-func New(cfg Config, exec Executor, state controller.State, writer controller.Writer, clock workqueue.Clock, log *slog.Logger) (*Placer, error) {
+func New(cfg Config, exec Executor, state controller.State, writer controller.Writer, clk clock.Clock, log *slog.Logger) (*Placer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if exec == nil || state == nil || writer == nil {
 		return nil, fmt.Errorf("%w: Executor, State and Writer are required", ErrInvalidConfig)
 	}
-	if clock == nil {
-		clock = workqueue.RealClock()
+	if clk == nil {
+		clk = clock.RealClock()
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -79,7 +79,7 @@ func New(cfg Config, exec Executor, state controller.State, writer controller.Wr
 		dial = (&net.Dialer{}).DialContext
 	}
 	cfg.QuickObserve = slices.Clone(cfg.QuickObserve)
-	p := &Placer{cfg: cfg, exec: exec, state: state, writer: writer, clock: clock, log: log, jitter: cfg.Jitter}
+	p := &Placer{cfg: cfg, exec: exec, state: state, writer: writer, clock: clk, log: log, jitter: cfg.Jitter}
 	if p.jitter == nil {
 		p.jitter = rand.Float64
 	}

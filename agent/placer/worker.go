@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/herd-dev/herd/agent/workqueue"
+	"github.com/herd-dev/herd/internal/clock"
 )
 
 // worker passes over one board. Everything it does to the board happens in
@@ -84,7 +84,7 @@ func (w *worker) run(ctx context.Context) {
 	for {
 		if idle || delay > 0 {
 			var (
-				t     workqueue.Timer
+				t     clock.Timer
 				fired <-chan time.Time
 			)
 			if !idle {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herd-dev/herd/internal/clock"
 	"golang.org/x/time/rate"
 )
 
@@ -54,7 +55,7 @@ func (c Config) Validate() error {
 // success) or AddRateLimited (on a retryable failure), and always Done.
 type Queue struct {
 	cfg     Config
-	clock   Clock
+	clock   clock.Clock
 	limiter *rate.Limiter
 
 	mu         sync.Mutex
@@ -72,18 +73,18 @@ type Queue struct {
 	loopDone chan struct{} // closed when the delay loop has returned
 }
 
-// New returns a running Queue. A nil clock means RealClock. Call ShutDown to
+// New returns a running Queue. A nil clock means clock.RealClock. Call ShutDown to
 // release its goroutine.
-func New(cfg Config, clock Clock) (*Queue, error) {
+func New(cfg Config, clk clock.Clock) (*Queue, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if clock == nil {
-		clock = RealClock()
+	if clk == nil {
+		clk = clock.RealClock()
 	}
 	q := &Queue{
 		cfg:        cfg,
-		clock:      clock,
+		clock:      clk,
 		dirty:      make(map[string]struct{}),
 		processing: make(map[string]struct{}),
 		failures:   make(map[string]int),
@@ -283,7 +284,7 @@ func (q *Queue) delayLoop() {
 			delete(q.waitIdx, it.key)
 			q.addLocked(it.key)
 		}
-		var timer Timer
+		var timer clock.Timer
 		var fire <-chan time.Time
 		if len(q.waiting) > 0 {
 			timer = q.clock.NewTimer(q.waiting[0].at.Sub(now))

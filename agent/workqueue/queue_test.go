@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/herd-dev/herd/agent/workqueue"
-	"github.com/herd-dev/herd/agent/workqueue/clocktest"
+	"github.com/herd-dev/herd/internal/clock/clocktest"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

@@ -1,4 +1,4 @@
-// Package clocktest provides a fake workqueue.Clock whose time moves only
+// Package clocktest provides a fake clock.Clock whose time moves only
 // when a test says so, for tests of the work queue and of the controller
 // runner.
 package clocktest

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herd-dev/herd/agent/workqueue"
+	"github.com/herd-dev/herd/internal/clock"
 )
 
-// Clock is a fake workqueue.Clock. Time stands still until Advance. It is
+// Clock is a fake clock.Clock. Time stands still until Advance. It is
 // safe for concurrent use.
 type Clock struct {
 	mu     sync.Mutex
@@ -17,7 +17,7 @@ type Clock struct {
 	timers []*timer
 }
 
-var _ workqueue.Clock = (*Clock)(nil)
+var _ clock.Clock = (*Clock)(nil)
 
 // New returns a fake clock showing t.
 func New(t time.Time) *Clock { return &Clock{now: t} }
@@ -31,7 +31,7 @@ func (c *Clock) Now() time.Time {
 
 // NewTimer returns a timer due d after the fake now; it fires during the
 // Advance that reaches its due time (at once if d <= 0).
-func (c *Clock) NewTimer(d time.Duration) workqueue.Timer {
+func (c *Clock) NewTimer(d time.Duration) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &timer{clock: c, at: c.now.Add(d), ch: make(chan time.Time, 1)}

@@ -1,9 +1,14 @@
-package workqueue
+// Package clock is herd's one Clock: the time and timers behind a small
+// interface, real in production, driven by hand in tests (clocktest).
+package clock
 
 import "time"
 
-// Clock tells the time and makes timers. The queue and the controller
-// runner take one so tests can drive time by hand (see package clocktest).
+// Clock tells the time and makes timers. Everything outside pure code that
+// reads the time for a decision takes one (the work queue, the controller
+// runner, the placer, the HTTP API, gossip, the raftstore), so tests can
+// drive time by hand (package clocktest). Socket deadlines and the
+// libraries' own timers (raft, memberlist) use the real clock.
 // Implementations must be safe for concurrent use.
 type Clock interface {
 	// Now returns the current time.
