@@ -17,6 +17,7 @@ import (
 
 	"github.com/herd-dev/herd/bootstrap"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/units/sshexec"
 )
 
 // herdctl reaches an agent's API through SSH when its context has an ssh
@@ -229,42 +230,22 @@ func (t *tunnel) client(ctx context.Context, i int) (c *ssh.Client, fresh bool, 
 	if err := h.known.ClientConfig(h.target.Arg, addr, cc); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", errHostKey, err)
 	}
-	var (
-		keyMu  sync.Mutex
-		keyErr error
-	)
-	check := cc.HostKeyCallback
-	cc.HostKeyCallback = func(host string, remote net.Addr, key ssh.PublicKey) error {
-		err := check(host, remote, key)
-		keyMu.Lock()
-		keyErr = err
-		keyMu.Unlock()
-		return err
-	}
 	dctx, cancel := context.WithTimeout(ctx, t.hostTimeout)
 	defer cancel()
 	nc, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
 	if err != nil {
 		return nil, false, fmt.Errorf("ssh %s (%s): %w", h.target.Arg, addr, err)
 	}
-	stop := context.AfterFunc(dctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	sc, chans, reqs, err := ssh.NewClientConn(nc, addr, cc)
-	if !stop() && err == nil {
-		sc.Close()
-		err = errors.New("handshake timed out")
-	}
-	if err != nil {
-		nc.Close()
-		keyMu.Lock()
-		kerr := keyErr
-		keyMu.Unlock()
-		if kerr != nil {
-			return nil, false, fmt.Errorf("%w: %w", errHostKey, kerr)
-		}
+	c, err = sshexec.ClientConn(dctx, nc, addr, cc)
+	var refused *sshexec.HostKeyRefusedError
+	switch {
+	case errors.As(err, &refused):
+		return nil, false, fmt.Errorf("%w: %w", errHostKey, refused.Err)
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return nil, false, fmt.Errorf("ssh %s (%s): handshake timed out", h.target.Arg, addr)
+	case err != nil:
 		return nil, false, fmt.Errorf("ssh %s (%s): %w", h.target.Arg, addr, err)
 	}
-	nc.SetDeadline(time.Time{})
-	c = ssh.NewClient(sc, chans, reqs)
 	t.mu.Lock()
 	if old := t.conns[i]; old != nil { // another dial won
 		t.mu.Unlock()

@@ -339,22 +339,12 @@ func (e *Executor) dial(ctx context.Context, n *node) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var (
-		keyMu  sync.Mutex
-		keyErr error
-	)
 	cc := &ssh.ClientConfig{
 		User:              e.cfg.User,
 		Auth:              []ssh.AuthMethod{ssh.PublicKeys(e.cfg.Signers...)},
 		HostKeyAlgorithms: policy.algorithms,
-		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
-			err := policy.check(key)
-			keyMu.Lock()
-			keyErr = err
-			keyMu.Unlock()
-			return err
-		},
-		Timeout: e.cfg.DialTimeout,
+		HostKeyCallback:   func(_ string, _ net.Addr, key ssh.PublicKey) error { return policy.check(key) },
+		Timeout:           e.cfg.DialTimeout,
 	}
 
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.DialTimeout)
@@ -368,31 +358,20 @@ func (e *Executor) dial(ctx context.Context, n *node) (*conn, error) {
 		}
 		return nil, fmt.Errorf("sshexec: node %s: dial %s: %w", name, addr, err)
 	}
-	// The handshake is not context-aware: a deadline in the past aborts it.
-	stop := context.AfterFunc(dctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	if dl, ok := dctx.Deadline(); ok {
-		nc.SetDeadline(dl)
-	}
-	sc, chans, reqs, err := ssh.NewClientConn(nc, addr, cc)
-	if !stop() && err == nil {
-		sc.Close()
-		err = errors.New("handshake timed out")
-	}
+	client, err := ClientConn(dctx, nc, addr, cc)
 	if err != nil {
-		nc.Close()
-		keyMu.Lock()
-		kerr := keyErr
-		keyMu.Unlock()
+		var refused *HostKeyRefusedError
 		switch {
-		case kerr != nil:
-			return nil, kerr
+		case errors.As(err, &refused):
+			return nil, refused.Err
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, fmt.Errorf("sshexec: node %s: ssh handshake with %s: handshake timed out", name, addr)
 		}
-		return nil, fmt.Errorf("sshexec: node %s: ssh handshake with %s: %w", name, addr, err)
+		return nil, fmt.Errorf("sshexec: node %s: %w", name, err)
 	}
-	nc.SetDeadline(time.Time{})
-	return &conn{node: name, addr: addr, client: ssh.NewClient(sc, chans, reqs), dead: make(chan struct{})}, nil
+	return &conn{node: name, addr: addr, client: client, dead: make(chan struct{})}, nil
 }
 
 // monitor watches c until it dies: it sends keepalives and closes c when
