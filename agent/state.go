@@ -73,18 +73,7 @@ func (s *clusterState) Snapshot(ctx context.Context) (*controller.Cluster, error
 			if err != nil {
 				return nil, fmt.Errorf("agent: stored %s/%s: %w", k, r.Metadata.Name, err)
 			}
-			switch o := o.(type) {
-			case *api.Node:
-				c.Nodes = append(c.Nodes, o)
-			case *api.Deployment:
-				c.Deployments = append(c.Deployments, o)
-			case *api.Daemon:
-				c.Daemons = append(c.Daemons, o)
-			case *api.Pod:
-				c.Pods = append(c.Pods, o)
-			case *api.Service:
-				c.Services = append(c.Services, o)
-			}
+			c.Add(o)
 		}
 	}
 	ms := s.gossip.Members()
@@ -207,10 +196,7 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 	s.wmu.Unlock()
 	tick := time.NewTicker(witnessTick)
 	out := make(chan controller.Change, 64)
-	last := map[string]gossip.State{}
-	for _, m := range s.gossip.Members() {
-		last[m.Name] = m.State
-	}
+	last := gossip.States(s.gossip.Members())
 	go func() {
 		defer close(out)
 		defer unsub()
@@ -259,23 +245,9 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 				}
 			case <-gossipCh:
 				s.gen.Add(1)
-				now := map[string]gossip.State{}
-				for _, m := range s.gossip.Members() {
-					now[m.Name] = m.State
-				}
-				var changed []string
-				for name, st := range now {
-					if last[name] != st {
-						changed = append(changed, name)
-					}
-				}
-				for name := range last {
-					if _, ok := now[name]; !ok {
-						changed = append(changed, name)
-					}
-				}
+				now := gossip.States(s.gossip.Members())
+				changed := gossip.StateChanges(last, now)
 				last = now
-				sort.Strings(changed)
 				if len(changed) == 0 {
 					// Metadata changed (facts, labels): look at every node.
 					changed = append(changed, "")

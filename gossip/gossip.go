@@ -467,3 +467,30 @@ func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 	d.g.log.Warn("gossip name conflict: two nodes use the same name",
 		"member", existing.Name, "addr", existing.Address(), "otherAddr", other.Address())
 }
+
+// States maps each member's name to its state.
+func States(ms []Member) map[string]State {
+	out := make(map[string]State, len(ms))
+	for _, m := range ms {
+		out[m.Name] = m.State
+	}
+	return out
+}
+
+// StateChanges returns, sorted, the names whose state differs between two
+// States maps: changed, appeared or gone.
+func StateChanges(prev, now map[string]State) []string {
+	var changed []string
+	for name, st := range now {
+		if prev[name] != st {
+			changed = append(changed, name)
+		}
+	}
+	for name := range prev {
+		if _, ok := now[name]; !ok {
+			changed = append(changed, name)
+		}
+	}
+	slices.Sort(changed)
+	return changed
+}

@@ -395,3 +395,18 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		t.Fatalf("New = %v, want ErrConfig", err)
 	}
 }
+
+func TestStateChanges(t *testing.T) {
+	prev := map[string]State{"a": StateAlive, "b": StateAlive, "c": StateDead}
+	now := map[string]State{"a": StateAlive, "b": StateDead, "d": StateAlive}
+	if diff := cmp.Diff([]string{"b", "c", "d"}, StateChanges(prev, now)); diff != "" {
+		t.Errorf("StateChanges (-want +got):\n%s", diff)
+	}
+	if got := StateChanges(now, now); len(got) != 0 {
+		t.Errorf("StateChanges of equal maps = %v", got)
+	}
+	ms := []Member{{Name: "a", State: StateAlive}, {Name: "b", State: StateLeft}}
+	if diff := cmp.Diff(map[string]State{"a": StateAlive, "b": StateLeft}, States(ms)); diff != "" {
+		t.Errorf("States (-want +got):\n%s", diff)
+	}
+}

@@ -26,6 +26,25 @@ type Cluster struct {
 	Members     []MemberInfo
 }
 
+// Add files stored objects into c by kind (objects of other kinds are
+// ignored): how a State builds a Cluster from a store listing.
+func (c *Cluster) Add(objs ...api.Object) {
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *api.Node:
+			c.Nodes = append(c.Nodes, o)
+		case *api.Deployment:
+			c.Deployments = append(c.Deployments, o)
+		case *api.Daemon:
+			c.Daemons = append(c.Daemons, o)
+		case *api.Pod:
+			c.Pods = append(c.Pods, o)
+		case *api.Service:
+			c.Services = append(c.Services, o)
+		}
+	}
+}
+
 // Key names one unit of reconcile work: "<kind>/<name>" for nodes,
 // deployments, daemons and services, or KeySchedule for the scheduling
 // step.
