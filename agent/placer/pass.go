@@ -25,6 +25,9 @@ type passResult struct {
 	// witness: the pass was a witness (a Ready board gossip calls dead):
 	// the next one follows after Config.WitnessInterval, failed or not.
 	witness bool
+	// sweep: the pass was a sweep of a down board (nodeSweep), paced like
+	// a witness; its failures are expected (the board is down).
+	sweep bool
 	// acted counts the board operations executed.
 	acted int
 	// unsettled: a bound pod's unit is not yet running and ready.
@@ -49,7 +52,11 @@ func (w *worker) pass(ctx context.Context) passResult {
 	if err != nil {
 		return passResult{err: fmt.Errorf("reading state: %w", err)}
 	}
-	if v.eligible(w.node) != nodeActive {
+	switch v.eligible(w.node) {
+	case nodeActive:
+	case nodeSweep:
+		return w.sweep(ctx, cancel, v)
+	default:
 		return passResult{skip: true}
 	}
 	desired := v.desired(w.node)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -356,8 +357,6 @@ func TestPassSkipsDownBoards(t *testing.T) {
 			n.Status.Phase = api.NodeLeft
 			return n
 		}, ""},
-		{"not ready and gossip says dead", func(t *testing.T) *api.Node { return downNode(t, "n1", "127.0.0.1") }, controller.MemberDead},
-		{"fencing but gossip says dead", func(t *testing.T) *api.Node { return fencingNode(t, "n1", "127.0.0.1") }, controller.MemberDead},
 		{"fencing but gossip says left", func(t *testing.T) *api.Node { return fencingNode(t, "n1", "127.0.0.1") }, controller.MemberLeft},
 	}
 	for _, tt := range tests {
@@ -641,5 +640,60 @@ func TestPassFinishesInterruptedRestart(t *testing.T) {
 	// Done: nothing more.
 	if res := h.pass(w); res.err != nil || res.acted != 0 {
 		t.Errorf("pass after = %+v, want a no-op", res)
+	}
+}
+
+// TestSweepStopsStaleUnitsOfADownBoard: a board that is down while gossip
+// calls it dead (a partition: its systemd still runs) gets sweeps: once it
+// answers, every unit no bound pod wants is stopped and removed, a unit a
+// still-bound pod wants is left alone, nothing is started and no status is
+// written; a sweep of a board that does not answer fails quietly.
+func TestSweepStopsStaleUnitsOfADownBoard(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		node func(t *testing.T) *api.Node
+	}{
+		{"not ready", func(t *testing.T) *api.Node { return downNode(t, "n1", "127.0.0.1") }},
+		{"fencing", func(t *testing.T) *api.Node { return fencingNode(t, "n1", "127.0.0.1") }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.st.putNode(tt.node(t))
+			h.st.setMember(controller.MemberInfo{Name: "n1", Addr: "127.0.0.1", State: controller.MemberDead})
+			lost := webPod("web-1", "n1")
+			lost.Status.Phase = api.PodLost
+			h.st.putPod(lost)
+			bound := webPod("web-2", "n1") // not yet marked Lost
+			h.st.putPod(bound)
+			b := h.fleet.Board("n1")
+			b.Install("herd-web-1.service", render(t, h.st.pod("web-1")))
+			b.Install("herd-web-2.service", render(t, h.st.pod("web-2")))
+			b.SetUnreachable(true)
+			if res := h.pass(h.p.newWorker("n1")); !res.sweep || res.err == nil {
+				t.Fatalf("sweep of an unreachable board = %+v, want a failed sweep", res)
+			}
+			b.SetUnreachable(false)
+			res := h.pass(h.p.newWorker("n1"))
+			if !res.sweep || res.err != nil || res.acted == 0 {
+				t.Fatalf("sweep = %+v, want a sweep that acted", res)
+			}
+			if diff := cmp.Diff([]string{"herd-web-2.service"}, b.ActiveUnits()); diff != "" {
+				t.Errorf("active units after the sweep (-want +got):\n%s", diff)
+			}
+			for _, u := range b.Units() {
+				if u.Unit == "herd-web-1.service" {
+					t.Errorf("the stale unit is still installed: %+v", u)
+				}
+			}
+			for _, c := range b.CallStrings() {
+				if strings.HasPrefix(c, "systemctl start") || strings.HasPrefix(c, "systemctl enable") ||
+					strings.HasPrefix(c, "systemctl restart") || strings.HasPrefix(c, "PutFile") {
+					t.Errorf("a sweep brought a unit up: %s", c)
+				}
+			}
+			if n := h.st.applyCount(); n != 0 {
+				t.Errorf("a sweep wrote status %d times", n)
+			}
+		})
 	}
 }

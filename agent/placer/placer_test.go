@@ -186,10 +186,12 @@ func TestRunUnreachableBoardNoHotLoop(t *testing.T) {
 	h.waitFor("web-1 running", func() bool { return h.st.pod("web-1").Status.Phase == api.PodRunning })
 }
 
-// TestRunDownBoardIsLeftAloneThenFenced: a board declared dead gets no
-// calls at all; when it comes back it is fenced (its stale unit stopped and
-// removed) and turns Ready.
-func TestRunDownBoardIsLeftAloneThenFenced(t *testing.T) {
+// TestRunDownBoardIsSweptThenFenced: a board declared dead gets only
+// sweeps, every WitnessInterval: while it does not answer, nothing is done
+// to it; once it answers, its stale unit is stopped and removed at once,
+// though gossip still calls it dead and it stays NotReady; when gossip calls
+// it alive it is fenced and turns Ready.
+func TestRunDownBoardIsSweptThenFenced(t *testing.T) {
 	h := newHarness(t)
 	h.st.putNode(downNode(t, "n1", "127.0.0.1"))
 	h.st.setMember(controller.MemberInfo{Name: "n1", Addr: "127.0.0.1", State: controller.MemberDead})
@@ -198,16 +200,20 @@ func TestRunDownBoardIsLeftAloneThenFenced(t *testing.T) {
 	h.st.putPod(lost)
 	b := h.fleet.Board("n1")
 	b.Install("herd-web-1.service", render(t, h.st.pod("web-1")))
+	b.SetUnreachable(true)
 	h.run()
 
-	if pk := h.waitPark("n1", 1); !pk.idle {
-		t.Fatalf("park of a dead board = %+v, want idle", pk)
+	if pk := h.waitPark("n1", 1); pk.idle || pk.retry || pk.delay != time.Second {
+		t.Fatalf("park of a dead board = %+v, want a 1s pause before the next sweep", pk)
 	}
-	for range 10 {
-		h.clock.Advance(time.Minute)
+	if got := b.ActiveUnits(); len(got) != 1 {
+		t.Fatalf("an unreachable board's units changed: %v", got)
 	}
-	if n := b.CallCount(""); n != 0 {
-		t.Fatalf("a dead board got %d calls: %q", n, b.CallStrings())
+	b.SetUnreachable(false)
+	h.clock.Advance(time.Second)
+	h.waitFor("the stale unit swept", func() bool { return len(b.ActiveUnits()) == 0 })
+	if ph := h.st.node("n1").Status.Phase; ph != api.NodeNotReady {
+		t.Errorf("a swept board is %s, want NotReady until gossip calls it alive", ph)
 	}
 
 	h.st.setMember(controller.MemberInfo{Name: "n1", Addr: "127.0.0.1", State: controller.MemberAlive})

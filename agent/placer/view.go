@@ -86,12 +86,19 @@ type eligibility int
 const (
 	// nodeGone: no Node object; the worker is about to be stopped.
 	nodeGone eligibility = iota
-	// nodeSkipped: the node is down (NotReady and not fencing, Left, or
-	// gossip says left, or dead while not Ready): leave it alone.
+	// nodeSkipped: the node is down and gossip does not call it dead
+	// (NotReady and not fencing, Left, or gossip says left): leave it
+	// alone.
 	nodeSkipped
 	// nodeActive: Ready (also while gossip says dead: each pass is then
 	// a witness), or alive and fencing.
 	nodeActive
+	// nodeSweep: down (not Ready) while gossip calls it dead: its pods are
+	// Lost and replaced elsewhere. Each pass only tries to reach the board
+	// and stop the herd units it must no longer run (sweep), so a board
+	// cut off by a partition stops its stale work as soon as the leader
+	// reaches it again, before gossip has healed and fencing begins.
+	nodeSweep
 )
 
 // witnessing reports whether node is Ready while gossip declares it dead:
@@ -127,7 +134,7 @@ func (v *view) eligible(node string) eligibility {
 		return nodeSkipped
 	}
 	if m, ok := v.members[node]; ok && m.State == controller.MemberDead && n.Status.Phase != api.NodeReady {
-		return nodeSkipped
+		return nodeSweep
 	}
 	if n.Status.Phase == api.NodeReady || fencing(n) {
 		return nodeActive

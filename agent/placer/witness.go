@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/herd-dev/herd/agent/controller"
@@ -89,4 +90,42 @@ func (w *worker) watchSilence(ctx context.Context, cancel context.CancelCauseFun
 			}
 		}
 	}()
+}
+
+// sweep is the pass over a board that is down while gossip calls it dead
+// (nodeSweep): its pods are Lost and replaced, and if the board is only cut
+// off (a partition, not a power loss) its systemd still runs their units.
+// The sweep lists the board's units within Config.WitnessTimeout (cut
+// short when the connection is silent) and, if the board answers, stops,
+// disables and removes every herd unit that no pod bound to the board
+// wants: the removals units.Plan asks for, never a bring-up (execute's
+// stillWanted refuses those too, as the board does not get full passes).
+// It writes no status and records no witness: the board turns Ready only
+// through fencing once gossip calls it alive again. So the overlap a
+// partition causes ends when the leader reaches the board, not when gossip
+// notices it is back.
+func (w *worker) sweep(ctx context.Context, cancel context.CancelCauseFunc, v *view) passResult {
+	p := w.p
+	w.watchSilence(ctx, cancel)
+	wctx, stop := context.WithTimeout(ctx, p.cfg.WitnessTimeout)
+	observed, err := p.exec.ShowUnits(wctx, w.node)
+	stop()
+	if err != nil {
+		return passResult{sweep: true, err: fmt.Errorf("sweep: listing units: %w", err)}
+	}
+	desired := v.desired(w.node)
+	planned, _ := units.Plan(desired, observed)
+	var acts []units.Action
+	for _, a := range planned {
+		switch a.Type {
+		case units.ActionStop, units.ActionDisable, units.ActionRemove, units.ActionDaemonReload, units.ActionResetFailed:
+			acts = append(acts, a)
+		}
+	}
+	if !slices.ContainsFunc(acts, func(a units.Action) bool { return a.Type == units.ActionStop || a.Type == units.ActionRemove }) {
+		return passResult{sweep: true}
+	}
+	n, err := w.execute(ctx, acts, desired, observed)
+	w.log.Info("swept a down board: stopped the units it must no longer run", "actions", n, "err", err)
+	return passResult{sweep: true, acted: n, err: err}
 }

@@ -133,11 +133,17 @@ func TestWitnessWorkerCadence(t *testing.T) {
 	if got := rec.all(); len(got) < 2 || got[0].Err == "" {
 		t.Fatalf("witnesses = %+v, want two failures", got)
 	}
-	// The node controller declares it NotReady: no more calls.
+	// The node controller declares it NotReady: sweeps follow at the
+	// same pace, and record no witness.
+	n := len(rec.all())
 	h.st.putNode(downNode(t, "n1", "127.0.0.1"))
-	pk := h.waitPark("n1", 3)
-	if !pk.idle {
-		t.Fatalf("park 3 = %+v, want idle (board down)", pk)
+	h.clock.Advance(time.Second)
+	pk := h.waitPark("n1", 4)
+	if pk.idle || pk.delay != time.Second {
+		t.Fatalf("park 4 = %+v, want a 1s pause before the next sweep (board down)", pk)
+	}
+	if got := rec.all(); len(got) > n+1 {
+		t.Errorf("sweeps recorded witnesses: %+v", got[n:])
 	}
 }
 

@@ -122,6 +122,19 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		switch {
+		case res.sweep:
+			// A down board: try it again soon (its stale units stop the
+			// moment it answers), slower after a minute of silence.
+			if res.err != nil {
+				failures++
+			} else {
+				failures = 0
+			}
+			retrying, idle, quick = false, false, 0
+			delay = cfg.WitnessInterval
+			if failures > 60 {
+				delay = cfg.RetryMax
+			}
 		case res.witness:
 			// A Ready board gossip calls dead: witness it again soon,
 			// whether it answered or not (the node controller needs a
