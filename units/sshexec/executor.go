@@ -273,7 +273,11 @@ func (e *Executor) connect(ctx context.Context, n *node) (*conn, error) {
 			n.failures++
 			n.retryAt = time.Now().Add(backoffDelay(n.failures, e.cfg.BackoffBase, e.cfg.BackoffMax, e.jitter()))
 			n.lastErr = err
-			e.log.Warn("ssh dial failed", "node", n.name, "failures", n.failures, "err", err)
+			level := slog.LevelDebug
+			if n.failures == 1 || n.failures%20 == 0 {
+				level = slog.LevelWarn // a board that stays down is not logged every few seconds
+			}
+			e.log.Log(ctx, level, "ssh dial failed", "node", n.name, "failures", n.failures, "err", err)
 		}
 		return nil, err
 	}
