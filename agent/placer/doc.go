@@ -83,10 +83,15 @@
 // and it bounds how late a crash, a failure or a readiness change is seen.
 // A failed pass (board unreachable, command failed, write conflict) is
 // retried after an exponential backoff capped at Config.RetryMax (5 s), and
-// state changes do not cut the backoff short. Boards that are down
-// (NotReady and not fencing, Left, left in gossip, or dead in gossip and
-// not Ready) get no calls at all until the node controller says they are
-// back.
+// state changes do not cut the backoff short. A board that is down while
+// gossip calls it dead (not Ready) gets only sweeps, every
+// Config.WitnessInterval (every Config.RetryMax after a minute without an
+// answer; the executor's own dial backoff spaces real dials further): a
+// listing within Config.WitnessTimeout and, if the board answers, the
+// removal of every herd unit no pod bound there wants, never a bring-up
+// and no status write. Other boards that are down (NotReady and not
+// fencing, Left, left in gossip) get no calls at all until the node
+// controller says they are back.
 //
 // # Two witnesses before death
 //
@@ -138,8 +143,11 @@
 // run twice. When the board comes back, the node controller keeps it
 // NotReady and fencing; the placer's first pass stops and removes every unit
 // not bound there (all of them, since its pods were Lost) and only then
-// turns it Ready. So overlap lasts at most for the partition plus one pass
-// (a listing and a few systemctl calls, well under a second on a LAN). A
+// turns it Ready. A sweep usually gets there first: the moment the leader
+// can reach the board over SSH again, before gossip has healed, its stale
+// units are stopped. So overlap lasts at most for the partition plus one
+// sweep interval (1 s, or the executor's dial backoff, at most 5 s, after a
+// long cut) and a pass (a listing and a few systemctl calls). A
 // board that stays partitioned from the leader but keeps power runs its
 // stale units for as long as the partition lasts: the leader cannot reach it
 // to stop them (a board stopping its own units when cut off would be the
