@@ -88,6 +88,19 @@ func TestWorkloadsPlacedReplacedAndFenced(t *testing.T) {
 	f := newFleet(t, 3, 3)
 	lead := f.leader()
 	ctx := context.Background()
+	// Spreading one per board needs every board Ready (fenced) first.
+	waitFor(t, "every board Ready", 15*time.Second, func() error {
+		for _, name := range []string{"a1", "a2", "a3"} {
+			n, err := f.node(lead, name)
+			if err != nil {
+				return err
+			}
+			if n.Status.Phase != api.NodeReady {
+				return fmt.Errorf("%s is %s", name, n.Status.Phase)
+			}
+		}
+		return nil
+	})
 	if _, err := f.client(lead).Apply(ctx, []api.Object{webDeployment(3)}, false); err != nil {
 		t.Fatal(err)
 	}
