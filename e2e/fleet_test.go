@@ -40,9 +40,8 @@ func TestFleet(t *testing.T) {
 		{"e_board_back_fenced", testBoardBackFenced},
 		{"g_kill9_mid_apply", testKill9MidApply},
 		{"h_packet_loss", testPacketLoss},
-		// Last: a board that was partitioned away does not rejoin gossip
-		// on its own (a herd bug this test proves), so the fleet after it
-		// needs the restore's workaround.
+		// Last: it cuts a board off and heals it; the board must rejoin
+		// gossip by itself and be fenced (the restore checks convergence).
 		{"f_partition", testPartition},
 	}
 	for _, sc := range scenarios {
