@@ -95,7 +95,7 @@ func (w *worker) pass(ctx context.Context) passResult {
 		res.err = errors.Join(res.err, fmt.Errorf("reading state: %w", err))
 		return res
 	}
-	node := v.nodes[w.node]
+	node := v.ix.Node(w.node)
 	if node == nil {
 		res.skip = res.err == nil
 		return res
