@@ -262,10 +262,12 @@ func phase(t ActionType) int {
 //  4. reset-failed for removed units that had failed;
 //  5. enable, then start new units and restart changed ones.
 //
-// Plan never restarts a unit just because it failed or stopped: whether a
-// failed pod is replaced is the controller's decision. An unchanged unit is
-// started only if systemd never started it (its file was written but the
-// previous pass did not get to start it). Observed units whose names are not
+// Plan never restarts a unit just because it failed: whether a failed pod
+// is replaced is the controller's decision. An unchanged unit is started
+// only if systemd never started it (its file was written but the previous
+// pass did not get to start it), or if it stopped after a clean exit (exit
+// status 0, stopped by hand) while its pod's restart policy is always and
+// nothing else is planned for it. Observed units whose names are not
 // herd unit names are ignored.
 //
 // A pod that cannot be rendered gets no actions, so a unit it already has
@@ -344,11 +346,19 @@ func Plan(desired []*api.Pod, observed []UnitState) ([]Action, error) {
 			if u.NeedDaemonReload {
 				reload = append(reload, name)
 			}
-			if u.UnitFileState == "disabled" {
+			disabled := u.UnitFileState == "disabled"
+			if disabled {
 				add(ActionEnable, name, "unit is not enabled")
 			}
-			if u.ActiveState == "inactive" && u.ExecMainStartTimestamp == "" {
+			policy := p.Spec.Template.RestartPolicy
+			switch {
+			case u.ActiveState != "inactive":
+			case u.ExecMainStartTimestamp == "":
 				add(ActionStart, name, "unit was never started")
+			case !disabled && u.LoadState == "loaded" && u.ExecMainStatus == 0 && (policy == "" || policy == api.RestartAlways):
+				// Stopped by hand after a clean exit: controller.ObservePod
+				// keeps such a pod Scheduled and expects it started again.
+				add(ActionStart, name, "unit was stopped; restart policy always")
 			}
 		}
 	}

@@ -43,6 +43,8 @@ func running(t *testing.T, p *api.Pod) UnitState {
 
 func TestPlan(t *testing.T) {
 	a, b, c, d := planPod("a"), planPod("b"), planPod("c"), planPod("d")
+	never := planPod("a")
+	never.Spec.Template.RestartPolicy = api.RestartNever
 	dChanged := planPod("d")
 	dChanged.Metadata.Generation = 2
 	dChanged.Spec.Template.Exec = []string{"/bin/sleep", "60"}
@@ -89,9 +91,15 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:     "exited unit of a restart=never pod stays exited",
+			desired:  []*api.Pod{never},
+			observed: []UnitState{with(running(t, never), func(u *UnitState) { u.ActiveState, u.SubState, u.MainPID = "inactive", "dead", 0 })},
+			want:     nil,
+		},
+		{
+			name:     "unit of a restart=always pod stopped by hand is started",
 			desired:  []*api.Pod{a},
 			observed: []UnitState{with(running(t, a), func(u *UnitState) { u.ActiveState, u.SubState, u.MainPID = "inactive", "dead", 0 })},
-			want:     nil,
+			want:     []string{"start herd-a.service"},
 		},
 		{
 			name:     "changed spec rewrites and restarts",
@@ -480,5 +488,47 @@ func TestPlanEnvChangeRewritesUnit(t *testing.T) {
 	unit, _ := Render(cur)
 	if bytes.Contains(unit, []byte("s3cr3t-value")) {
 		t.Errorf("the unit file carries an environment value:\n%s", unit)
+	}
+}
+
+// TestPlanStartsAUnitStoppedByHand: a current, loaded unit that stopped
+// after a clean exit is started again when its pod's restart policy is
+// always (the default), and left alone otherwise or when it is disabled
+// (enabling it is the plan then) or exited with an error.
+func TestPlanStartsAUnitStoppedByHand(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		policy api.RestartPolicy
+		status int
+		state  string
+		want   []ActionType
+	}{
+		{"default policy", "", 0, "enabled", []ActionType{ActionStart}},
+		{"always", api.RestartAlways, 0, "enabled", []ActionType{ActionStart}},
+		{"on-failure", api.RestartOnFailure, 0, "enabled", nil},
+		{"exit status 1", api.RestartAlways, 1, "enabled", nil},
+		{"disabled", api.RestartAlways, 0, "disabled", []ActionType{ActionEnable}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := planPod("web-1")
+			p.Spec.Template.RestartPolicy = tt.policy
+			content, err := Render(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := UnitState{Unit: api.UnitName("web-1"), LoadState: "loaded", ActiveState: "inactive", SubState: "dead",
+				UnitFileState: tt.state, FileHash: Hash(content), ExecMainStartTimestamp: "Mon 2026-12-01 10:00:00 UTC", ExecMainStatus: tt.status}
+			acts, err := Plan([]*api.Pod{p}, []UnitState{u})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []ActionType
+			for _, a := range acts {
+				got = append(got, a.Type)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Plan (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

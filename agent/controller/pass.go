@@ -126,11 +126,27 @@ func NewIndex(c *Cluster) *Index {
 			ix.byLabel[k+"="+v] = append(ix.byLabel[k+"="+v], p)
 		}
 	}
+	for _, pods := range ix.byNode {
+		slices.SortFunc(pods, compareByName)
+	}
 	return ix
 }
 
 // Cluster returns the indexed Cluster.
 func (ix *Index) Cluster() *Cluster { return ix.c }
+
+// Node returns the node called name, or nil.
+func (ix *Index) Node(name string) *api.Node { return ix.nodes[name] }
+
+// Member returns what gossip knows of the board called name.
+func (ix *Index) Member(name string) (MemberInfo, bool) {
+	m, ok := ix.members[name]
+	return m, ok
+}
+
+// PodsOn returns every pod bound to node, in any phase, sorted by name.
+// The slice is the index's: do not modify it.
+func (ix *Index) PodsOn(node string) []*api.Pod { return ix.byNode[node] }
 
 // Keys returns every key there is work for, sorted: every node, member and
 // node that pods are bound to, deployment, daemon and service, every owner

@@ -25,11 +25,9 @@
 //     a removed unit's files (its X-Herd-Files), then its environment
 //     file, are removed before the unit file, except paths another pod
 //     bound to the board still uses;
-//     Two cases units.Plan does not cover are added: a unit stopped by
-//     hand whose pod has restart policy always is started again (as
-//     ObservePod expects), and a changed unit whose restart an earlier pass
-//     did not get to (the file on the board is already current) is
-//     restarted. The latter is remembered in memory only, so a leader
+//     One case units.Plan cannot see is added: a changed unit whose restart
+//     an earlier pass did not get to (the file on the board is already
+//     current) is restarted. It is remembered in memory only, so a leader
 //     change at that exact moment leaves the old process running;
 //  4. lists the units again if anything was done;
 //  5. reports: ObservePod for every bound pod (with its readiness check:

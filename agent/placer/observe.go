@@ -73,7 +73,7 @@ func (w *worker) observe(ctx context.Context, v *view, node *api.Node, observed 
 		o.Found = o.Found || u.FileHash != ""
 		listing = append(listing, o)
 	}
-	pods := v.byNode[node.Metadata.Name]
+	pods := v.ix.PodsOn(node.Metadata.Name)
 	ready := w.readiness(ctx, node, pods, byUnit, now)
 
 	var acts []controller.Action

@@ -95,7 +95,7 @@ func (w *worker) pass(ctx context.Context) passResult {
 		res.err = errors.Join(res.err, fmt.Errorf("reading state: %w", err))
 		return res
 	}
-	node := v.nodes[w.node]
+	node := v.ix.Node(w.node)
 	if node == nil {
 		res.skip = res.err == nil
 		return res
@@ -111,7 +111,7 @@ func (w *worker) pass(ctx context.Context) passResult {
 }
 
 // plan returns the actions that make the board match desired: units.Plan
-// plus restartStopped. A plan that came out empty is remembered by a digest
+// plus finishRestarts. A plan that came out empty is remembered by a digest
 // of its inputs (every bound pod's name and resourceVersion, and the
 // listing), so a steady board is not re-rendered every pass.
 func (w *worker) plan(desired []*api.Pod, observed []units.UnitState) []units.Action {
@@ -121,7 +121,6 @@ func (w *worker) plan(desired []*api.Pod, observed []units.UnitState) []units.Ac
 	}
 	acts, err := units.Plan(desired, observed)
 	w.noteRenderErrors(desired, err)
-	acts = append(acts, restartStopped(desired, observed, acts)...)
 	acts = append(acts, w.finishRestarts(desired, observed, acts)...)
 	w.noopPlan = [16]byte{}
 	if len(acts) == 0 && err == nil {
@@ -174,7 +173,7 @@ func (w *worker) finishRestarts(desired []*api.Pod, observed []units.UnitState, 
 	return restart
 }
 
-// planKey digests what Plan and restartStopped read.
+// planKey digests what Plan reads.
 func planKey(desired []*api.Pod, observed []units.UnitState) [16]byte {
 	h := fnv.New128a()
 	w := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
@@ -196,35 +195,6 @@ func planKey(desired []*api.Pod, observed []units.UnitState) [16]byte {
 	var k [16]byte
 	h.Sum(k[:0])
 	return k
-}
-
-// restartStopped returns a start for every bound pod whose unit is loaded,
-// current and inactive after a clean exit, with restart policy always: a
-// unit someone stopped by hand. controller.ObservePod keeps such a pod
-// Scheduled and expects it to be started again, which units.Plan does not
-// do (it only starts units that never ran). Units Plan already acts on are
-// left to Plan.
-func restartStopped(desired []*api.Pod, observed []units.UnitState, planned []units.Action) []units.Action {
-	touched := make(map[string]bool, len(planned))
-	for _, a := range planned {
-		touched[a.Unit] = true
-	}
-	seen := make(map[string]units.UnitState, len(observed))
-	for _, u := range observed {
-		seen[u.Unit] = u
-	}
-	var out []units.Action
-	for _, pod := range desired {
-		name := api.UnitName(pod.Metadata.Name)
-		u, ok := seen[name]
-		policy := pod.Spec.Template.RestartPolicy
-		if !ok || touched[name] || u.LoadState != "loaded" || u.ActiveState != "inactive" || u.ExecMainStatus != 0 ||
-			(policy != "" && policy != api.RestartAlways) {
-			continue
-		}
-		out = append(out, units.Action{Type: units.ActionStart, Unit: name, Reason: "unit was stopped; restart policy always"})
-	}
-	return out
 }
 
 // noteRenderErrors logs, once per pod and error, the pods Plan could not

@@ -198,7 +198,11 @@ func (d *dispatcher) sync() {
 		return // same state as last time: nothing to wake
 	}
 	d.synced = v
-	for name := range v.nodes {
+	for _, n := range v.c.Nodes {
+		if n == nil {
+			continue
+		}
+		name := n.Metadata.Name
 		fp := v.fingerprint(name)
 		w := d.workers[name]
 		if w == nil {
@@ -218,7 +222,7 @@ func (d *dispatcher) sync() {
 		}
 	}
 	for name, w := range d.workers {
-		if v.nodes[name] != nil {
+		if v.ix.Node(name) != nil {
 			continue
 		}
 		d.p.log.Info("node gone; stopping its worker", "node", name)

@@ -1,55 +1,28 @@
 package placer
 
 import (
-	"cmp"
 	"context"
 	"hash/fnv"
-	"slices"
 	"strconv"
 
 	"github.com/herd-dev/herd/agent/controller"
 	"github.com/herd-dev/herd/api"
 )
 
-// view is one Snapshot with the lookups a pass needs. It is read-only once
-// built and shared by every worker while the state's Version is unchanged.
+// view is one Snapshot with the lookups a pass needs: the controllers'
+// own index of it (controller.Index), so the placer and the reconcilers
+// read the same state the same way. It is read-only once built and shared
+// by every worker while the state's Version is unchanged.
 type view struct {
-	c       *controller.Cluster
-	nodes   map[string]*api.Node
-	members map[string]controller.MemberInfo
-	// byNode holds every pod bound to a node, sorted by name.
-	byNode map[string][]*api.Pod
+	c  *controller.Cluster
+	ix *controller.Index
 }
 
 func newView(c *controller.Cluster) *view {
 	if c == nil {
 		c = &controller.Cluster{}
 	}
-	v := &view{
-		c:       c,
-		nodes:   make(map[string]*api.Node, len(c.Nodes)),
-		members: make(map[string]controller.MemberInfo, len(c.Members)),
-		byNode:  make(map[string][]*api.Pod),
-	}
-	for _, n := range c.Nodes {
-		if n != nil {
-			v.nodes[n.Metadata.Name] = n
-		}
-	}
-	for _, m := range c.Members {
-		if m.Name != "" {
-			v.members[m.Name] = m
-		}
-	}
-	for _, p := range c.Pods {
-		if p != nil && p.Spec.Node != "" {
-			v.byNode[p.Spec.Node] = append(v.byNode[p.Spec.Node], p)
-		}
-	}
-	for _, pods := range v.byNode {
-		slices.SortFunc(pods, func(a, b *api.Pod) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
-	}
-	return v
+	return &view{c: c, ix: controller.NewIndex(c)}
 }
 
 // view returns a view of the current state, reusing the last one while the
@@ -72,7 +45,7 @@ func (p *Placer) view(ctx context.Context) (*view, error) {
 // not terminal, sorted by name.
 func (v *view) desired(node string) []*api.Pod {
 	var out []*api.Pod
-	for _, p := range v.byNode[node] {
+	for _, p := range v.ix.PodsOn(node) {
 		if !p.Status.Phase.Terminal() {
 			out = append(out, p)
 		}
@@ -105,8 +78,8 @@ const (
 // the node controller waits for the placer's word on whether the board
 // still answers (controller.Witness), and each pass gives it.
 func (v *view) witnessing(node string) bool {
-	n := v.nodes[node]
-	m, ok := v.members[node]
+	n := v.ix.Node(node)
+	m, ok := v.ix.Member(node)
 	return n != nil && ok && m.State == controller.MemberDead && n.Status.Phase == api.NodeReady
 }
 
@@ -126,14 +99,14 @@ func fencing(n *api.Node) bool {
 
 // eligible says whether node gets passes in this view.
 func (v *view) eligible(node string) eligibility {
-	n := v.nodes[node]
+	n := v.ix.Node(node)
 	if n == nil {
 		return nodeGone
 	}
-	if m, ok := v.members[node]; ok && m.State == controller.MemberLeft {
+	if m, ok := v.ix.Member(node); ok && m.State == controller.MemberLeft {
 		return nodeSkipped
 	}
-	if m, ok := v.members[node]; ok && m.State == controller.MemberDead && n.Status.Phase != api.NodeReady {
+	if m, ok := v.ix.Member(node); ok && m.State == controller.MemberDead && n.Status.Phase != api.NodeReady {
 		return nodeSweep
 	}
 	if n.Status.Phase == api.NodeReady || fencing(n) {
@@ -152,11 +125,11 @@ func (v *view) fingerprint(node string) uint64 {
 	w := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
 	w(strconv.Itoa(int(v.eligible(node))))
 	w(strconv.FormatBool(v.witnessing(node)))
-	if n := v.nodes[node]; n != nil {
+	if n := v.ix.Node(node); n != nil {
 		w(n.Status.Address)
 		w(string(n.Status.Phase))
 	}
-	for _, p := range v.byNode[node] {
+	for _, p := range v.ix.PodsOn(node) {
 		w(p.Metadata.Name)
 		w(strconv.FormatInt(p.Metadata.Generation, 10))
 		w(p.Spec.Revision)
