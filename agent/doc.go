@@ -1,6 +1,12 @@
 // Package agent is herd's composition root: it loads the agent
 // configuration, wires gossip, the raftstore, the HTTP API and, while this
 // agent leads, the controllers and the executor, and runs them until the
-// process is told to stop. It holds no business logic of its own; each
-// concern lives in its own package and is handed its dependencies here.
+// process is told to stop. Decisions live in the packages it wires: Raft
+// membership in raftstore.PlanMembership, member state diffing in gossip,
+// every object rule in api, reconciling in agent/controller, board work in
+// agent/placer. What stays here is the shell around them: the controllers'
+// State and Writer over the raftstore and gossip (state.go: a snapshot
+// cached per change, the placer's SSH witnesses kept for the node
+// controller, actions turned into store transactions), the executor
+// adapter and the loops that apply the plans.
 package agent
