@@ -110,6 +110,13 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, name string) {
 		s.writeError(w, err)
 		return
 	}
+	// The pod's board comes from the leader's current state (unless
+	// ?stale), so a lagging copy never sends the read to a board the pod
+	// has left.
+	if err := s.readBarrier(r); err != nil {
+		s.writeError(w, err)
+		return
+	}
 	raw, err := s.cfg.Store.Get(api.KindPod, name)
 	if err != nil {
 		s.writeError(w, err)

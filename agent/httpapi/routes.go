@@ -39,15 +39,15 @@ const maxOwnCASRetries = 100
 //	DELETE /v1/{kind}/{name}[?resourceVersion=N]
 //	PUT    /v1/{kind}/{name}/status      403: status is written by herd only
 //	PUT    /v1/deployments/{name}/scale  set replicas
-//	GET    /v1/pods/{name}/logs[?follow=1&since=..&tail=N]  journal, text/plain
+//	GET    /v1/pods/{name}/logs[?follow=1&since=..&tail=N][&stale]  journal, text/plain
 //
 // A GET route answers HEAD too. What the patterns do not match gets the
 // API's JSON error: 404 naming the path, or 405 with Allow (the mux's own
 // answers, turned into API errors by route). An unknown {kind} is a 404
 // listing the kinds.
 //
-// Gets and lists are linearizable (the store's ReadBarrier) unless the
-// request says ?stale, which reads this agent's copy as it is. Every
+// Gets, lists and the pod lookup of logs are linearizable (the store's
+// ReadBarrier) unless the request says ?stale, which reads this agent's copy as it is. Every
 // read-modify-write (update, scale, apply) reads after a ReadBarrier.
 func (s *Server) newRouter() *http.ServeMux {
 	mux := http.NewServeMux()
