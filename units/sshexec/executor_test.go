@@ -23,6 +23,7 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
 
@@ -429,9 +430,14 @@ func TestReconnectBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Kill()
-	if _, err := e.Run(ctx, "b1", []string{"true"}); err == nil {
-		t.Fatal("Run succeeded with sshd down")
-	}
+	// The pooled connection may outlive sshd for a moment (its session
+	// process dies a little later); go on until a dial has failed.
+	testutil.Until(t, 10*time.Second, "a dial to the stopped sshd to fail", func() bool {
+		if _, err := e.Run(ctx, "b1", []string{"true"}); err == nil {
+			t.Fatal("Run succeeded with sshd down")
+		}
+		return e.Stats().DialFailures > 0
+	})
 	// Within the backoff window an operation whose deadline ends first
 	// fails fast, without dialling.
 	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
