@@ -268,42 +268,11 @@ func (t *tunnel) drop(i int, c *ssh.Client) {
 	c.Close()
 }
 
-// keepAlive sends keepalives on c until it closes, and drops it when three
-// periods pass without a reply.
+// keepAlive watches c with sshexec.KeepAlive (three periods without a
+// reply close it) and drops it once it is closed.
 func (t *tunnel) keepAlive(i int, c *ssh.Client) {
-	done := make(chan struct{})
-	go func() {
-		c.Wait()
-		close(done)
-	}()
-	tick := time.NewTicker(t.keepalive)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			t.drop(i, c)
-			return
-		case <-tick.C:
-		}
-		reply := make(chan error, 1)
-		go func() {
-			_, _, err := c.SendRequest("keepalive@openssh.com", true, nil)
-			reply <- err
-		}()
-		select {
-		case err := <-reply:
-			if err != nil {
-				t.drop(i, c)
-				return
-			}
-		case <-time.After(3 * t.keepalive):
-			t.drop(i, c)
-			return
-		case <-done:
-			t.drop(i, c)
-			return
-		}
-	}
+	sshexec.KeepAlive(c, t.keepalive, 3, nil)
+	t.drop(i, c)
 }
 
 // tunnelEnv is what resolving a context's ssh table needs from outside.

@@ -381,46 +381,21 @@ func (e *Executor) dial(ctx context.Context, n *node) (*conn, error) {
 // monitor watches c until it dies: it sends keepalives and closes c when
 // KeepaliveMax intervals pass without a reply.
 func (e *Executor) monitor(c *conn) {
-	go func() {
-		err := c.client.Wait()
-		c.close()
-		e.log.Debug("ssh connection closed", "node", c.node, "err", err)
-	}()
-	t := time.NewTicker(e.cfg.KeepaliveInterval)
-	defer t.Stop()
-	replied := make(chan struct{}, 1)
-	inflight, missed := false, 0
-	for {
-		select {
-		case <-c.dead:
-			return
-		case <-replied:
-			inflight, missed = false, 0
+	err := KeepAlive(c.client, e.cfg.KeepaliveInterval, e.cfg.KeepaliveMax, func(t time.Time) {
+		if t.IsZero() {
 			c.kaSent.Store(0)
-		case <-t.C:
-			if inflight {
-				missed++
-				if missed >= e.cfg.KeepaliveMax {
-					e.keepaliveTimeouts.Add(1)
-					e.log.Warn("ssh peer stopped answering keepalives; closing connection", "node", c.node, "addr", c.addr,
-						"missed", missed)
-					c.close()
-					return
-				}
-				continue
-			}
-			inflight = true
-			c.kaSent.Store(time.Now().UnixNano())
-			go func() {
-				// Any reply, even "request not understood", proves liveness.
-				if _, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil); err != nil {
-					c.close()
-					return
-				}
-				replied <- struct{}{}
-			}()
+		} else {
+			c.kaSent.Store(t.UnixNano())
 		}
+	})
+	if errors.Is(err, ErrKeepaliveTimeout) {
+		e.keepaliveTimeouts.Add(1)
+		e.log.Warn("ssh peer stopped answering keepalives; closing connection", "node", c.node, "addr", c.addr,
+			"missed", e.cfg.KeepaliveMax)
+	} else {
+		e.log.Debug("ssh connection closed", "node", c.node)
 	}
+	c.close()
 }
 
 func (c *conn) alive() bool {
