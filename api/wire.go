@@ -122,6 +122,12 @@ const MaxLogTail = 100000
 // already sent as 200 by then).
 const LogErrorTrailer = "Herd-Error"
 
+// HeaderRequestID is the request header that names a write (create,
+// update, delete, scale, apply): a write resent with the same id, after a
+// broken connection or outcome_unknown, is applied at most once. 1 to 64
+// characters of [A-Za-z0-9_-]; the client sends a random one per call.
+const HeaderRequestID = "Herd-Request-Id"
+
 // sinceLayout is the zone-less time format ParseSince accepts.
 const sinceLayout = "2006-01-02 15:04:05"
 

@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,11 +78,13 @@ func DefaultBackoff(n int) time.Duration {
 }
 
 // Client talks to one of several agent addresses, moving on to the next
-// when one cannot be reached. Requests that are safe to send again (reads,
-// compare-and-swap updates, scale, apply) are retried, on the next
+// when one cannot be reached. Every request is retried, on the next
 // address, after a broken connection or a 503 of an election (no_leader,
-// outcome_unknown); other writes only when they certainly were not
-// applied. Addresses are http://host:port, https://..., or
+// outcome_unknown): reads because they change nothing, and writes
+// (create, update, delete, scale, apply) because each call carries one
+// random request id (api.HeaderRequestID) on all its attempts, and the
+// store applies a write with one id at most once, answering a resend of
+// an applied write with the objects stored now. Addresses are http://host:port, https://..., or
 // unix:///path/to/socket. A Client is safe for concurrent use.
 type Client struct {
 	addrs []string
@@ -221,7 +225,7 @@ func (c *Client) ListSelected(ctx context.Context, kind api.Kind, selector strin
 		q.Set("selector", selector)
 	}
 	var l api.ObjectList
-	if err := c.do(ctx, http.MethodGet, kindPath(kind, ""), q, nil, &l, idempotent); err != nil {
+	if err := c.do(ctx, http.MethodGet, kindPath(kind, ""), q, nil, &l); err != nil {
 		return nil, 0, err
 	}
 	return l.Items, l.ResourceVersion, nil
@@ -230,36 +234,35 @@ func (c *Client) ListSelected(ctx context.Context, kind api.Kind, selector strin
 // Get gets one object.
 func (c *Client) Get(ctx context.Context, kind api.Kind, name string) (api.RawObject, error) {
 	var o api.RawObject
-	err := c.do(ctx, http.MethodGet, kindPath(kind, name), readQuery(ctx), nil, &o, idempotent)
+	err := c.do(ctx, http.MethodGet, kindPath(kind, name), readQuery(ctx), nil, &o)
 	return o, err
 }
 
 // Create creates one object (not nodes or pods) and returns it as stored.
-// It is not sent again after a failure that leaves its outcome unknown
-// (code outcome_unknown, a broken connection): get the object to see.
+// Like every write it carries a request id, so it is resent safely after
+// a failure that leaves its outcome unknown: a resend of a create that was
+// applied returns the stored object instead of "exists".
 func (c *Client) Create(ctx context.Context, obj api.Object) (api.RawObject, error) {
 	var o api.RawObject
-	err := c.doObject(ctx, http.MethodPost, kindPath(obj.GetKind(), ""), obj, &o, unconditional)
+	err := c.doObject(withRequestID(ctx), http.MethodPost, kindPath(obj.GetKind(), ""), obj, &o)
 	return o, err
 }
 
 // Update replaces one object's labels and spec (a node's cordon flag, for
 // instance), compare-and-swap when its metadata.resourceVersion is set, and
-// returns it as stored. Only a compare-and-swap update is retried after a
-// failure that leaves its outcome unknown.
+// returns it as stored. It is resent after a failure that leaves its
+// outcome unknown; its request id makes the store apply it at most once
+// (a resent compare-and-swap update that was applied is no conflict).
 func (c *Client) Update(ctx context.Context, obj api.Object) (api.RawObject, error) {
-	pol := unconditional
-	if obj.GetMeta().ResourceVersion != 0 {
-		pol = idempotent // compare-and-swap: a second write conflicts
-	}
 	var o api.RawObject
-	err := c.doObject(ctx, http.MethodPut, kindPath(obj.GetKind(), obj.GetMeta().Name), obj, &o, pol)
+	err := c.doObject(withRequestID(ctx), http.MethodPut, kindPath(obj.GetKind(), obj.GetMeta().Name), obj, &o)
 	return o, err
 }
 
-// Apply creates or updates objs together: all or none. It is retried like
-// a read: the server diffs objs against the stored objects, so applying
-// them again after an unknown outcome changes nothing more.
+// Apply creates or updates objs together: all or none. It is resent after
+// an unknown outcome with the same request id (a dry run carries none and
+// writes nothing), so it applies at most once even if another writer
+// changed the objects in between.
 func (c *Client) Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]api.ApplyResult, error) {
 	req := api.ApplyRequest{Objects: make([]json.RawMessage, len(objs))}
 	for i, o := range objs {
@@ -273,25 +276,39 @@ func (c *Client) Apply(ctx context.Context, objs []api.Object, dryRun bool) ([]a
 	if dryRun {
 		q.Set("dryRun", "1")
 	}
+	if !dryRun {
+		ctx = withRequestID(ctx)
+	}
 	var resp api.ApplyResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/apply", q, req, &resp, idempotent); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/apply", q, req, &resp); err != nil {
 		return nil, err
 	}
 	return resp.Results, nil
 }
 
-// Delete deletes one object. Like Create, it is not retried after a
-// failure that leaves its outcome unknown.
+// Delete deletes one object. Like Create it carries a request id: a
+// resend of a delete that was applied succeeds instead of "not found".
 func (c *Client) Delete(ctx context.Context, kind api.Kind, name string) error {
-	return c.do(ctx, http.MethodDelete, kindPath(kind, name), nil, nil, nil, unconditional)
+	return c.do(withRequestID(ctx), http.MethodDelete, kindPath(kind, name), nil, nil, nil)
 }
 
-// Scale sets a deployment's replicas. Setting replicas to N twice is
-// setting it once, so it is retried like a read.
+// Scale sets a deployment's replicas. It carries a request id, so a resend
+// after an unknown outcome is applied at most once: it never overwrites a
+// write that landed between the two attempts.
 func (c *Client) Scale(ctx context.Context, name string, replicas int) (api.RawObject, error) {
 	var o api.RawObject
-	err := c.do(ctx, http.MethodPut, kindPath(api.KindDeployment, name)+"/scale", nil, api.ScaleRequest{Replicas: &replicas}, &o, idempotent)
+	err := c.do(withRequestID(ctx), http.MethodPut, kindPath(api.KindDeployment, name)+"/scale", nil, api.ScaleRequest{Replicas: &replicas}, &o)
 	return o, err
+}
+
+type requestIDKey struct{}
+
+// withRequestID returns ctx carrying a new random request id (128 bits,
+// hex), which send puts on every attempt of the call.
+func withRequestID(ctx context.Context) context.Context {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return context.WithValue(ctx, requestIDKey{}, hex.EncodeToString(b[:]))
 }
 
 // Watch streams events for kind ("" for all) after fromRV until ctx ends.
@@ -310,7 +327,7 @@ func (c *Client) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-cha
 		p = kindPath(kind, "")
 		q.Set("watch", "1")
 	}
-	resp, cancel, err := c.send(ctx, http.MethodGet, p, q, nil, false, idempotent)
+	resp, cancel, err := c.send(ctx, http.MethodGet, p, q, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +355,7 @@ func (c *Client) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-cha
 // Status returns the agent's cluster status.
 func (c *Client) Status(ctx context.Context) (api.ClusterStatus, error) {
 	var st api.ClusterStatus
-	err := c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &st, idempotent)
+	err := c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &st)
 	return st, err
 }
 
@@ -361,17 +378,17 @@ func kindPath(kind api.Kind, name string) string {
 }
 
 // doObject sends obj, encoded with its kind, as the request body.
-func (c *Client) doObject(ctx context.Context, method, p string, obj api.Object, out any, pol retryPolicy) error {
+func (c *Client) doObject(ctx context.Context, method, p string, obj api.Object, out any) error {
 	b, err := marshalObject(obj)
 	if err != nil {
 		return fmt.Errorf("client: encoding %s/%s: %w", obj.GetKind(), obj.GetMeta().Name, err)
 	}
-	return c.do(ctx, method, p, nil, json.RawMessage(b), out, pol)
+	return c.do(ctx, method, p, nil, json.RawMessage(b), out)
 }
 
 // do sends a request with a JSON body (when in is non-nil) and decodes a
 // JSON response into out (when non-nil), within the request timeout.
-func (c *Client) do(ctx context.Context, method, p string, q url.Values, in, out any, pol retryPolicy) error {
+func (c *Client) do(ctx context.Context, method, p string, q url.Values, in, out any) error {
 	var body []byte
 	if in != nil {
 		var err error
@@ -379,7 +396,7 @@ func (c *Client) do(ctx context.Context, method, p string, q url.Values, in, out
 			return fmt.Errorf("client: encoding request: %w", err)
 		}
 	}
-	resp, cancel, err := c.send(ctx, method, p, q, body, true, pol)
+	resp, cancel, err := c.send(ctx, method, p, q, body, true)
 	if err != nil {
 		return err
 	}
@@ -395,35 +412,18 @@ func (c *Client) do(ctx context.Context, method, p string, q url.Values, in, out
 	return nil
 }
 
-// retryPolicy says which failures of a request are answered by sending it
-// again.
-type retryPolicy int
-
-const (
-	// unconditional: a write that must not be applied twice blindly
-	// (create, delete, an update without a resourceVersion). It is sent
-	// again only when it certainly was not applied: no address accepted a
-	// connection, or the agent answered 503 no_leader. After
-	// outcome_unknown, or a connection that broke once the request was
-	// sent, the error is returned: the caller reads before writing again.
-	unconditional retryPolicy = iota
-	// idempotent: a read, or a write that applied twice leaves what it
-	// left applied once: a CAS update (the second fails with a conflict,
-	// overwriting nothing), scale (replicas = N) and apply (the server
-	// diffs the same manifests against the stored objects, all or none,
-	// so a second apply finds the first one's objects and reports them
-	// unchanged). It is also sent again after outcome_unknown, a
-	// 502/503/504 and a connection that broke after sending.
-	idempotent
-)
-
-// send sends a request, retrying failures that pol makes safe (at most
+// send sends a request, retrying failures after which it is safe to send
+// again (at most
 // Options.Retries times, with Options.Backoff between, each to the next
 // address) within the request timeout when timeout is set. Each attempt
 // tries the addresses in turn, starting with the one that last answered,
 // moving on only when a connection cannot be made. A non-2xx response is
 // returned as *api.APIError. The caller closes the body and calls cancel.
-func (c *Client) send(ctx context.Context, method, p string, q url.Values, body []byte, timeout bool, pol retryPolicy) (*http.Response, context.CancelFunc, error) {
+//
+// Every request is safe to resend: a read changes nothing, and a write
+// carries its call's request id (withRequestID) on every attempt, so the
+// store applies it at most once.
+func (c *Client) send(ctx context.Context, method, p string, q url.Values, body []byte, timeout bool) (*http.Response, context.CancelFunc, error) {
 	cancel := context.CancelFunc(func() {})
 	if timeout {
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
@@ -434,7 +434,7 @@ func (c *Client) send(ctx context.Context, method, p string, q url.Values, body 
 		if err == nil {
 			return resp, cancel, nil
 		}
-		if n > c.opts.Retries || !retryable(pol, err) || !wait(ctx, c.opts.Backoff(n)) {
+		if n > c.opts.Retries || !retryable(err) || !wait(ctx, c.opts.Backoff(n)) {
 			cancel()
 			return nil, nil, err
 		}
@@ -443,20 +443,19 @@ func (c *Client) send(ctx context.Context, method, p string, q url.Values, body 
 }
 
 // retryable reports whether a request that failed with err may be sent
-// again under pol.
-func retryable(pol retryPolicy, err error) bool {
+// again: it was never sent, the agent knew no leader, the outcome is
+// unknown (the write's request id makes a resend safe), or the connection
+// broke.
+func retryable(err error) bool {
 	var ae *api.APIError
 	var be *brokenError
 	switch {
 	case errors.Is(err, ErrUnreachable): // never sent
 		return true
 	case errors.As(err, &ae):
-		if pol == unconditional {
-			return ae.StatusCode == http.StatusServiceUnavailable && ae.Code == api.CodeNoLeader
-		}
 		return ae.Code == api.CodeNoLeader || ae.Code == api.CodeOutcomeUnknown
 	case errors.As(err, &be):
-		return pol == idempotent
+		return true
 	}
 	return false
 }
@@ -516,6 +515,9 @@ func (c *Client) sendOnce(ctx context.Context, start int, method, p string, q ur
 			req.Header.Set("Content-Type", "application/json")
 		}
 		req.Header.Set("Accept", "application/json")
+		if id, _ := ctx.Value(requestIDKey{}).(string); id != "" {
+			req.Header.Set(api.HeaderRequestID, id)
+		}
 		if c.opts.Token != "" {
 			req.Header.Set("Authorization", "Bearer "+c.opts.Token)
 		}

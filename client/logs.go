@@ -53,7 +53,7 @@ func (c *Client) Logs(ctx context.Context, name string, opts LogOptions, w io.Wr
 		q.Set("tail", strconv.Itoa(opts.Tail))
 	}
 	p := kindPath(api.KindPod, name) + "/logs"
-	resp, cancel, err := c.send(ctx, http.MethodGet, p, q, nil, !opts.Follow, idempotent)
+	resp, cancel, err := c.send(ctx, http.MethodGet, p, q, nil, !opts.Follow)
 	if err != nil {
 		return err
 	}

@@ -20,27 +20,40 @@ const (
 	noLeader       fault = iota // 503 no_leader: certainly not applied
 	outcomeUnknown              // 503 outcome_unknown: maybe applied
 	reset                       // the connection closes after the request was read
+	appliedReset                // the request is applied, then the connection closes
 )
 
 func (f fault) String() string {
-	return [...]string{"no_leader", "outcome_unknown", "reset"}[f]
+	return [...]string{"no_leader", "outcome_unknown", "reset", "applied_reset"}[f]
 }
 
 // flaky is an agent that fails the next `fails` requests with fault, then
 // passes them to the real API, counting every request it receives.
 type flaky struct {
-	next http.Handler
+	next  http.Handler
+	front string // its URL
+
+	// between, when set, runs after a request applied by appliedReset
+	// and before its connection is cut: another client's write.
+	between func()
 
 	mu       sync.Mutex
 	fails    int
 	fault    fault
 	requests int
+	ids      []string // the Herd-Request-Id of every request
 }
 
 func (f *flaky) arm(n int, ft fault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.fails, f.fault, f.requests = n, ft, 0
+	f.fails, f.fault, f.requests, f.ids = n, ft, 0, nil
+}
+
+func (f *flaky) requestIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.ids...)
 }
 
 func (f *flaky) count() int {
@@ -52,6 +65,7 @@ func (f *flaky) count() int {
 func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests++
+	f.ids = append(f.ids, r.Header.Get(api.HeaderRequestID))
 	fail, ft := f.fails > 0, f.fault
 	if fail {
 		f.fails--
@@ -62,6 +76,12 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch ft {
+	case appliedReset:
+		f.next.ServeHTTP(httptest.NewRecorder(), r)
+		if f.between != nil {
+			f.between()
+		}
+		fallthrough
 	case reset:
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err == nil {
@@ -82,6 +102,7 @@ func flakyAgent(t *testing.T, retries int) (*flaky, *client.Client, *[]int) {
 	f := &flaky{next: srv.Config.Handler}
 	front := httptest.NewServer(f)
 	t.Cleanup(front.Close)
+	f.front = front.URL
 	var backoffs []int
 	c, err := client.New([]string{front.URL}, client.Options{
 		Token:   testToken,
@@ -97,9 +118,9 @@ func flakyAgent(t *testing.T, retries int) (*flaky, *client.Client, *[]int) {
 	return f, c, &backoffs
 }
 
-// TestRetries: reads, CAS updates, scale and apply are sent again after
-// every retryable failure; create, delete and an unconditional update only
-// after "no leader", never once their outcome is unknown.
+// TestRetries: every request, reads and writes, is sent again after every
+// retryable failure: a write carries a request id, the same on each of
+// its attempts, which makes a resend safe.
 func TestRetries(t *testing.T) {
 	ops := []struct {
 		name string
@@ -143,24 +164,24 @@ func TestRetries(t *testing.T) {
 			_, err := c.Apply(ctx, []api.Object{deploymentNamed("web")}, false)
 			return err
 		}},
-		{"create", false, func(ctx context.Context, c *client.Client, arm func()) error {
+		{"create", true, func(ctx context.Context, c *client.Client, arm func()) error {
 			arm()
 			_, err := c.Create(ctx, deploymentNamed("new"))
 			return err
 		}},
-		{"unconditional update", false, func(ctx context.Context, c *client.Client, arm func()) error {
+		{"unconditional update", true, func(ctx context.Context, c *client.Client, arm func()) error {
 			arm()
 			_, err := c.Update(ctx, deploymentNamed("web"))
 			return err
 		}},
-		{"delete", false, func(ctx context.Context, c *client.Client, arm func()) error {
+		{"delete", true, func(ctx context.Context, c *client.Client, arm func()) error {
 			arm()
 			return c.Delete(ctx, api.KindDeployment, "gone")
 		}},
 	}
 	const failures = 2
 	for _, op := range ops {
-		for _, ft := range []fault{noLeader, outcomeUnknown, reset} {
+		for _, ft := range []fault{noLeader, outcomeUnknown, reset, appliedReset} {
 			t.Run(op.name+"/"+ft.String(), func(t *testing.T) {
 				f, c, backoffs := flakyAgent(t, 5)
 				ctx := ctxT(t)
@@ -182,6 +203,9 @@ func TestRetries(t *testing.T) {
 					if len(*backoffs) != failures || (*backoffs)[0] != 1 || (*backoffs)[1] != 2 {
 						t.Errorf("backoffs for retries %v, want [1 2]", *backoffs)
 					}
+					if ids := f.requestIDs(); ids[0] != ids[1] || ids[1] != ids[2] {
+						t.Errorf("attempts carried request ids %q, want one id on all", ids)
+					}
 					return
 				}
 				if err == nil {
@@ -195,6 +219,55 @@ func TestRetries(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestResentWriteAppliedOnce: a scale whose first attempt was applied,
+// and whose connection then broke after another client's write landed, is
+// resent and not applied again: the other write stays.
+func TestResentWriteAppliedOnce(t *testing.T) {
+	f, c, _ := flakyAgent(t, 5)
+	ctx := ctxT(t)
+	if _, err := c.Create(ctx, deploymentNamed("web")); err != nil {
+		t.Fatal(err)
+	}
+	otherC, err := client.New([]string{f.front}, client.Options{Token: testToken, Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.between = func() {
+		f.between = nil
+		if _, err := otherC.Scale(ctx, "web", 7); err != nil {
+			t.Errorf("the other client's scale: %v", err)
+		}
+	}
+	f.arm(1, appliedReset)
+	got, err := c.Scale(ctx, "web", 5)
+	if err != nil {
+		t.Fatalf("scale: %v", err)
+	}
+	if n := f.count(); n != 3 { // applied+cut, the other's, the resend
+		t.Errorf("%d requests, want 3", n)
+	}
+	if ids := f.requestIDs(); ids[0] == "" || ids[0] != ids[2] || ids[1] == ids[0] {
+		t.Errorf("request ids %q: want the resend to carry the first attempt's, the other client its own", ids)
+	}
+	stored, err := otherC.Get(ctx, api.KindDeployment, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, o := range map[string]api.RawObject{"answer": got, "stored": stored} {
+		d, err := api.FromRaw(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := *d.(*api.Deployment).Spec.Replicas; r != 7 {
+			t.Errorf("%s: replicas %d, want the other client's 7 (the resend must not apply again)", what, r)
+		}
+	}
+	// Created at generation 1, scaled to 5 once, to 7 once.
+	if stored.Metadata.Generation != 3 {
+		t.Errorf("generation %d, want 3: the scale to 5 applied more than once", stored.Metadata.Generation)
 	}
 }
 

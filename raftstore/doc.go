@@ -42,6 +42,18 @@
 // leader vanished goes to the new one (or, if the old one already held it,
 // fails with ErrOutcomeUnknown) within about an election (forward.go).
 //
+// A write may carry a request id (WithRequestID, request.go): the id goes
+// into the log entry (forwarded with the write from a follower), and the
+// FSM remembers the ids of the last RequestIDHistory successful
+// transactions, in its state and its snapshots, evicting oldest first by
+// log index. An entry whose id was applied before is not applied again: it
+// succeeds with the objects stored now and emits no events. So a write
+// resent after ErrOutcomeUnknown or a broken connection applies at most
+// once; a failed transaction records nothing. Entries without an id apply
+// as always. All servers must run a version that knows ids before clients
+// send them: an older leader rejects a forwarded write with an id as
+// invalid, and an older FSM would apply a resend again.
+//
 // The transaction rules live once, in the FSM (fsm.go): MemStore (mem.go)
 // runs that same FSM and watch hub in memory without Raft, for tests of
 // the API and its clients, and Preview computes what a transaction would

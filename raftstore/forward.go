@@ -31,6 +31,10 @@ const maxForwardTimeout = time.Minute
 // ReadIndex, for its read index (read.go).
 type forwardRequest struct {
 	Ops []Op `json:"ops,omitempty"`
+	// RequestID is the transaction's request id (WithRequestID), if any.
+	// A leader that predates it rejects a request carrying one as
+	// invalid (unknown field) and applies nothing.
+	RequestID string `json:"requestID,omitempty"`
 	// ReadIndex asks for the index a linearizable read must wait for.
 	ReadIndex bool `json:"readIndex,omitempty"`
 	// TimeoutMillis is how long the follower will wait for the answer.
@@ -168,7 +172,7 @@ func (s *Store) serveForward(c net.Conn) {
 		index, err := s.readIndex(ctx)
 		resp.Index, resp.Error = index, toWire(err)
 	default:
-		res, err := s.leaderTxn(ctx, req.Ops)
+		res, err := s.leaderTxn(ctx, req.Ops, req.RequestID)
 		if err != nil {
 			resp.Error = toWire(err)
 		} else {
@@ -196,12 +200,12 @@ func (e *errRetry) Unwrap() error { return e.err }
 // names.
 var errLeaderMoved = errors.New("raftstore: leader changed")
 
-// forward sends ops to the leader at addr. Errors before the request was
+// forward sends ops, with request id id, to the leader at addr. Errors before the request was
 // sent, and the leader's "not leader" answer, are wrapped in errRetry;
 // others are final (ErrOutcomeUnknown: the write may or may not have
 // committed).
-func (s *Store) forward(ctx context.Context, addr string, ops []Op) (uint64, []api.RawObject, error) {
-	resp, err := s.call(ctx, addr, forwardRequest{Ops: ops})
+func (s *Store) forward(ctx context.Context, addr string, ops []Op, id string) (uint64, []api.RawObject, error) {
+	resp, err := s.call(ctx, addr, forwardRequest{Ops: ops, RequestID: id})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -22,6 +22,10 @@ import (
 type command struct {
 	Ops     []Op      `json:"ops"`
 	Created time.Time `json:"created"`
+	// RequestID, when set, makes the transaction apply at most once: an
+	// entry whose id is in the FSM's table of applied ids is not applied
+	// again (see fsm.requests). Entries without one apply as before.
+	RequestID string `json:"requestID,omitempty"`
 }
 
 // applyResult is what fsm.Apply returns through raft's ApplyFuture.
@@ -54,6 +58,11 @@ type fsm struct {
 	owned   map[api.Kind]bool // false: the map is shared with a snapshot
 	applied uint64
 	hub     *hub
+	// requests remembers the request ids of the last maxRequests
+	// successful transactions that carried one; part of the replicated
+	// state (snapshots hold it), so every replica deduplicates alike.
+	requests    requestTable
+	maxRequests int
 	// beforeApply, when set (tests only), runs before each entry is
 	// applied: a test holds the leader's FSM back with it.
 	beforeApply atomic.Pointer[func(index uint64)]
@@ -62,8 +71,9 @@ type fsm struct {
 var _ raft.FSM = (*fsm)(nil)
 
 func newFSM(h *hub) *fsm {
-	f := &fsm{hub: h}
+	f := &fsm{hub: h, maxRequests: RequestIDHistory}
 	f.reset(nil)
+	f.requests = newRequestTable()
 	return f
 }
 
@@ -92,14 +102,40 @@ func (f *fsm) Apply(l *raft.Log) any {
 	var cmd command
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := json.Unmarshal(l.Data, &cmd); err != nil {
+	switch err := json.Unmarshal(l.Data, &cmd); {
+	case err != nil:
 		res.Err = fmt.Errorf("%w: decode entry %d: %v", ErrInvalid, l.Index, err)
-	} else {
+	case cmd.RequestID != "" && ValidateRequestID(cmd.RequestID) != nil:
+		res.Err = fmt.Errorf("entry %d: %w", l.Index, ValidateRequestID(cmd.RequestID))
+	case cmd.RequestID != "" && f.requests.has(cmd.RequestID):
+		// Applied before (a resent write): apply nothing, answer with
+		// what is stored now.
+		res.Objects = f.currentObjects(cmd.Ops)
+	default:
 		res.Objects, events, res.Err = f.applyTxn(cmd, l.Index)
+		if res.Err == nil && cmd.RequestID != "" {
+			f.requests.add(cmd.RequestID, l.Index, f.maxRequests)
+		}
 	}
 	f.applied = l.Index
 	f.hub.publish(l.Index, events)
 	return res
+}
+
+// currentObjects returns, for each op, the object stored now under its key,
+// or the op's own object where none is: the answer to a transaction that
+// was applied before. Called with f.mu held.
+func (f *fsm) currentObjects(ops []Op) []*api.RawObject {
+	out := make([]*api.RawObject, len(ops))
+	for i, op := range ops {
+		if o := f.kinds[op.Object.Kind][op.Object.Metadata.Name]; o != nil {
+			out[i] = o
+		} else {
+			o := cloneRaw(op.Object)
+			out[i] = &o
+		}
+	}
+	return out
 }
 
 // write is one pending change of a transaction; obj nil means deleted.
@@ -382,12 +418,17 @@ type snapshotData struct {
 	Format  int              `json:"format"`
 	Index   uint64           `json:"index"`
 	Objects []*api.RawObject `json:"objects"`
+	// Requests is the table of applied request ids, oldest first. A
+	// snapshot written before it existed has none: the table starts
+	// empty.
+	Requests []appliedRequest `json:"requests,omitempty"`
 }
 
 // fsmSnapshot is an immutable view of the store at one index.
 type fsmSnapshot struct {
-	index uint64
-	kinds map[api.Kind]map[string]*api.RawObject
+	index    uint64
+	kinds    map[api.Kind]map[string]*api.RawObject
+	requests []appliedRequest
 }
 
 // Snapshot captures the current state in O(kinds): the per-kind maps are
@@ -395,7 +436,7 @@ type fsmSnapshot struct {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := &fsmSnapshot{index: f.applied, kinds: make(map[api.Kind]map[string]*api.RawObject, len(f.kinds))}
+	s := &fsmSnapshot{index: f.applied, kinds: make(map[api.Kind]map[string]*api.RawObject, len(f.kinds)), requests: f.requests.list()}
 	for k, m := range f.kinds {
 		s.kinds[k] = m
 		f.owned[k] = false
@@ -437,7 +478,19 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 			}
 		}
 	}
-	if _, err := bw.WriteString("]}\n"); err != nil {
+	if _, err := bw.WriteString("]"); err != nil {
+		return err
+	}
+	if len(s.requests) > 0 {
+		b, err := json.Marshal(s.requests)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(bw, `,"requests":%s`, b); err != nil {
+			return err
+		}
+	}
+	if _, err := bw.WriteString("}\n"); err != nil {
 		return err
 	}
 	return bw.Flush()
@@ -472,9 +525,14 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		}
 		m[o.Metadata.Name] = o
 	}
+	reqs, err := restoreRequests(data.Requests, f.maxRequests)
+	if err != nil {
+		return fmt.Errorf("raftstore: restore snapshot %d: %w", data.Index, err)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reset(kinds)
+	f.requests = reqs
 	f.applied = data.Index
 	f.hub.reset(data.Index)
 	return nil

@@ -79,12 +79,16 @@ func (m *MemStore) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-c
 }
 
 // Txn applies ops as one transaction with the FSM's rules, as Store.Txn on
-// a leader. Without a leader (SetLeader(false)) it fails with ErrNoLeader.
+// a leader, at most once per request id (WithRequestID). Without a leader (SetLeader(false)) it fails with ErrNoLeader.
 func (m *MemStore) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 	if len(ops) == 0 {
 		return nil, fmt.Errorf("%w: empty transaction", ErrInvalid)
 	}
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	id, err := requestIDFor(ctx)
+	if err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
@@ -100,7 +104,7 @@ func (m *MemStore) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 	if m.noLeader {
 		return nil, fmt.Errorf("%w: mem store set to have no leader", ErrNoLeader)
 	}
-	data, err := json.Marshal(command{Ops: ops, Created: m.now().UTC()})
+	data, err := json.Marshal(command{Ops: ops, Created: m.now().UTC(), RequestID: id})
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode: %v", ErrInvalid, err)
 	}
@@ -114,7 +118,9 @@ func (m *MemStore) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 	}
 	next := m.fsm.appliedIndex() + 1
 	m.fsm.mu.RLock()
-	_, err = m.fsm.plan(cmd, next)
+	if id == "" || !m.fsm.requests.has(id) { // a resend of an applied id is answered by Apply
+		_, err = m.fsm.plan(cmd, next)
+	}
 	m.fsm.mu.RUnlock()
 	if err != nil {
 		return nil, err

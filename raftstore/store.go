@@ -341,8 +341,9 @@ func (s *Store) Watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan
 //
 // ErrOutcomeUnknown (leadership lost mid-commit, connection to the leader
 // cut, the leader changed while it held the request) means the write may
-// or may not have committed: read before retrying. ErrNoLeader and
-// ErrClosed mean it did not commit.
+// or may not have committed: read before retrying, or retry with the same
+// request id (WithRequestID), which applies it at most once. ErrNoLeader
+// and ErrClosed mean it did not commit.
 func (s *Store) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
@@ -355,6 +356,10 @@ func (s *Store) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 			return nil, fmt.Errorf("op %d: %w", i, err)
 		}
 	}
+	id, err := requestIDFor(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if b, err := json.Marshal(ops); err != nil {
 		return nil, fmt.Errorf("%w: encode: %v", ErrInvalid, err)
 	} else if len(b) > s.cfg.MaxTxnBytes {
@@ -364,8 +369,8 @@ func (s *Store) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 	defer cancel()
 
 	var out []api.RawObject
-	err := s.withLeader(ctx, func() error {
-		res, err := s.leaderTxn(ctx, ops)
+	err = s.withLeader(ctx, func() error {
+		res, err := s.leaderTxn(ctx, ops, id)
 		if err != nil {
 			return err
 		}
@@ -375,7 +380,7 @@ func (s *Store) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 		}
 		return nil
 	}, func(addr string) error {
-		index, objs, err := s.forward(ctx, addr, ops)
+		index, objs, err := s.forward(ctx, addr, ops, id)
 		if err != nil {
 			return err
 		}
@@ -404,13 +409,19 @@ func (s *Store) writeContext(ctx context.Context) (context.Context, context.Canc
 	return ctx, func() { stop(); cancel() }
 }
 
-// leaderTxn commits ops through the local raft, which must be the leader.
-// Errors that certainly did not commit are wrapped in errRetry.
-func (s *Store) leaderTxn(ctx context.Context, ops []Op) (*applyResult, error) {
+// leaderTxn commits ops, with request id id ("" for none), through the
+// local raft, which must be the leader. Errors that certainly did not
+// commit are wrapped in errRetry.
+func (s *Store) leaderTxn(ctx context.Context, ops []Op, id string) (*applyResult, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	data, err := json.Marshal(command{Ops: ops, Created: s.clock().UTC()})
+	if id != "" {
+		if err := ValidateRequestID(id); err != nil {
+			return nil, err
+		}
+	}
+	data, err := json.Marshal(command{Ops: ops, Created: s.clock().UTC(), RequestID: id})
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode: %v", ErrInvalid, err)
 	}

@@ -123,7 +123,7 @@ func TestClusterForwardsWritesFromFollowers(t *testing.T) {
 	t.Run("invalid", func(t *testing.T) {
 		// Local validation catches this before forwarding; send it raw.
 		addr := c.Stores[c.Leader()].Addr()
-		_, _, err := f.forward(ctxTimeout(t, 10*time.Second), addr, []Op{{Type: "upsert", Object: deployment("web", `{}`)}})
+		_, _, err := f.forward(ctxTimeout(t, 10*time.Second), addr, []Op{{Type: "upsert", Object: deployment("web", `{}`)}}, "")
 		if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("err %v, want ErrInvalid", err)
 		}
@@ -317,7 +317,7 @@ func TestWrongClusterKeyCannotJoinOrConnect(t *testing.T) {
 	t.Cleanup(func() { honest.Close() })
 
 	// The intruder cannot talk to the leader at all.
-	if _, _, err := intruder.forward(ctxTimeout(t, 5*time.Second), leader.Addr(), []Op{op(OpCreate, deployment("evil", `{}`))}); err == nil {
+	if _, _, err := intruder.forward(ctxTimeout(t, 5*time.Second), leader.Addr(), []Op{op(OpCreate, deployment("evil", `{}`))}, ""); err == nil {
 		t.Fatal("forward with the wrong key succeeded")
 	}
 	if conn, err := intruder.mux.dial(ctxTimeout(t, 5*time.Second), leader.Addr(), protoRaft); err == nil {

@@ -49,6 +49,16 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.writeCtx(r)
 	defer cancel()
+	if !dryRun { // a dry run writes nothing: its id, if any, is unused
+		id, err := requestID(r)
+		if err != nil {
+			s.writeError(w, err)
+			return
+		}
+		if id != "" {
+			ctx = raftstore.WithRequestID(ctx, id)
+		}
+	}
 	results, err := s.applyItems(ctx, items, dryRun)
 	if err != nil {
 		s.writeError(w, err)

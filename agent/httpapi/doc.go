@@ -20,7 +20,11 @@
 // Gets and lists are linearizable: they run after the Store's ReadBarrier
 // (503 without a leader) unless the request says ?stale, which reads the
 // local copy as it is. Update, scale and apply read after a ReadBarrier
-// too, so their compare-and-swap works on the leader's state.
+// too, so their compare-and-swap works on the leader's state. A write's
+// optional Herd-Request-Id header goes with its transaction to the store,
+// which applies a write with one id at most once: a resend after a broken
+// connection or 503 outcome_unknown gets the stored objects back instead
+// of being applied again (routes.go).
 //
 // It holds no state of its own: every read and write goes to the Store it
 // is given. The client side of the API lives in package client.

@@ -90,7 +90,7 @@ func (s *Server) toHTTPError(err error) *httpError {
 		// Before DeadlineExceeded: a write that timed out while
 		// committing is one of these, not a plain "no leader".
 		return newError(http.StatusServiceUnavailable, api.CodeOutcomeUnknown,
-			"%s: the write may or may not have been applied; get the object again before retrying%s", trimPrefix(err), s.leaderHint())
+			"%s: the write may or may not have been applied; get the object again before retrying, or resend it with the same %s header%s", trimPrefix(err), api.HeaderRequestID, s.leaderHint())
 	case errors.Is(err, raftstore.ErrNoLeader), errors.Is(err, raftstore.ErrNotLeader):
 		return newError(http.StatusServiceUnavailable, api.CodeNoLeader, "%s%s", trimPrefix(err), s.leaderHint())
 	case errors.Is(err, raftstore.ErrClosed):

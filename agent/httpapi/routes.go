@@ -49,6 +49,16 @@ const maxOwnCASRetries = 100
 // Gets, lists and the pod lookup of logs are linearizable (the store's
 // ReadBarrier) unless the request says ?stale, which reads this agent's copy as it is. Every
 // read-modify-write (update, scale, apply) reads after a ReadBarrier.
+//
+// A write (create, update, delete, scale, apply other than a dry run) may
+// carry a Herd-Request-Id header (api.HeaderRequestID: 1 to 64 characters
+// of [A-Za-z0-9_-], else 400 naming the header). Its transaction carries
+// the id to the store (raftstore.WithRequestID), which applies a write
+// with one id at most once: resent after a broken connection or 503
+// outcome_unknown, it is answered with the objects as stored now instead
+// of being applied again. The server's own retries of a conflict (scale,
+// apply, an update without resourceVersion) reuse the id; a conflict
+// records nothing.
 func (s *Server) newRouter() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", s.status)
@@ -181,6 +191,36 @@ func managedByHerd(kind api.Kind) bool { return kind == api.KindNode || kind == 
 
 func (s *Server) writeCtx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), s.cfg.WriteTimeout)
+}
+
+// requestID returns the request's Herd-Request-Id header, validated ("" if
+// absent).
+func requestID(r *http.Request) (string, error) {
+	vals := r.Header.Values(api.HeaderRequestID)
+	switch {
+	case len(vals) == 0:
+		return "", nil
+	case len(vals) > 1:
+		return "", badRequest("header %s: given %d times, want once", api.HeaderRequestID, len(vals))
+	}
+	if err := raftstore.ValidateRequestID(vals[0]); err != nil {
+		return "", badRequest("header %s: %s", api.HeaderRequestID, trimPrefix(err))
+	}
+	return vals[0], nil
+}
+
+// writeCtxID is writeCtx carrying the request's Herd-Request-Id to the
+// store; it fails with a 400 for an invalid header.
+func (s *Server) writeCtxID(r *http.Request) (context.Context, context.CancelFunc, error) {
+	id, err := requestID(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := s.writeCtx(r)
+	if id != "" {
+		ctx = raftstore.WithRequestID(ctx, id)
+	}
+	return ctx, cancel, nil
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -407,7 +447,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, kind api.Kind) {
 		return
 	}
 	raw.Metadata.Created = s.cfg.Clock.Now().UTC()
-	ctx, cancel := s.writeCtx(r)
+	ctx, cancel, err := s.writeCtxID(r)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
 	defer cancel()
 	out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpCreate, Object: raw}})
 	if err != nil {
@@ -422,18 +466,34 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, kind api.Kind) {
 // ReadBarrier, so the object is the leader's current one, never a lagging
 // copy's. When expectRV is non-zero the client's version must be current
 // (no retry); otherwise a conflict with a concurrent writer is retried
-// with fresh state while ctx allows (up to maxOwnCASRetries).
+// with fresh state while ctx allows (up to maxOwnCASRetries). With a
+// request id in ctx (raftstore.WithRequestID) every attempt carries it,
+// and a missing object or a moved version goes to the store anyway, so
+// that a resend of an applied write gets the store's answer for the id.
 func (s *Server) casUpdate(ctx context.Context, kind api.Kind, name string, expectRV uint64,
 	next func(cur api.RawObject) (api.RawObject, error)) (api.RawObject, error) {
+	// With a request id the write may be a resend of one applied already:
+	// conflicts and absence are then decided by the store, which knows.
+	resent := raftstore.RequestIDFrom(ctx) != ""
 	for attempt := 0; ; attempt++ {
 		if err := s.cfg.Store.ReadBarrier(ctx); err != nil {
 			return api.RawObject{}, err
 		}
 		cur, err := s.cfg.Store.Get(kind, name)
+		if errors.Is(err, raftstore.ErrNotFound) && resent {
+			// Gone since a first attempt may have applied: let the
+			// store say (the id's result, or not found).
+			out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpUpdate,
+				Object: api.RawObject{Kind: kind, Metadata: api.ObjectMeta{Name: name, ResourceVersion: expectRV}}}})
+			if err != nil {
+				return api.RawObject{}, err
+			}
+			return out[0], nil
+		}
 		if err != nil {
 			return api.RawObject{}, err
 		}
-		if expectRV != 0 && cur.Metadata.ResourceVersion != expectRV {
+		if expectRV != 0 && cur.Metadata.ResourceVersion != expectRV && !resent {
 			return api.RawObject{}, fmt.Errorf("%w: %s has resourceVersion %d, the request carried %d",
 				raftstore.ErrConflict, objectRef(kind, name), cur.Metadata.ResourceVersion, expectRV)
 		}
@@ -442,6 +502,12 @@ func (s *Server) casUpdate(ctx context.Context, kind api.Kind, name string, expe
 			return api.RawObject{}, err
 		}
 		raw.Metadata.ResourceVersion = cur.Metadata.ResourceVersion
+		if expectRV != 0 {
+			// The client's version, checked by the store: with a
+			// request id a first attempt's success is the store's to
+			// report, not a conflict.
+			raw.Metadata.ResourceVersion = expectRV
+		}
 		raw.Metadata.Created = cur.Metadata.Created
 		raw.Metadata.Generation = cur.Metadata.Generation
 		out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpUpdate, Object: raw}})
@@ -470,7 +536,11 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, kind api.Kind, n
 		s.writeError(w, invalid(errs))
 		return
 	}
-	ctx, cancel := s.writeCtx(r)
+	ctx, cancel, err := s.writeCtxID(r)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
 	defer cancel()
 	out, err := s.casUpdate(ctx, kind, name, o.GetMeta().ResourceVersion, func(cur api.RawObject) (api.RawObject, error) {
 		if !owns {
@@ -501,7 +571,11 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, kind api.Kind, n
 		s.writeError(w, err)
 		return
 	}
-	ctx, cancel := s.writeCtx(r)
+	ctx, cancel, err := s.writeCtxID(r)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
 	defer cancel()
 	raw := api.RawObject{Kind: kind, Metadata: api.ObjectMeta{Name: name, ResourceVersion: rv}}
 	out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpDelete, Object: raw}})
@@ -533,7 +607,11 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request, name string) {
 			Message: fmt.Sprintf("%d is out of range: want 0 to %d", *req.Replicas, api.MaxReplicas)}}))
 		return
 	}
-	ctx, cancel := s.writeCtx(r)
+	ctx, cancel, err := s.writeCtxID(r)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
 	defer cancel()
 	out, err := s.casUpdate(ctx, api.KindDeployment, name, 0, func(cur api.RawObject) (api.RawObject, error) {
 		o, err := api.FromRaw(cur)
