@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -29,8 +28,9 @@ type running struct {
 	done chan struct{}
 }
 
-// testFleet is n agents on 127.0.0.1 with free ports, raft on loopback TCP,
-// memberlist with the local timing preset.
+// testFleet is n agents on a loopback address of the test's own (see
+// freeAddr) with free ports, raft on loopback TCP, memberlist with the
+// local timing preset.
 type testFleet struct {
 	t      *testing.T
 	key    []byte
@@ -38,14 +38,25 @@ type testFleet struct {
 	boards *fakeboard.Fleet // what the leader does to boards
 }
 
-func freePort(t *testing.T) int {
+// testIP is a loopback address of the test's own, 127.a.b.c from a hash of
+// its name: a port freeAddr found free there cannot be taken in the
+// meantime by another package's test, nor by an outgoing connection from
+// 127.0.0.1 (whose source ports come from the same ephemeral range), which
+// made "address already in use" flakes under a busy `go test ./...`.
+func testIP(t *testing.T) string {
+	h := sha256.Sum256([]byte("herd-agent-test/" + t.Name()))
+	return fmt.Sprintf("127.%d.%d.%d", h[0]|1, h[1], h[2]%253+1)
+}
+
+// freeAddr returns testIP:port for a port free there now.
+func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", testIP(t)+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().String()
 }
 
 func newFleet(t *testing.T, n, expect int) *testFleet {
@@ -56,7 +67,7 @@ func newFleet(t *testing.T, n, expect int) *testFleet {
 	// returns after being declared dead finds the others again.
 	var gossipAddrs []string
 	for i := 0; i < n; i++ {
-		gossipAddrs = append(gossipAddrs, "127.0.0.1:"+strconv.Itoa(freePort(t)))
+		gossipAddrs = append(gossipAddrs, freeAddr(t))
 	}
 	for i := 0; i < n; i++ {
 		cfg := DefaultConfig()
@@ -64,8 +75,8 @@ func newFleet(t *testing.T, n, expect int) *testFleet {
 		cfg.DataDir = t.TempDir()
 		cfg.BootstrapExpect = expect
 		cfg.GossipBind = gossipAddrs[i]
-		cfg.RaftBind = "127.0.0.1:" + strconv.Itoa(freePort(t))
-		cfg.APIListen = []string{"127.0.0.1:" + strconv.Itoa(freePort(t))}
+		cfg.RaftBind = freeAddr(t)
+		cfg.APIListen = []string{freeAddr(t)}
 		cfg.SSHAddress = "127.0.0.1:22"
 		cfg.SSHHostKeyFile = ""
 		cfg.ClusterKeyFile = ""
@@ -375,8 +386,8 @@ func TestGossipOnlyAgentRefusesState(t *testing.T) {
 	cfg.Name = "worker"
 	cfg.Server = false
 	cfg.DataDir = t.TempDir()
-	cfg.GossipBind = "127.0.0.1:" + strconv.Itoa(freePort(t))
-	cfg.APIListen = []string{"127.0.0.1:" + strconv.Itoa(freePort(t))}
+	cfg.GossipBind = freeAddr(t)
+	cfg.APIListen = []string{freeAddr(t)}
 	cfg.SSHHostKeyFile = ""
 	cfg.ClusterKeyFile = ""
 	cfg.Join = []string{f.agents[0].cfg.GossipBind}
