@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,10 +45,10 @@ func cleanEnv(home, xdg string, extra ...string) []string {
 // added; it returns the API address and the process.
 func startDev(t *testing.T, bin, dir string, env []string, args ...string) (string, *exec.Cmd, chan error) {
 	t.Helper()
-	api := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	api := freeAddr(t)
 	argv := append([]string{"agent", "-dev", "--api-listen", api,
-		"--gossip-bind", "127.0.0.1:" + strconv.Itoa(freePort(t)),
-		"--raft-bind", "127.0.0.1:" + strconv.Itoa(freePort(t))}, args...)
+		"--gossip-bind", freeAddr(t),
+		"--raft-bind", freeAddr(t)}, args...)
 	logf, err := os.Create(filepath.Join(dir, "dev.log"))
 	if err != nil {
 		t.Fatal(err)

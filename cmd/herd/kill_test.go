@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,14 +28,24 @@ type proc struct {
 	cmd            *exec.Cmd
 }
 
-func freePort(t *testing.T) int {
+// testIP is a loopback address of the test's own, 127.a.b.c from a hash of
+// its name: a port freeAddr found free there cannot be taken in the
+// meantime by another package's test, nor by an outgoing connection from
+// 127.0.0.1 (whose source ports come from the same ephemeral range).
+func testIP(t *testing.T) string {
+	h := sha256.Sum256([]byte("herd-cmd-test/" + t.Name()))
+	return fmt.Sprintf("127.%d.%d.%d", h[0]|1, h[1], h[2]%253+1)
+}
+
+// freeAddr returns testIP:port for a port free there now.
+func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", testIP(t)+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().String()
 }
 
 func waitFor(t *testing.T, what string, d time.Duration, cond func() error) {
@@ -87,10 +97,10 @@ func TestKill9LeaderLosesNothing(t *testing.T) {
 	var procs []*proc
 	var gossipAddrs []string
 	for i := 1; i <= 3; i++ {
-		gossipAddrs = append(gossipAddrs, "127.0.0.1:"+strconv.Itoa(freePort(t)))
+		gossipAddrs = append(gossipAddrs, freeAddr(t))
 	}
 	for i := 1; i <= 3; i++ {
-		p := &proc{name: fmt.Sprintf("k%d", i), dir: filepath.Join(dir, fmt.Sprintf("k%d", i)), api: "127.0.0.1:" + strconv.Itoa(freePort(t))}
+		p := &proc{name: fmt.Sprintf("k%d", i), dir: filepath.Join(dir, fmt.Sprintf("k%d", i)), api: freeAddr(t)}
 		if err := os.MkdirAll(p.dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -100,12 +110,12 @@ bootstrap_expect = 3
 join = [%s]
 cluster_key_file = %q
 gossip_bind = %q
-raft_bind = "127.0.0.1:%d"
+raft_bind = %q
 api_listen = [%q]
 api_token_file = %q
 ssh_address = "127.0.0.1:22"
 ssh_host_key_file = ""
-`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossipAddrs, `", "`)+`"`, keyFile, gossipAddrs[i-1], freePort(t), p.api, tokenFile)
+`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossipAddrs, `", "`)+`"`, keyFile, gossipAddrs[i-1], freeAddr(t), p.api, tokenFile)
 		if err := os.WriteFile(filepath.Join(p.dir, "agent.toml"), []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}

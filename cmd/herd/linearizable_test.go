@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -177,10 +176,10 @@ func startLinCluster(t *testing.T, dir, bin string) *linCluster {
 	cl := &linCluster{bin: bin}
 	var gossip []string
 	for range 3 {
-		gossip = append(gossip, "127.0.0.1:"+strconv.Itoa(freePort(t)))
+		gossip = append(gossip, freeAddr(t))
 	}
 	for i := range 3 {
-		p := &proc{name: fmt.Sprintf("l%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("l%d", i+1)), api: "127.0.0.1:" + strconv.Itoa(freePort(t))}
+		p := &proc{name: fmt.Sprintf("l%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("l%d", i+1)), api: freeAddr(t)}
 		if err := os.MkdirAll(p.dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -190,12 +189,12 @@ bootstrap_expect = 3
 join = [%s]
 cluster_key_file = %q
 gossip_bind = %q
-raft_bind = "127.0.0.1:%d"
+raft_bind = %q
 api_listen = [%q]
 api_token_file = %q
 ssh_address = "127.0.0.1:22"
 ssh_host_key_file = ""
-`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossip, `", "`)+`"`, keyFile, gossip[i], freePort(t), p.api, tokenFile)
+`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossip, `", "`)+`"`, keyFile, gossip[i], freeAddr(t), p.api, tokenFile)
 		if err := os.WriteFile(filepath.Join(p.dir, "agent.toml"), []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
