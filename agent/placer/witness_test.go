@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/controller"
+	"github.com/herd-dev/herd/agent/placer/fakeboard"
 	"github.com/herd-dev/herd/api"
 )
 
@@ -103,10 +104,7 @@ func TestWitnessSilentConnectionFailsAtOnce(t *testing.T) {
 
 	// The silence is noticed during the call too.
 	b.SetSilence(0)
-	go func() {
-		time.Sleep(100 * time.Millisecond) // the connection goes quiet mid-call
-		b.SetSilence(time.Second)
-	}()
+	silentOnCall(b, "ShowUnits") // the connection goes quiet mid-call
 	if res := h.pass(h.p.newWorker("n1")); res.err == nil {
 		t.Fatalf("pass = %+v, want a failure", res)
 	}
@@ -162,10 +160,7 @@ func TestPassOnSilentBoardIsCutShort(t *testing.T) {
 	h.st.putPod(webPod("web-1", "n1"))
 	b := h.fleet.Board("n1")
 	b.SetHang(true)
-	go func() {
-		time.Sleep(100 * time.Millisecond) // the power goes mid-pass
-		b.SetSilence(time.Second)
-	}()
+	silentOnCall(b, "ShowUnits") // the power goes mid-pass
 	start := time.Now()
 	res := h.pass(h.p.newWorker("n1"))
 	if took := time.Since(start); took > 10*time.Second {
@@ -197,5 +192,17 @@ func TestSilentBoardWitnessedWithoutBackoff(t *testing.T) {
 	h.waitFor("a failed witness, with the clock standing still", func() bool {
 		got := rec.all()
 		return len(got) == 1 && strings.Contains(got[0].Err, "stopped answering")
+	})
+}
+
+// silentOnCall makes b's connection silent (for a second, as a keepalive
+// left unanswered would) the moment a call op begins, so the call is in
+// flight, hanging, when the silence comes.
+func silentOnCall(b *fakeboard.Board, op string) {
+	b.SetHook(func(c fakeboard.Call) error {
+		if c.Op == op {
+			b.SetSilence(time.Second)
+		}
+		return nil
 	})
 }
