@@ -82,46 +82,7 @@ func TestKill9LeaderLosesNothing(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	key, err := exec.Command(bin, "keygen").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(dir, "cluster.key")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokenFile := filepath.Join(dir, "api.token")
-	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var procs []*proc
-	var gossipAddrs []string
-	for i := 1; i <= 3; i++ {
-		gossipAddrs = append(gossipAddrs, freeAddr(t))
-	}
-	for i := 1; i <= 3; i++ {
-		p := &proc{name: fmt.Sprintf("k%d", i), dir: filepath.Join(dir, fmt.Sprintf("k%d", i)), api: freeAddr(t)}
-		if err := os.MkdirAll(p.dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		conf := fmt.Sprintf(`name = %q
-data_dir = %q
-bootstrap_expect = 3
-join = [%s]
-cluster_key_file = %q
-gossip_bind = %q
-raft_bind = %q
-api_listen = [%q]
-api_token_file = %q
-ssh_address = "127.0.0.1:22"
-ssh_host_key_file = ""
-`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossipAddrs, `", "`)+`"`, keyFile, gossipAddrs[i-1], freeAddr(t), p.api, tokenFile)
-		if err := os.WriteFile(filepath.Join(p.dir, "agent.toml"), []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		p.start(t, bin)
-		procs = append(procs, p)
-	}
+	procs := startAgents(t, bin, dir, "k")
 	t.Cleanup(func() {
 		for _, p := range procs {
 			if p.cmd != nil && p.cmd.Process != nil {
@@ -218,4 +179,54 @@ ssh_host_key_file = ""
 		}
 		return nil
 	})
+}
+
+// startAgents starts three server agents named prefix1-3 (bootstrap_expect
+// 3, one cluster key, the test token, each on free ports of the test's
+// loopback address) from bin, with their data, config and logs under dir.
+// The caller kills them in its cleanup.
+func startAgents(t *testing.T, bin, dir, prefix string) []*proc {
+	t.Helper()
+	key, err := exec.Command(bin, "keygen").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "cluster.key")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(dir, "api.token")
+	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var procs []*proc
+	var gossipAddrs []string
+	for range 3 {
+		gossipAddrs = append(gossipAddrs, freeAddr(t))
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("%s%d", prefix, i+1)
+		p := &proc{name: name, dir: filepath.Join(dir, name), api: freeAddr(t)}
+		if err := os.MkdirAll(p.dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		conf := fmt.Sprintf(`name = %q
+data_dir = %q
+bootstrap_expect = 3
+join = [%s]
+cluster_key_file = %q
+gossip_bind = %q
+raft_bind = %q
+api_listen = [%q]
+api_token_file = %q
+ssh_address = "127.0.0.1:22"
+ssh_host_key_file = ""
+`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossipAddrs, `", "`)+`"`, keyFile, gossipAddrs[i], freeAddr(t), p.api, tokenFile)
+		if err := os.WriteFile(filepath.Join(p.dir, "agent.toml"), []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p.start(t, bin)
+		procs = append(procs, p)
+	}
+	return procs
 }

@@ -161,46 +161,7 @@ func (cl *linCluster) client(a int, strict bool) *client.Client {
 // TestKill9LeaderLosesNothing does.
 func startLinCluster(t *testing.T, dir, bin string) *linCluster {
 	t.Helper()
-	key, err := exec.Command(bin, "keygen").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(dir, "cluster.key")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokenFile := filepath.Join(dir, "api.token")
-	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cl := &linCluster{bin: bin}
-	var gossip []string
-	for range 3 {
-		gossip = append(gossip, freeAddr(t))
-	}
-	for i := range 3 {
-		p := &proc{name: fmt.Sprintf("l%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("l%d", i+1)), api: freeAddr(t)}
-		if err := os.MkdirAll(p.dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		conf := fmt.Sprintf(`name = %q
-data_dir = %q
-bootstrap_expect = 3
-join = [%s]
-cluster_key_file = %q
-gossip_bind = %q
-raft_bind = %q
-api_listen = [%q]
-api_token_file = %q
-ssh_address = "127.0.0.1:22"
-ssh_host_key_file = ""
-`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossip, `", "`)+`"`, keyFile, gossip[i], freeAddr(t), p.api, tokenFile)
-		if err := os.WriteFile(filepath.Join(p.dir, "agent.toml"), []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		p.start(t, bin)
-		cl.procs = append(cl.procs, p)
-	}
+	cl := &linCluster{bin: bin, procs: startAgents(t, bin, dir, "l")}
 	t.Cleanup(func() {
 		for _, p := range cl.procs {
 			if p.cmd != nil && p.cmd.Process != nil {
