@@ -53,16 +53,7 @@ func stored(t *testing.T, st *raftstore.Store) *controller.Cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch o := o.(type) {
-		case *api.Node:
-			c.Nodes = append(c.Nodes, o)
-		case *api.Deployment:
-			c.Deployments = append(c.Deployments, o)
-		case *api.Daemon:
-			c.Daemons = append(c.Daemons, o)
-		case *api.Pod:
-			c.Pods = append(c.Pods, o)
-		}
+		c.Add(o)
 	}
 	return c
 }
