@@ -123,20 +123,11 @@ func TestNoNameReusedAcrossReplacements(t *testing.T) {
 	}
 	w.add(deployment("web", 3, strategy(1, 1)))
 	r := rand.New(rand.NewPCG(9, 9))
-	used := map[string]int{} // name → cycle it was created in
-	created := 0
+	names := &nameLedger{t: t, used: map[string]int{}}
 	reconcile := func(cycle int) func() []Action {
-		return func() []Action {
-			acts := ReconcileDeployment(w.now, w.deployments["web"], w.podList(), w.nodeList())
-			for _, n := range createdNames(acts) {
-				if c, ok := used[n]; ok {
-					t.Fatalf("cycle %d: pod name %q created again (first in cycle %d)", cycle, n, c)
-				}
-				used[n] = cycle
-				created++
-			}
-			return acts
-		}
+		return names.check(cycle, func() []Action {
+			return ReconcileDeployment(w.now, w.deployments["web"], w.podList(), w.nodeList())
+		})
 	}
 	for cycle := range 1000 {
 		w.now = w.now.Add(time.Second)
@@ -158,8 +149,8 @@ func TestNoNameReusedAcrossReplacements(t *testing.T) {
 			w.apply([]Action{newAction(ActionUpdateStatus, &p, "the board")})
 		}
 	}
-	if got := w.deployments["web"].Status.PodsCreated; got != int64(created) || created < 1000 {
-		t.Errorf("podsCreated = %d, %d pods created", got, created)
+	if got := w.deployments["web"].Status.PodsCreated; got != int64(names.created) || names.created < 1000 {
+		t.Errorf("podsCreated = %d, %d pods created", got, names.created)
 	}
 }
 
@@ -173,20 +164,11 @@ func TestNoDaemonNameReused(t *testing.T) {
 	}
 	w.add(exporter())
 	r := rand.New(rand.NewPCG(3, 4))
-	used := map[string]int{}
-	created := 0
+	names := &nameLedger{t: t, used: map[string]int{}}
 	reconcile := func(cycle int) func() []Action {
-		return func() []Action {
-			acts := ReconcileDaemon(w.now, w.daemons["exp"], w.podList(), w.nodeList())
-			for _, n := range createdNames(acts) {
-				if c, ok := used[n]; ok {
-					t.Fatalf("cycle %d: pod name %q created again (first in cycle %d)", cycle, n, c)
-				}
-				used[n] = cycle
-				created++
-			}
-			return acts
-		}
+		return names.check(cycle, func() []Action {
+			return ReconcileDaemon(w.now, w.daemons["exp"], w.podList(), w.nodeList())
+		})
 	}
 	for cycle := range 300 {
 		w.now = w.now.Add(time.Second)
@@ -228,8 +210,8 @@ func TestNoDaemonNameReused(t *testing.T) {
 		}
 	}
 	w.converge(reconcile(-1))
-	if got := w.daemons["exp"].Status.PodsCreated; got != int64(created) || created < 300 {
-		t.Errorf("podsCreated = %d, %d pods created", got, created)
+	if got := w.daemons["exp"].Status.PodsCreated; got != int64(names.created) || names.created < 300 {
+		t.Errorf("podsCreated = %d, %d pods created", got, names.created)
 	}
 	for _, p := range w.owned(api.KindDaemon, "exp") {
 		if !strings.HasPrefix(p.Metadata.Name, "exp-"+p.Spec.Node+"-") {
@@ -350,4 +332,27 @@ func txnBytes(t *testing.T, acts []Action) int {
 		n += len(b) + 1
 	}
 	return n
+}
+
+// nameLedger remembers every pod name a reconciler created and fails the
+// test when one is created again.
+type nameLedger struct {
+	t       *testing.T
+	used    map[string]int // name → cycle it was created in
+	created int
+}
+
+// check wraps reconcile: the names its actions create are recorded.
+func (l *nameLedger) check(cycle int, reconcile func() []Action) func() []Action {
+	return func() []Action {
+		acts := reconcile()
+		for _, n := range createdNames(acts) {
+			if c, ok := l.used[n]; ok {
+				l.t.Fatalf("cycle %d: pod name %q created again (first in cycle %d)", cycle, n, c)
+			}
+			l.used[n] = cycle
+			l.created++
+		}
+		return acts
+	}
 }
