@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -38,27 +37,6 @@ type testFleet struct {
 	boards *fakeboard.Fleet // what the leader does to boards
 }
 
-// testIP is a loopback address of the test's own, 127.a.b.c from a hash of
-// its name: a port freeAddr found free there cannot be taken in the
-// meantime by another package's test, nor by an outgoing connection from
-// 127.0.0.1 (whose source ports come from the same ephemeral range), which
-// made "address already in use" flakes under a busy `go test ./...`.
-func testIP(t *testing.T) string {
-	h := sha256.Sum256([]byte("herd-agent-test/" + t.Name()))
-	return fmt.Sprintf("127.%d.%d.%d", h[0]|1, h[1], h[2]%253+1)
-}
-
-// freeAddr returns testIP:port for a port free there now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", testIP(t)+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func newFleet(t *testing.T, n, expect int) *testFleet {
 	t.Helper()
 	sum := sha256.Sum256([]byte(t.Name()))
@@ -67,7 +45,7 @@ func newFleet(t *testing.T, n, expect int) *testFleet {
 	// returns after being declared dead finds the others again.
 	var gossipAddrs []string
 	for i := 0; i < n; i++ {
-		gossipAddrs = append(gossipAddrs, freeAddr(t))
+		gossipAddrs = append(gossipAddrs, testutil.FreeAddr(t))
 	}
 	for i := 0; i < n; i++ {
 		cfg := DefaultConfig()
@@ -75,8 +53,8 @@ func newFleet(t *testing.T, n, expect int) *testFleet {
 		cfg.DataDir = t.TempDir()
 		cfg.BootstrapExpect = expect
 		cfg.GossipBind = gossipAddrs[i]
-		cfg.RaftBind = freeAddr(t)
-		cfg.APIListen = []string{freeAddr(t)}
+		cfg.RaftBind = testutil.FreeAddr(t)
+		cfg.APIListen = []string{testutil.FreeAddr(t)}
 		cfg.SSHAddress = "127.0.0.1:22"
 		cfg.SSHHostKeyFile = ""
 		cfg.ClusterKeyFile = ""
@@ -386,8 +364,8 @@ func TestGossipOnlyAgentRefusesState(t *testing.T) {
 	cfg.Name = "worker"
 	cfg.Server = false
 	cfg.DataDir = t.TempDir()
-	cfg.GossipBind = freeAddr(t)
-	cfg.APIListen = []string{freeAddr(t)}
+	cfg.GossipBind = testutil.FreeAddr(t)
+	cfg.APIListen = []string{testutil.FreeAddr(t)}
 	cfg.SSHHostKeyFile = ""
 	cfg.ClusterKeyFile = ""
 	cfg.Join = []string{f.agents[0].cfg.GossipBind}

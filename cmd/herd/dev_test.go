@@ -12,6 +12,7 @@ import (
 
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // buildBins builds herd and herdctl into dir.
@@ -45,10 +46,10 @@ func cleanEnv(home, xdg string, extra ...string) []string {
 // added; it returns the API address and the process.
 func startDev(t *testing.T, bin, dir string, env []string, args ...string) (string, *exec.Cmd, chan error) {
 	t.Helper()
-	api := freeAddr(t)
+	api := testutil.FreeAddr(t)
 	argv := append([]string{"agent", "-dev", "--api-listen", api,
-		"--gossip-bind", freeAddr(t),
-		"--raft-bind", freeAddr(t)}, args...)
+		"--gossip-bind", testutil.FreeAddr(t),
+		"--raft-bind", testutil.FreeAddr(t)}, args...)
 	logf, err := os.Create(filepath.Join(dir, "dev.log"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,26 +24,6 @@ const testToken = "kill-test-token-0123456789"
 type proc struct {
 	name, dir, api string
 	cmd            *exec.Cmd
-}
-
-// testIP is a loopback address of the test's own, 127.a.b.c from a hash of
-// its name: a port freeAddr found free there cannot be taken in the
-// meantime by another package's test, nor by an outgoing connection from
-// 127.0.0.1 (whose source ports come from the same ephemeral range).
-func testIP(t *testing.T) string {
-	h := sha256.Sum256([]byte("herd-cmd-test/" + t.Name()))
-	return fmt.Sprintf("127.%d.%d.%d", h[0]|1, h[1], h[2]%253+1)
-}
-
-// freeAddr returns testIP:port for a port free there now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", testIP(t)+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func waitFor(t *testing.T, what string, d time.Duration, cond func() error) {
@@ -202,11 +180,11 @@ func startAgents(t *testing.T, bin, dir, prefix string) []*proc {
 	var procs []*proc
 	var gossipAddrs []string
 	for range 3 {
-		gossipAddrs = append(gossipAddrs, freeAddr(t))
+		gossipAddrs = append(gossipAddrs, testutil.FreeAddr(t))
 	}
 	for i := range 3 {
 		name := fmt.Sprintf("%s%d", prefix, i+1)
-		p := &proc{name: name, dir: filepath.Join(dir, name), api: freeAddr(t)}
+		p := &proc{name: name, dir: filepath.Join(dir, name), api: testutil.FreeAddr(t)}
 		if err := os.MkdirAll(p.dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +199,7 @@ api_listen = [%q]
 api_token_file = %q
 ssh_address = "127.0.0.1:22"
 ssh_host_key_file = ""
-`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossipAddrs, `", "`)+`"`, keyFile, gossipAddrs[i], freeAddr(t), p.api, tokenFile)
+`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossipAddrs, `", "`)+`"`, keyFile, gossipAddrs[i], testutil.FreeAddr(t), p.api, tokenFile)
 		if err := os.WriteFile(filepath.Join(p.dir, "agent.toml"), []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
