@@ -3,8 +3,8 @@
 // go-systemd's unit package, reading herd's bookkeeping back out of a unit
 // file, and planning which unit operations bring one board from what it runs
 // to what is placed on it. Everything at this level is pure: values in,
-// values out, no I/O and no clock. The SSH executor that carries the plan out
-// lives in units/sshexec.
+// values out, no I/O and no clock. The placer (agent/placer) carries the
+// plan out, through the SSH executor in units/sshexec.
 //
 // # Rendered unit
 //
@@ -116,4 +116,15 @@
 // one executor pass after it comes back. Units are enabled so a rebooted board
 // brings its work back on its own, which is why that first pass must stop
 // stale units before the board counts as Ready.
+//
+// Plan's actions carry everything they put on a board: a write carries the
+// pod's files (path, content, mode, setuid opt-in) as well as the unit
+// file; a write that replaces a unit file, and a removal, carry the paths
+// that must stay (every file a pod placed on the board uses), and the
+// daemon-reload the units it is for. Only the files an old unit file lists
+// are read on the board when the action runs. PlanBoard is the whole plan
+// of one pass over a board: Plan, less the units whose files the board
+// refused a moment ago, plus the restarts an earlier pass did not get to
+// (both remembered by the caller and passed in), or only the take-downs for
+// a board that is down (Board.SweepOnly).
 package units

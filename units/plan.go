@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -160,7 +161,7 @@ func Hash(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// ActionType is one unit operation on a board.
+// ActionType is one operation on a board.
 type ActionType string
 
 // Action types, in the order Plan emits them.
@@ -169,19 +170,25 @@ const (
 	ActionStop ActionType = "stop"
 	// ActionDisable is `systemctl disable`.
 	ActionDisable ActionType = "disable"
-	// ActionRemove deletes the unit file, the files listed in its
-	// X-Herd-Files (which the executor reads with ReadMeta first) and its
-	// environment file EnvFilePath(Unit) (a missing one is not an error).
+	// ActionRemove deletes, in this order, the pod files the unit file on
+	// the board lists in X-Herd-Files (the executor reads it first) except
+	// those in Action.Keep, the environment file EnvFilePath(Unit), and the
+	// unit file, which goes last so that a removal cut short still names
+	// what is left. A missing file is not an error.
 	ActionRemove ActionType = "remove"
 	// ActionWriteEnv writes Action.Content, the pod's environment file
 	// (RenderEnvFile), to Action.Path (EnvFilePath(Unit)) with Action.Mode
 	// (0600), owned by root, atomically. Plan emits it right before
 	// the ActionWrite of the same unit, in the same phase order.
 	ActionWriteEnv ActionType = "write-env"
-	// ActionWrite writes Action.Content as the unit file (atomically:
-	// temporary file and rename), after the pod's files are in place.
+	// ActionWrite writes the pod's files (Action.Files, in order), then
+	// Action.Content as the unit file (atomically: temporary file and
+	// rename). With Action.Prune the board has an older unit file: the
+	// pod files it lists (read before it is replaced) that are not in
+	// Action.Keep are removed after the new one is written.
 	ActionWrite ActionType = "write"
-	// ActionDaemonReload is `systemctl daemon-reload`; Unit is empty.
+	// ActionDaemonReload is `systemctl daemon-reload`; Unit is empty and
+	// Action.For names the units it is for.
 	ActionDaemonReload ActionType = "daemon-reload"
 	// ActionResetFailed is `systemctl reset-failed`, so a removed failed
 	// unit is forgotten.
@@ -194,7 +201,10 @@ const (
 	ActionRestart ActionType = "restart"
 )
 
-// Action is one step of a plan: what to do to which unit, and why.
+// Action is one step of a plan: what to do to which unit, and why. Every
+// byte a step puts on a board is in it; what it takes off a board beyond
+// the named files (the pod files an old unit file lists) is read there by
+// the executor, because only the board knows it.
 type Action struct {
 	Type ActionType
 	// Unit is the unit name; empty for ActionDaemonReload.
@@ -210,6 +220,32 @@ type Action struct {
 	// Mode is the permission of the file ActionWriteEnv writes (0600);
 	// zero for other types.
 	Mode os.FileMode
+	// Files are the pod's files ActionWrite puts on the board before the
+	// unit file.
+	Files []PodFile
+	// Prune (ActionWrite): the board has an older unit file of this unit,
+	// whose listed pod files not in Keep go once the new file is written.
+	Prune bool
+	// Keep (ActionWrite, ActionRemove) is every pod file path a pod placed
+	// on the board uses, sorted: never removed with another unit.
+	Keep []string
+	// For (ActionDaemonReload) names the units the reload is for, sorted:
+	// those written or removed by the plan and those systemd has a stale
+	// or no view of. When the board refused the pod files of every one of
+	// them, the reload has no reason left and is not run.
+	For []string
+}
+
+// PodFile is one pod file as an ActionWrite puts it on a board: root-owned,
+// atomically, never through a symbolic link.
+type PodFile struct {
+	Path    string
+	Content []byte
+	// Mode is the permission, setuid/setgid/sticky included (api.File.Perm).
+	Mode os.FileMode
+	// AllowSetID is the file's opt-in to a setuid or setgid Mode; without
+	// it such a mode is refused.
+	AllowSetID bool
 }
 
 // EnvFileMode is the permission of a pod's environment file: read and
@@ -249,14 +285,157 @@ func phase(t ActionType) int {
 	return 8 // start, restart
 }
 
+// Board is what PlanBoard plans a pass over one board from: the pods placed
+// there, what the board runs, and what the leader remembers of earlier
+// passes (in memory only, so the zero value is a fresh leader's view).
+type Board struct {
+	// Desired is every pod the store places on the board whose unit must
+	// run: bound there and not terminal.
+	Desired []*api.Pod
+	// Observed is the board's listing of its herd units.
+	Observed []UnitState
+	// Refused holds, by unit, the Hash of the unit file whose pod files
+	// the board refused a short while ago: while the plan would write that
+	// same unit file, nothing is planned for the unit, so a refusal is not
+	// retried in a loop. The caller decides how long "a short while" is.
+	Refused map[string]string
+	// Unrestarted holds, by unit, the Hash of a unit file an earlier pass
+	// wrote for a changed pod without getting to restart the unit. The
+	// board cannot show it (its file is current and loaded): such a unit,
+	// still desired, with that file and still running, is restarted (after
+	// a daemon-reload) unless the plan rewrites or restarts it anyway.
+	Unrestarted map[string]string
+	// SweepOnly plans only what takes stale units down (stop, disable,
+	// remove, reset-failed and the daemon-reload), and nothing at all
+	// unless a unit is stopped or removed: the pass over a board that is
+	// down, which must never bring a unit up.
+	SweepOnly bool
+}
+
+// PlanBoard returns everything one pass does to a board, in order: Plan's
+// actions for b.Desired and b.Observed, less those of units whose files were
+// refused (b.Refused), plus the restarts an earlier pass did not get to
+// (b.Unrestarted), or only the take-downs (b.SweepOnly). The error is
+// Plan's.
+func PlanBoard(b Board) ([]Action, error) {
+	acts, err := Plan(b.Desired, b.Observed)
+	if b.SweepOnly {
+		return sweepOnly(acts), err
+	}
+	acts = append(acts, unrestarted(b, acts)...)
+	return dropRefused(acts, b.Refused), err
+}
+
+// sweepOnly keeps the take-downs of acts, none unless one stops or removes
+// a unit.
+func sweepOnly(acts []Action) []Action {
+	var out []Action
+	down := false
+	for _, a := range acts {
+		switch a.Type {
+		case ActionStop, ActionRemove:
+			down = true
+			fallthrough
+		case ActionDisable, ActionDaemonReload, ActionResetFailed:
+			out = append(out, a)
+		}
+	}
+	if !down {
+		return nil
+	}
+	return out
+}
+
+// unrestarted returns the restarts of b.Unrestarted that planned does not
+// do itself (a write or restart of the unit), for units still desired whose
+// board file is the one written and whose process runs, with a
+// daemon-reload first unless planned has one.
+func unrestarted(b Board, planned []Action) []Action {
+	if len(b.Unrestarted) == 0 {
+		return nil
+	}
+	bound := make(map[string]bool, len(b.Desired))
+	for _, p := range b.Desired {
+		if p != nil {
+			bound[api.UnitName(p.Metadata.Name)] = true
+		}
+	}
+	touched := make(map[string]bool)
+	reload := false
+	for _, a := range planned {
+		touched[a.Unit] = touched[a.Unit] || a.Type == ActionWrite || a.Type == ActionRestart
+		reload = reload || a.Type == ActionDaemonReload
+	}
+	var restart []Action
+	var names []string
+	for _, unit := range slices.Sorted(maps.Keys(b.Unrestarted)) {
+		if touched[unit] || !bound[unit] || !StillUnrestarted(b.Observed, unit, b.Unrestarted[unit]) {
+			continue
+		}
+		names = append(names, unit)
+		restart = append(restart, Action{Type: ActionRestart, Unit: unit, Reason: "pod spec changed; the restart did not happen"})
+	}
+	if len(restart) > 0 && !reload {
+		restart = append([]Action{{Type: ActionDaemonReload, Reason: "unit files changed: finishing a restart", For: names}}, restart...)
+	}
+	return restart
+}
+
+// StillUnrestarted reports whether the listing shows unit with the file of
+// hash and a running process (active, activating or reloading): a restart
+// an earlier pass did not get to still has to happen.
+func StillUnrestarted(observed []UnitState, unit, hash string) bool {
+	for _, u := range observed {
+		if u.Unit == unit {
+			return u.FileHash == hash && (u.ActiveState == "active" || u.ActiveState == "activating" || u.ActiveState == "reloading")
+		}
+	}
+	return false
+}
+
+// dropRefused leaves out every action of a unit whose write is the one the
+// board refused (refused), and the daemon-reload when nothing else is left
+// for it.
+func dropRefused(acts []Action, refused map[string]string) []Action {
+	if len(refused) == 0 {
+		return acts
+	}
+	held := make(map[string]bool)
+	for _, a := range acts {
+		if a.Type == ActionWrite && refused[a.Unit] != "" && refused[a.Unit] == Hash(a.Content) {
+			held[a.Unit] = true
+		}
+	}
+	if len(held) == 0 {
+		return acts
+	}
+	out := make([]Action, 0, len(acts))
+	for _, a := range acts {
+		if held[a.Unit] {
+			continue
+		}
+		if a.Type == ActionDaemonReload {
+			a.For = slices.DeleteFunc(slices.Clone(a.For), func(u string) bool { return held[u] })
+			if len(a.For) == 0 {
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // Plan compares the pods placed on one board (desired: every pod the store
 // places on this node, whatever its phase) with the herd units observed
 // there, and returns the actions that make the board run exactly those pods,
 // in this fixed order:
 //
 //  1. stop, disable and remove units of pods not placed here (fencing);
-//  2. write the environment files, then the unit files, of new and changed
-//     units;
+//  2. write the environment files, then the pod files and unit files, of
+//     new and changed units;
 //  3. one daemon-reload, if anything was written or removed or systemd has
 //     a stale view of a file;
 //  4. reset-failed for removed units that had failed;
@@ -274,126 +453,195 @@ func phase(t ActionType) int {
 // is left alone; the returned error (errors.Join of *RenderError values)
 // names every such pod, and the actions for the others are still valid.
 func Plan(desired []*api.Pod, observed []UnitState) ([]Action, error) {
-	seen := make(map[string]UnitState, len(observed))
+	pl := planner{seen: make(map[string]UnitState, len(observed)), want: make(map[string]bool, len(desired))}
 	for _, u := range observed {
 		if !IsHerdUnit(u.Unit) {
 			continue
 		}
-		if _, dup := seen[u.Unit]; !dup {
-			seen[u.Unit] = u
+		if _, dup := pl.seen[u.Unit]; !dup {
+			pl.seen[u.Unit] = u
 		}
 	}
-
-	var (
-		acts   []Action
-		errs   []error
-		reload []string // why a daemon-reload is needed
-		want   = make(map[string]bool, len(desired))
-	)
-	add := func(t ActionType, unit, reason string) {
-		acts = append(acts, Action{Type: t, Unit: unit, Reason: reason})
-	}
-
+	pl.keep = keptFiles(desired)
 	for _, p := range desired {
 		if p == nil {
 			continue
 		}
 		name := api.UnitName(p.Metadata.Name)
-		if want[name] {
+		if pl.want[name] {
 			continue
 		}
-		want[name] = true
-		content, err := Render(p)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		envFile, err := RenderEnvFile(p)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		writeEnv := func(reason string) {
-			acts = append(acts, Action{Type: ActionWriteEnv, Unit: name, Reason: reason,
-				Content: envFile, Path: EnvFilePath(name), Mode: EnvFileMode})
-		}
-		u, ok := seen[name]
-		switch {
-		case !ok || u.FileHash == "":
-			writeEnv("new pod placed on this node")
-			acts = append(acts, Action{Type: ActionWrite, Unit: name, Reason: "new pod placed on this node", Content: content})
-			reload = append(reload, name)
-			add(ActionEnable, name, "new pod placed on this node")
-			if isRunning(u.ActiveState) {
-				add(ActionRestart, name, "unit file was missing while the unit ran")
-			} else {
-				add(ActionStart, name, "new pod placed on this node")
-			}
-		case u.FileHash != Hash(content):
-			writeEnv("pod spec changed")
-			acts = append(acts, Action{Type: ActionWrite, Unit: name, Reason: "pod spec changed", Content: content})
-			reload = append(reload, name)
-			if u.UnitFileState == "disabled" {
-				add(ActionEnable, name, "unit is not enabled")
-			}
-			add(ActionRestart, name, "pod spec changed")
-		case u.LoadState == "" || u.LoadState == "not-found":
-			// Written by a pass that stopped before daemon-reload.
-			reload = append(reload, name)
-			add(ActionEnable, name, "unit file was written but never loaded")
-			add(ActionStart, name, "unit file was written but never loaded")
-		default:
-			if u.NeedDaemonReload {
-				reload = append(reload, name)
-			}
-			disabled := u.UnitFileState == "disabled"
-			if disabled {
-				add(ActionEnable, name, "unit is not enabled")
-			}
-			policy := p.Spec.Template.RestartPolicy
-			switch {
-			case u.ActiveState != "inactive":
-			case u.ExecMainStartTimestamp == "":
-				add(ActionStart, name, "unit was never started")
-			case !disabled && u.LoadState == "loaded" && u.ExecMainStatus == 0 && (policy == "" || policy == api.RestartAlways):
-				// Stopped by hand after a clean exit: controller.ObservePod
-				// keeps such a pod Scheduled and expects it started again.
-				add(ActionStart, name, "unit was stopped; restart policy always")
-			}
-		}
+		pl.want[name] = true
+		pl.placed(p, name)
 	}
-
-	for name, u := range seen {
-		if want[name] {
-			continue
-		}
-		const why = "pod not placed on this node"
-		if isRunning(u.ActiveState) {
-			add(ActionStop, name, why)
-		}
-		if u.FileHash != "" || u.UnitFileState == "enabled" {
-			add(ActionDisable, name, why)
-		}
-		if u.FileHash != "" {
-			add(ActionRemove, name, why)
-			reload = append(reload, name)
-		}
-		if u.ActiveState == "failed" {
-			add(ActionResetFailed, name, why)
-		}
-	}
-
-	if len(reload) > 0 {
-		slices.Sort(reload)
-		add(ActionDaemonReload, "", "unit files changed: "+strings.Join(reload, ", "))
-	}
-	slices.SortStableFunc(acts, func(a, b Action) int {
+	pl.stale()
+	pl.daemonReload(observed)
+	slices.SortStableFunc(pl.acts, func(a, b Action) int {
 		if d := phase(a.Type) - phase(b.Type); d != 0 {
 			return d
 		}
 		return strings.Compare(a.Unit, b.Unit)
 	})
-	return acts, errors.Join(errs...)
+	return pl.acts, errors.Join(pl.errs...)
+}
+
+// planner is Plan's work in progress.
+type planner struct {
+	seen   map[string]UnitState // herd units observed, by name
+	want   map[string]bool      // units of desired pods
+	keep   []string             // keptFiles(desired)
+	acts   []Action
+	errs   []error
+	reload []string // why a daemon-reload is needed
+}
+
+func (pl *planner) add(t ActionType, unit, reason string) {
+	pl.acts = append(pl.acts, Action{Type: t, Unit: unit, Reason: reason})
+}
+
+// keptFiles returns the paths of every file of the desired pods, sorted.
+func keptFiles(desired []*api.Pod) []string {
+	var keep []string
+	for _, p := range desired {
+		if p == nil {
+			continue
+		}
+		for _, f := range p.Spec.Template.Files {
+			keep = append(keep, f.Path)
+		}
+	}
+	slices.Sort(keep)
+	return slices.Compact(keep)
+}
+
+// podFiles returns the files an ActionWrite puts on the board for p.
+func podFiles(p *api.Pod) ([]PodFile, error) {
+	var files []PodFile
+	for i, f := range p.Spec.Template.Files {
+		mode, err := f.Perm()
+		if err != nil {
+			return nil, &RenderError{Pod: p.Metadata.Name, Field: fmt.Sprintf("spec.template.files[%d].mode", i), Reason: err.Error()}
+		}
+		files = append(files, PodFile{Path: f.Path, Content: []byte(f.Content), Mode: mode, AllowSetID: f.AllowSetID})
+	}
+	return files, nil
+}
+
+// placed plans the unit name of p, a pod placed on the board.
+func (pl *planner) placed(p *api.Pod, name string) {
+	content, err := Render(p)
+	if err != nil {
+		pl.errs = append(pl.errs, err)
+		return
+	}
+	envFile, err := RenderEnvFile(p)
+	if err != nil {
+		pl.errs = append(pl.errs, err)
+		return
+	}
+	files, err := podFiles(p)
+	if err != nil {
+		pl.errs = append(pl.errs, err)
+		return
+	}
+	write := func(reason string, prune bool) {
+		pl.acts = append(pl.acts,
+			Action{Type: ActionWriteEnv, Unit: name, Reason: reason, Content: envFile, Path: EnvFilePath(name), Mode: EnvFileMode},
+			Action{Type: ActionWrite, Unit: name, Reason: reason, Content: content, Files: files, Prune: prune, Keep: pl.keep})
+		pl.reload = append(pl.reload, name)
+	}
+	u, ok := pl.seen[name]
+	switch {
+	case !ok || u.FileHash == "":
+		write("new pod placed on this node", false)
+		pl.add(ActionEnable, name, "new pod placed on this node")
+		if isRunning(u.ActiveState) {
+			pl.add(ActionRestart, name, "unit file was missing while the unit ran")
+		} else {
+			pl.add(ActionStart, name, "new pod placed on this node")
+		}
+	case u.FileHash != Hash(content):
+		write("pod spec changed", true)
+		if u.UnitFileState == "disabled" {
+			pl.add(ActionEnable, name, "unit is not enabled")
+		}
+		pl.add(ActionRestart, name, "pod spec changed")
+	case u.LoadState == "" || u.LoadState == "not-found":
+		// Written by a pass that stopped before daemon-reload.
+		pl.reload = append(pl.reload, name)
+		pl.add(ActionEnable, name, "unit file was written but never loaded")
+		pl.add(ActionStart, name, "unit file was written but never loaded")
+	default:
+		pl.current(p, name, u)
+	}
+}
+
+// current plans a unit whose file on the board is current.
+func (pl *planner) current(p *api.Pod, name string, u UnitState) {
+	if u.NeedDaemonReload {
+		pl.reload = append(pl.reload, name)
+	}
+	disabled := u.UnitFileState == "disabled"
+	if disabled {
+		pl.add(ActionEnable, name, "unit is not enabled")
+	}
+	policy := p.Spec.Template.RestartPolicy
+	switch {
+	case u.ActiveState != "inactive":
+	case u.ExecMainStartTimestamp == "":
+		pl.add(ActionStart, name, "unit was never started")
+	case !disabled && u.LoadState == "loaded" && u.ExecMainStatus == 0 && (policy == "" || policy == api.RestartAlways):
+		// Stopped by hand after a clean exit: controller.ObservePod
+		// keeps such a pod Scheduled and expects it started again.
+		pl.add(ActionStart, name, "unit was stopped; restart policy always")
+	}
+}
+
+// stale plans the take-down of every observed unit no desired pod wants.
+func (pl *planner) stale() {
+	for name, u := range pl.seen {
+		if pl.want[name] {
+			continue
+		}
+		const why = "pod not placed on this node"
+		if isRunning(u.ActiveState) {
+			pl.add(ActionStop, name, why)
+		}
+		if u.FileHash != "" || u.UnitFileState == "enabled" {
+			pl.add(ActionDisable, name, why)
+		}
+		if u.FileHash != "" {
+			pl.acts = append(pl.acts, Action{Type: ActionRemove, Unit: name, Reason: why, Keep: pl.keep})
+			pl.reload = append(pl.reload, name)
+		}
+		if u.ActiveState == "failed" {
+			pl.add(ActionResetFailed, name, why)
+		}
+	}
+}
+
+// daemonReload adds the one daemon-reload, if any reason calls for it, with
+// the units it is for: every unit written or removed, and every listed
+// unit systemd has a stale or no view of.
+func (pl *planner) daemonReload(observed []UnitState) {
+	if len(pl.reload) == 0 {
+		return
+	}
+	slices.Sort(pl.reload)
+	var forUnits []string
+	for _, a := range pl.acts {
+		if a.Type == ActionWrite || a.Type == ActionRemove {
+			forUnits = append(forUnits, a.Unit)
+		}
+	}
+	for _, u := range observed {
+		if u.NeedDaemonReload || u.FileHash != "" && (u.LoadState == "" || u.LoadState == "not-found") {
+			forUnits = append(forUnits, u.Unit)
+		}
+	}
+	slices.Sort(forUnits)
+	pl.acts = append(pl.acts, Action{Type: ActionDaemonReload, Reason: "unit files changed: " + strings.Join(pl.reload, ", "),
+		For: slices.Compact(forUnits)})
 }
 
 // isRunning reports whether an ActiveState has a process to stop.

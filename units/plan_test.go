@@ -532,3 +532,145 @@ func TestPlanStartsAUnitStoppedByHand(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanBoard: everything one pass does to a board, as data: the pod
+// files, the unit and environment files, the removals with the paths they
+// keep, the reload with the units it is for, and what the placer's memory
+// (refused files, restarts not done) adds or leaves out.
+func TestPlanBoard(t *testing.T) {
+	web := planPod("web")
+	web.Spec.Template.Files = []api.File{{Path: "/etc/web/a.conf", Content: "a\n", Mode: "0640"}, {Path: "/etc/shared.conf", Content: "s"}}
+	webChanged := planPod("web")
+	webChanged.Metadata.Generation = 2
+	webChanged.Spec.Template.Files = []api.File{{Path: "/etc/web/a.conf", Content: "b\n", Mode: "0640"}}
+	old := planPod("old")
+	old.Spec.Template.Files = []api.File{{Path: "/etc/shared.conf", Content: "s"}}
+	render := func(p *api.Pod) []byte {
+		b, err := Render(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	env := func(p *api.Pod) []byte {
+		b, err := RenderEnvFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	stopped := running(t, web)
+	stopped.ActiveState, stopped.SubState, stopped.MainPID = "inactive", "dead", 0
+	const unit = "herd-web.service"
+	webFiles := []PodFile{{Path: "/etc/web/a.conf", Content: []byte("a\n"), Mode: 0o640}, {Path: "/etc/shared.conf", Content: []byte("s"), Mode: 0o644}}
+
+	for _, tc := range []struct {
+		name  string
+		board Board
+		want  []Action
+	}{
+		{
+			name:  "new pod with files",
+			board: Board{Desired: []*api.Pod{web}},
+			want: []Action{
+				{Type: ActionWriteEnv, Unit: unit, Reason: "new pod placed on this node", Content: env(web), Path: EnvFilePath(unit), Mode: 0o600},
+				{Type: ActionWrite, Unit: unit, Reason: "new pod placed on this node", Content: render(web), Files: webFiles,
+					Keep: []string{"/etc/shared.conf", "/etc/web/a.conf"}},
+				{Type: ActionDaemonReload, Reason: "unit files changed: " + unit, For: []string{unit}},
+				{Type: ActionEnable, Unit: unit, Reason: "new pod placed on this node"},
+				{Type: ActionStart, Unit: unit, Reason: "new pod placed on this node"},
+			},
+		},
+		{
+			name:  "changed file: rewrite, prune the old unit's files, restart",
+			board: Board{Desired: []*api.Pod{webChanged}, Observed: []UnitState{running(t, web)}},
+			want: []Action{
+				{Type: ActionWriteEnv, Unit: unit, Reason: "pod spec changed", Content: env(webChanged), Path: EnvFilePath(unit), Mode: 0o600},
+				{Type: ActionWrite, Unit: unit, Reason: "pod spec changed", Content: render(webChanged),
+					Files: []PodFile{{Path: "/etc/web/a.conf", Content: []byte("b\n"), Mode: 0o640}}, Prune: true, Keep: []string{"/etc/web/a.conf"}},
+				{Type: ActionDaemonReload, Reason: "unit files changed: " + unit, For: []string{unit}},
+				{Type: ActionRestart, Unit: unit, Reason: "pod spec changed"},
+			},
+		},
+		{
+			name:  "removed pod: its unit goes, keeping a file another pod uses",
+			board: Board{Desired: []*api.Pod{old}, Observed: []UnitState{running(t, old), running(t, web)}},
+			want: []Action{
+				{Type: ActionStop, Unit: unit, Reason: "pod not placed on this node"},
+				{Type: ActionDisable, Unit: unit, Reason: "pod not placed on this node"},
+				{Type: ActionRemove, Unit: unit, Reason: "pod not placed on this node", Keep: []string{"/etc/shared.conf"}},
+				{Type: ActionDaemonReload, Reason: "unit files changed: " + unit, For: []string{unit}},
+			},
+		},
+		{
+			name:  "unit stopped by hand is started",
+			board: Board{Desired: []*api.Pod{web}, Observed: []UnitState{stopped}},
+			want:  []Action{{Type: ActionStart, Unit: unit, Reason: "unit was stopped; restart policy always"}},
+		},
+		{
+			name:  "files refused a moment ago: nothing for the unit",
+			board: Board{Desired: []*api.Pod{web}, Refused: map[string]string{unit: Hash(render(web))}},
+			want:  nil,
+		},
+		{
+			name: "files refused, other work stays",
+			board: Board{Desired: []*api.Pod{web}, Observed: []UnitState{running(t, old)},
+				Refused: map[string]string{unit: Hash(render(web))}},
+			want: []Action{
+				{Type: ActionStop, Unit: "herd-old.service", Reason: "pod not placed on this node"},
+				{Type: ActionDisable, Unit: "herd-old.service", Reason: "pod not placed on this node"},
+				{Type: ActionRemove, Unit: "herd-old.service", Reason: "pod not placed on this node", Keep: []string{"/etc/shared.conf", "/etc/web/a.conf"}},
+				{Type: ActionDaemonReload, Reason: "unit files changed: herd-old.service, " + unit, For: []string{"herd-old.service"}},
+			},
+		},
+		{
+			name:  "refused for an older unit file: the new one is tried",
+			board: Board{Desired: []*api.Pod{webChanged}, Observed: []UnitState{running(t, web)}, Refused: map[string]string{unit: Hash(render(web))}},
+			want: []Action{
+				{Type: ActionWriteEnv, Unit: unit, Reason: "pod spec changed", Content: env(webChanged), Path: EnvFilePath(unit), Mode: 0o600},
+				{Type: ActionWrite, Unit: unit, Reason: "pod spec changed", Content: render(webChanged),
+					Files: []PodFile{{Path: "/etc/web/a.conf", Content: []byte("b\n"), Mode: 0o640}}, Prune: true, Keep: []string{"/etc/web/a.conf"}},
+				{Type: ActionDaemonReload, Reason: "unit files changed: " + unit, For: []string{unit}},
+				{Type: ActionRestart, Unit: unit, Reason: "pod spec changed"},
+			},
+		},
+		{
+			name:  "a restart an earlier pass did not get to",
+			board: Board{Desired: []*api.Pod{web}, Observed: []UnitState{running(t, web)}, Unrestarted: map[string]string{unit: hashOf(t, web)}},
+			want: []Action{
+				{Type: ActionDaemonReload, Reason: "unit files changed: finishing a restart", For: []string{unit}},
+				{Type: ActionRestart, Unit: unit, Reason: "pod spec changed; the restart did not happen"},
+			},
+		},
+		{
+			name:  "an unfinished restart whose file was replaced since is forgotten",
+			board: Board{Desired: []*api.Pod{web}, Observed: []UnitState{running(t, web)}, Unrestarted: map[string]string{unit: "other"}},
+			want:  nil,
+		},
+		{
+			name:  "sweep: only the take-downs",
+			board: Board{Desired: []*api.Pod{webChanged}, Observed: []UnitState{running(t, web), running(t, old)}, SweepOnly: true},
+			want: []Action{
+				{Type: ActionStop, Unit: "herd-old.service", Reason: "pod not placed on this node"},
+				{Type: ActionDisable, Unit: "herd-old.service", Reason: "pod not placed on this node"},
+				{Type: ActionRemove, Unit: "herd-old.service", Reason: "pod not placed on this node", Keep: []string{"/etc/web/a.conf"}},
+				{Type: ActionDaemonReload, Reason: "unit files changed: herd-old.service, " + unit, For: []string{"herd-old.service", unit}},
+			},
+		},
+		{
+			name:  "sweep with nothing to take down does nothing",
+			board: Board{Desired: []*api.Pod{webChanged}, Observed: []UnitState{running(t, web)}, SweepOnly: true},
+			want:  nil,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := PlanBoard(tc.board)
+			if err != nil {
+				t.Fatalf("PlanBoard: %v", err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("PlanBoard (-want +got):\n%s", d)
+			}
+		})
+	}
+}

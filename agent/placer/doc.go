@@ -18,17 +18,22 @@
 //     with the Fencing condition) get passes;
 //  2. lists the board's herd units (Executor.ShowUnits; a witness, with
 //     its own deadline, on a Ready board gossip calls dead);
-//  3. plans with units.Plan against the pods bound to the board that are
-//     not terminal (Lost, Failed and Succeeded pods have no unit), and
-//     executes the actions in order, stopping at the first error. A pod's
-//     files, then its environment file, are written before its unit file;
-//     a removed unit's files (its X-Herd-Files), then its environment
-//     file, are removed before the unit file, except paths another pod
-//     bound to the board still uses;
-//     One case units.Plan cannot see is added: a changed unit whose restart
-//     an earlier pass did not get to (the file on the board is already
-//     current) is restarted. It is remembered in memory only, so a leader
-//     change at that exact moment leaves the old process running;
+//  3. plans with units.PlanBoard against the pods bound to the board that
+//     are not terminal (Lost, Failed and Succeeded pods have no unit) and
+//     executes the actions in order, stopping at the first error. The plan
+//     is everything the pass does to the board, as data: a pod's
+//     environment file, then its files and its unit file; a removed unit's
+//     files (its X-Herd-Files), environment file and unit file, except
+//     paths another pod bound to the board still uses; the daemon-reload,
+//     enables, starts, restarts and stops. What the worker remembers goes
+//     into the plan as input: a changed unit whose restart an earlier pass
+//     did not get to (the file on the board is already current) is
+//     restarted, remembered in memory only, so a leader change at that
+//     exact moment leaves the old process running; and a pod whose files
+//     the board refused gets no actions until its retry is due. The
+//     executing loop only adds what a plan cannot know in advance: the
+//     state check before each bring-up (see "Exactly N") and, when the
+//     board refuses a pod's files, leaving out that unit's later actions;
 //  4. lists the units again if anything was done;
 //  5. reports: ObservePod for every bound pod (with its readiness check:
 //     tcp and http dialled from the leader to the board's address and host
@@ -57,9 +62,9 @@
 //
 // A pod's environment goes to its own file (units' env file path, mode
 // 0600, root-owned) in a directory the placer keeps at 0700 root, never in
-// the world-readable unit file; units.Plan's write-env action writes it
-// right before the unit file (when a plan has none, writeUnit does), and it
-// is removed with the unit, fencing included.
+// the world-readable unit file; the plan's write-env action writes it
+// right before the unit's files, and it is removed with the unit, fencing
+// included.
 //
 // Exec readiness checks run through Executor.Probe in the pod's unit
 // context: as the template's user (root only for a root pod), in its

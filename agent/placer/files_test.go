@@ -164,6 +164,7 @@ func TestFilesConditionKeepsTransitionTime(t *testing.T) {
 // TestExecuteWriteEnvAction: Plan's write-env action (units' contract)
 // writes the env file privately before the unit; when the pod's files are
 // then refused, the fresh env file is removed again and nothing else runs.
+// The plans are written out by hand: execute carries out what they say.
 func TestExecuteWriteEnvAction(t *testing.T) {
 	h := newHarness(t)
 	h.st.putNode(readyNode("n1", "127.0.0.1"))
@@ -175,12 +176,12 @@ func TestExecuteWriteEnvAction(t *testing.T) {
 	unit := "herd-web-1.service"
 	acts := []units.Action{
 		{Type: units.ActionWriteEnv, Unit: unit, Content: []byte("A='1'\n")},
-		{Type: units.ActionWrite, Unit: unit, Content: render(t, pod)},
+		{Type: units.ActionWrite, Unit: unit, Content: render(t, pod), Files: podFiles(pod)},
 		{Type: units.ActionDaemonReload},
 		{Type: units.ActionEnable, Unit: unit},
 		{Type: units.ActionStart, Unit: unit},
 	}
-	n, err := w.execute(t.Context(), acts, []*api.Pod{pod}, nil)
+	n, err := w.execute(t.Context(), acts)
 	if err != nil || n != 5 {
 		t.Fatalf("execute = %d, %v; want 5, nil", n, err)
 	}
@@ -207,12 +208,12 @@ func TestExecuteWriteEnvAction(t *testing.T) {
 	unit2 := "herd-web-2.service"
 	acts2 := []units.Action{
 		{Type: units.ActionWriteEnv, Unit: unit2, Content: []byte("A='1'\n")},
-		{Type: units.ActionWrite, Unit: unit2, Content: render(t, pod2)},
+		{Type: units.ActionWrite, Unit: unit2, Content: render(t, pod2), Files: podFiles(pod2)},
 		{Type: units.ActionDaemonReload},
 		{Type: units.ActionEnable, Unit: unit2},
 		{Type: units.ActionStart, Unit: unit2},
 	}
-	if _, err := w2.execute(t.Context(), acts2, []*api.Pod{pod2}, nil); err != nil {
+	if _, err := w2.execute(t.Context(), acts2); err != nil {
 		t.Fatalf("execute: %v", err)
 	}
 	wantCalls(t, b2,
@@ -223,4 +224,14 @@ func TestExecuteWriteEnvAction(t *testing.T) {
 	if got := b2.Files(); len(got) != 0 {
 		t.Errorf("files left on the board: %v", got)
 	}
+}
+
+// podFiles returns the files of webPod as a write action carries them.
+func podFiles(p *api.Pod) []units.PodFile {
+	var out []units.PodFile
+	for _, f := range p.Spec.Template.Files {
+		mode, _ := f.Perm()
+		out = append(out, units.PodFile{Path: f.Path, Content: []byte(f.Content), Mode: mode})
+	}
+	return out
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
 	"slices"
@@ -78,7 +77,7 @@ func (w *worker) pass(ctx context.Context) passResult {
 
 	res := passResult{witness: witness}
 	if len(acts) > 0 {
-		res.acted, res.err = w.execute(ctx, acts, desired, observed)
+		res.acted, res.err = w.execute(ctx, acts)
 		if res.acted > 0 {
 			observed, err = p.exec.ShowUnits(ctx, w.node)
 			if err != nil {
@@ -110,67 +109,63 @@ func (w *worker) pass(ctx context.Context) passResult {
 	return res
 }
 
-// plan returns the actions that make the board match desired: units.Plan
-// plus finishRestarts. A plan that came out empty is remembered by a digest
-// of its inputs (every bound pod's name and resourceVersion, and the
-// listing), so a steady board is not re-rendered every pass.
+// plan returns everything this pass does to the board: units.PlanBoard
+// over the bound pods and the listing, with what the worker remembers (the
+// pods whose files the board refused within Config.ObserveInterval, the
+// restarts an earlier pass did not get to). A plan that came out empty is
+// remembered by a digest of its inputs (every bound pod's name and
+// resourceVersion, and the listing), so a steady board is not re-rendered
+// every pass.
 func (w *worker) plan(desired []*api.Pod, observed []units.UnitState) []units.Action {
 	key := planKey(desired, observed)
 	if w.noopPlan == key && len(w.pendingRestart) == 0 {
 		return nil
 	}
-	acts, err := units.Plan(desired, observed)
+	w.forgetRestarts(desired, observed)
+	refused := w.recentRefusals()
+	acts, err := units.PlanBoard(units.Board{Desired: desired, Observed: observed, Refused: refused, Unrestarted: w.pendingRestart})
 	w.noteRenderErrors(desired, err)
-	acts = append(acts, w.finishRestarts(desired, observed, acts)...)
 	w.noopPlan = [16]byte{}
-	if len(acts) == 0 && err == nil {
+	if len(acts) == 0 && err == nil && len(refused) == 0 {
 		w.noopPlan = key
 	}
 	return acts
 }
 
-// finishRestarts completes the restarts of changed units that an earlier
-// pass wrote but did not get to restart (it stopped at an error between
-// the write and the restart). Plan cannot see them: the file on the board
-// is already current, and once systemd reloaded it nothing marks the
-// running process as stale. It returns a daemon-reload (unless planned)
-// and a restart for every such unit that is still bound here, still has
-// the content written and still runs; others are forgotten.
-func (w *worker) finishRestarts(desired []*api.Pod, observed []units.UnitState, planned []units.Action) []units.Action {
+// forgetRestarts forgets the unfinished restarts that no longer have to
+// happen: the unit's pod is not bound here any more, or the board no longer
+// has the file written or a process running it.
+func (w *worker) forgetRestarts(desired []*api.Pod, observed []units.UnitState) {
 	if len(w.pendingRestart) == 0 {
-		return nil
+		return
 	}
 	bound := make(map[string]bool, len(desired))
 	for _, p := range desired {
 		bound[api.UnitName(p.Metadata.Name)] = true
 	}
-	seen := make(map[string]units.UnitState, len(observed))
-	for _, u := range observed {
-		seen[u.Unit] = u
-	}
-	touched := make(map[string]bool)
-	reload := false
-	for _, a := range planned {
-		touched[a.Unit] = a.Type == units.ActionWrite || a.Type == units.ActionRestart || touched[a.Unit]
-		reload = reload || a.Type == units.ActionDaemonReload
-	}
-	var restart []units.Action
-	for _, unit := range slices.Sorted(maps.Keys(w.pendingRestart)) {
-		u, ok := seen[unit]
-		switch {
-		case touched[unit]:
-			continue // this plan rewrites or restarts it anyway
-		case !bound[unit] || !ok || u.FileHash != w.pendingRestart[unit] ||
-			!(u.ActiveState == "active" || u.ActiveState == "activating" || u.ActiveState == "reloading"):
+	for unit, hash := range w.pendingRestart {
+		if !bound[unit] || !units.StillUnrestarted(observed, unit, hash) {
 			delete(w.pendingRestart, unit)
-			continue
 		}
-		restart = append(restart, units.Action{Type: units.ActionRestart, Unit: unit, Reason: "pod spec changed; the restart did not happen"})
 	}
-	if len(restart) > 0 && !reload {
-		restart = append([]units.Action{{Type: units.ActionDaemonReload, Reason: "unit files changed: finishing a restart"}}, restart...)
+}
+
+// recentRefusals returns, by unit, the hash of the unit file whose pod
+// files the board refused within the last ObserveInterval: the plan leaves
+// such a unit alone while its unit file is unchanged, so a refusal never
+// retries in a loop.
+func (w *worker) recentRefusals() map[string]string {
+	var out map[string]string
+	now := w.p.clock.Now()
+	for pod, r := range w.fileRefused {
+		if now.Sub(r.at) < w.p.cfg.ObserveInterval {
+			if out == nil {
+				out = make(map[string]string)
+			}
+			out[api.UnitName(pod)] = r.content
+		}
 	}
-	return restart
+	return out
 }
 
 // planKey digests what Plan reads.
@@ -231,155 +226,170 @@ func (w *worker) noteRenderErrors(desired []*api.Pod, err error) {
 	}
 }
 
-// execute carries out acts in order, stopping at the first error, and
-// returns how many it completed. Consecutive systemctl actions of one verb
-// go in one call. Before any action that brings a unit up (write, enable,
-// start, restart) the current state is read again and the pass stops with
-// errStale if the unit's pod is no longer bound to this node (or changed,
-// for a write), or the node stopped getting passes.
-func (w *worker) execute(ctx context.Context, acts []units.Action, desired []*api.Pod, observed []units.UnitState) (int, error) {
-	p := w.p
-	pods := make(map[string]*api.Pod, len(desired))
-	protected := make(map[string]bool)
-	for _, pod := range desired {
-		pods[api.UnitName(pod.Metadata.Name)] = pod
-		for _, f := range pod.Spec.Template.Files {
-			protected[f.Path] = true
-		}
+// execute carries out acts, a units.PlanBoard plan, in order, stopping at
+// the first error, and returns how many it completed. Consecutive systemctl
+// actions of one verb go in one call. Before any action that brings a unit
+// up (write-env, write, enable, start, restart) the current state is read
+// again and the pass stops with errStale if the unit's pod is no longer
+// bound to this node (or changed, for a write), or the node stopped getting
+// passes. When the board refuses a pod's files, that unit's later actions
+// are left out (see run.refuse) and the pass goes on.
+func (w *worker) execute(ctx context.Context, acts []units.Action) (int, error) {
+	r := &run{
+		w: w, acts: acts,
+		refused:    make(map[string]bool),
+		envWritten: make(map[string]bool),
+		restarts:   make(map[string]bool),
 	}
-	seen := make(map[string]units.UnitState, len(observed))
-	for _, u := range observed {
-		seen[u.Unit] = u
-	}
-	restarts := make(map[string]bool)
 	for _, a := range acts {
 		if a.Type == units.ActionRestart {
-			restarts[a.Unit] = true
+			r.restarts[a.Unit] = true
 		}
 	}
-
-	// refused: units whose pod's files the board refused; none of their
-	// later actions run this pass.
-	refused := make(map[string]bool)
-	// envWritten: units whose env file a write-env action of this plan
-	// wrote (removed again if the unit's files are then refused).
-	envWritten := make(map[string]bool)
 	done := 0
 	for i := 0; i < len(acts); {
 		a := acts[i]
 		j := i + 1
-		var err error
-		switch a.Type {
-		case units.ActionWriteEnv:
-			// The unit's environment file (0600, root-only directory),
-			// before its unit file.
-			pod := pods[a.Unit]
-			if pod != nil && w.refusedRecently(pod, unitContent(acts, a.Unit)) {
-				refused[a.Unit] = true
-				i = j
-				continue
-			}
-			if err = w.stillWanted(ctx, acts[i:j]); err == nil {
-				err = w.writeEnv(ctx, a.Unit, a.Content)
-			}
-			if errors.Is(err, ErrFileRefused) && pod != nil {
-				w.refuse(pod, unitContent(acts, a.Unit), err)
-				refused[a.Unit] = true
-				err = nil
-				i = j
-				continue
-			}
-			if err == nil {
-				envWritten[a.Unit] = true
-			}
-		case units.ActionWrite:
-			pod := pods[a.Unit]
-			if refused[a.Unit] || pod != nil && w.refusedRecently(pod, a.Content) {
-				refused[a.Unit] = true
-				i = j
-				continue
-			}
-			if err = w.stillWanted(ctx, acts[i:j]); err == nil {
-				err = w.writeUnit(ctx, a, pod, seen[a.Unit], protected)
-			}
-			if errors.Is(err, ErrFileRefused) && pod != nil {
-				w.refuse(pod, a.Content, err)
-				// Leave no secrets behind for a unit that has no file (a
-				// later removal only ever finds units with a file).
-				if envWritten[a.Unit] && seen[a.Unit].FileHash == "" {
-					if rerr := p.exec.Remove(ctx, w.node, units.EnvFilePath(a.Unit)); rerr != nil {
-						w.log.Warn("removing the environment file of a refused unit", "unit", a.Unit, "err", rerr)
-					}
-				}
-				refused[a.Unit] = true
-				i = j
-				continue
-			}
-			if err == nil && pod != nil {
-				delete(w.fileRefused, pod.Metadata.Name)
-			}
-			if err == nil && restarts[a.Unit] {
-				w.pendingRestart[a.Unit] = units.Hash(a.Content)
-			}
-		case units.ActionRemove:
-			err = w.removeUnit(ctx, a.Unit, protected)
-		case units.ActionDaemonReload:
-			if !reloadNeeded(acts, refused, observed) {
-				i = j
-				continue
-			}
-			err = p.exec.Systemctl(ctx, w.node, VerbDaemonReload)
-		default:
-			verb, up, ok := verbOf(a.Type)
-			if !ok {
-				return done, fmt.Errorf("placer: unknown unit action %q", a.Type)
-			}
+		if _, _, ok := verbOf(a.Type); ok {
 			for j < len(acts) && acts[j].Type == a.Type {
 				j++
 			}
-			names := make([]string, 0, j-i)
-			batch := make([]units.Action, 0, j-i)
-			for _, b := range acts[i:j] {
-				if refused[b.Unit] {
-					continue
-				}
-				names = append(names, b.Unit)
-				batch = append(batch, b)
-			}
-			if len(names) == 0 {
-				i = j
-				continue
-			}
-			if up {
-				err = w.stillWanted(ctx, batch)
-			}
-			if err == nil {
-				err = p.exec.Systemctl(ctx, w.node, verb, names...)
-			}
-			if err == nil && a.Type == units.ActionRestart {
-				for _, n := range names {
-					delete(w.pendingRestart, n)
-				}
-			}
 		}
+		batch := r.live(acts[i:j])
+		i = j
+		if len(batch) == 0 {
+			continue
+		}
+		ran, err := r.step(ctx, batch)
 		if err != nil {
 			if errors.Is(err, errStale) {
 				w.log.Info("state changed during the pass; starting over", "err", err)
 			}
 			return done, fmt.Errorf("%s: %w", a, err)
 		}
-		n := 0
-		for _, b := range acts[i:j] {
-			if refused[b.Unit] {
-				continue
-			}
-			w.log.Info("unit action", "action", string(b.Type), "unit", b.Unit, "reason", b.Reason)
-			n++
+		if !ran {
+			continue
 		}
-		done += n
-		i = j
+		for _, b := range batch {
+			w.log.Info("unit action", "action", string(b.Type), "unit", b.Unit, "reason", b.Reason)
+		}
+		done += len(batch)
 	}
 	return done, nil
+}
+
+// run is one execute call's bookkeeping.
+type run struct {
+	w    *worker
+	acts []units.Action
+	// refused: units whose pod's files the board refused; none of their
+	// later actions run this pass.
+	refused map[string]bool
+	// envWritten: units whose env file a write-env action of this plan
+	// wrote (removed again if the unit's files are then refused).
+	envWritten map[string]bool
+	// restarts: units the plan restarts.
+	restarts map[string]bool
+}
+
+// live returns the actions of batch whose unit was not refused.
+func (r *run) live(batch []units.Action) []units.Action {
+	if len(r.refused) == 0 {
+		return batch
+	}
+	var out []units.Action
+	for _, a := range batch {
+		if !r.refused[a.Unit] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// step carries out one action, or one batch of a systemctl verb, and
+// reports whether it ran (a refused write or a reload with no reason left
+// did not).
+func (r *run) step(ctx context.Context, batch []units.Action) (bool, error) {
+	w, a := r.w, batch[0]
+	switch a.Type {
+	case units.ActionWriteEnv:
+		// The unit's environment file (0600, root-only directory),
+		// before its unit file.
+		err := w.stillWanted(ctx, batch)
+		if err == nil {
+			err = w.writeEnv(ctx, a.Unit, a.Content)
+		}
+		if errors.Is(err, ErrFileRefused) {
+			r.refuse(ctx, a, err)
+			return false, nil
+		}
+		r.envWritten[a.Unit] = err == nil
+		return true, err
+	case units.ActionWrite:
+		err := w.stillWanted(ctx, batch)
+		if err == nil {
+			err = w.writeUnit(ctx, a)
+		}
+		if errors.Is(err, ErrFileRefused) {
+			r.refuse(ctx, a, err)
+			return false, nil
+		}
+		if err == nil {
+			if pod, ok := api.PodFromUnitName(a.Unit); ok {
+				delete(w.fileRefused, pod)
+			}
+			if r.restarts[a.Unit] {
+				w.pendingRestart[a.Unit] = units.Hash(a.Content)
+			}
+		}
+		return true, err
+	case units.ActionRemove:
+		return true, w.removeUnit(ctx, a.Unit, a.Keep)
+	case units.ActionDaemonReload:
+		if len(r.refused) > 0 && !slices.ContainsFunc(a.For, func(u string) bool { return !r.refused[u] }) {
+			return false, nil // every unit it was for was refused
+		}
+		return true, w.p.exec.Systemctl(ctx, w.node, VerbDaemonReload)
+	}
+	verb, up, ok := verbOf(a.Type)
+	if !ok {
+		return false, fmt.Errorf("placer: unknown unit action %q", a.Type)
+	}
+	if up {
+		if err := w.stillWanted(ctx, batch); err != nil {
+			return false, err
+		}
+	}
+	names := make([]string, len(batch))
+	for i, b := range batch {
+		names[i] = b.Unit
+	}
+	if err := w.p.exec.Systemctl(ctx, w.node, verb, names...); err != nil {
+		return false, err
+	}
+	if a.Type == units.ActionRestart {
+		for _, n := range names {
+			delete(w.pendingRestart, n)
+		}
+	}
+	return true, nil
+}
+
+// refuse handles the board refusing the files of a's unit: the pod gets
+// its FilesWritten condition (and its write is not tried again at once),
+// the unit's later actions are left out, and an environment file this pass
+// wrote for a unit that has no unit file on the board is removed again, so
+// no secrets stay behind (a later removal only ever finds units with a
+// file).
+func (r *run) refuse(ctx context.Context, a units.Action, err error) {
+	w := r.w
+	w.refuse(a.Unit, unitContent(r.acts, a.Unit), err)
+	if a.Type == units.ActionWrite && r.envWritten[a.Unit] && !a.Prune {
+		if rerr := w.p.exec.Remove(ctx, w.node, units.EnvFilePath(a.Unit)); rerr != nil {
+			w.log.Warn("removing the environment file of a refused unit", "unit", a.Unit, "err", rerr)
+		}
+	}
+	r.refused[a.Unit] = true
 }
 
 // verbOf maps a unit action to its systemctl verb and says whether it
@@ -437,40 +447,32 @@ func (w *worker) stillWanted(ctx context.Context, batch []units.Action) error {
 // unitPath is where a unit's file lives on a board.
 func (w *worker) unitPath(unit string) string { return path.Join(w.p.cfg.UnitDir, unit) }
 
-// writeUnit writes a pod's files, then its unit file (Plan's write-env
-// action has written its environment file just before). For a unit that
-// already had a file, the files the old unit listed (X-Herd-Files) that
-// neither this pod nor another pod bound here uses any more are removed
-// afterwards.
-func (w *worker) writeUnit(ctx context.Context, a units.Action, pod *api.Pod, old units.UnitState, protected map[string]bool) error {
+// writeUnit carries out a write action: the pod's files, then its unit
+// file (the plan's write-env action has written its environment file just
+// before). With a.Prune, the files the old unit file listed (X-Herd-Files)
+// that are neither in a.Keep (every file a pod bound here uses) nor among
+// a.Files are removed afterwards.
+func (w *worker) writeUnit(ctx context.Context, a units.Action) error {
 	ex := w.p.exec
-	if pod == nil {
-		return fmt.Errorf("placer: no bound pod for %s", a.Unit)
-	}
-	keep := make(map[string]bool, len(pod.Spec.Template.Files))
-	for i, f := range pod.Spec.Template.Files {
-		mode, err := f.Perm()
-		if err != nil {
-			return fmt.Errorf("pod %s: spec.template.files[%d]: %w", pod.Metadata.Name, i, err)
-		}
-		opt := FileOptions{Mode: mode, AllowSetID: f.AllowSetID}
-		if mode&(os.ModeSetuid|os.ModeSetgid) != 0 && !opt.AllowSetID {
+	pod, _ := api.PodFromUnitName(a.Unit)
+	for i, f := range a.Files {
+		opt := FileOptions{Mode: f.Mode, AllowSetID: f.AllowSetID}
+		if f.Mode&(os.ModeSetuid|os.ModeSetgid) != 0 && !opt.AllowSetID {
 			return fmt.Errorf("pod %s: spec.template.files[%d]: %w: mode %s of %s has setuid/setgid bits and allow_setid is not set",
-				pod.Metadata.Name, i, ErrFileRefused, f.Mode, f.Path)
+				pod, i, ErrFileRefused, f.Mode, f.Path)
 		}
-		if err := ex.PutFile(ctx, w.node, f.Path, []byte(f.Content), opt); err != nil {
-			return fmt.Errorf("pod %s: writing %s: %w", pod.Metadata.Name, f.Path, err)
+		if err := ex.PutFile(ctx, w.node, f.Path, f.Content, opt); err != nil {
+			return fmt.Errorf("pod %s: writing %s: %w", pod, f.Path, err)
 		}
-		keep[f.Path] = true
 	}
 	var obsolete []string
-	if old.FileHash != "" {
+	if a.Prune {
 		files, err := w.unitFiles(ctx, a.Unit)
 		if err != nil {
 			return err
 		}
 		for _, f := range files {
-			if !keep[f] && !protected[f] {
+			if !slices.Contains(a.Keep, f) && !slices.ContainsFunc(a.Files, func(pf units.PodFile) bool { return pf.Path == f }) {
 				obsolete = append(obsolete, f)
 			}
 		}
@@ -498,9 +500,10 @@ func (w *worker) writeEnv(ctx context.Context, unit string, content []byte) erro
 
 // refuse remembers that the board refused a pod's files (for the pod's
 // condition, and so that the write is not retried at once).
-func (w *worker) refuse(pod *api.Pod, unitFile []byte, err error) {
-	w.log.Warn("board refused a pod file; not writing or starting its unit", "pod", pod.Metadata.Name, "err", err)
-	w.fileRefused[pod.Metadata.Name] = fileRefusal{content: units.Hash(unitFile), at: w.p.clock.Now(), msg: err.Error()}
+func (w *worker) refuse(unit string, unitFile []byte, err error) {
+	pod, _ := api.PodFromUnitName(unit)
+	w.log.Warn("board refused a pod file; not writing or starting its unit", "pod", pod, "err", err)
+	w.fileRefused[pod] = fileRefusal{content: units.Hash(unitFile), at: w.p.clock.Now(), msg: err.Error()}
 }
 
 // unitContent returns the unit file acts write for unit, nil if none.
@@ -526,18 +529,19 @@ func (w *worker) removePodFile(ctx context.Context, unit, f string) error {
 	return err
 }
 
-// removeUnit removes the files a unit lists in X-Herd-Files (except those
-// a pod bound here still uses), then its environment file, then the unit
-// file. The unit file goes last: if the pass stops midway, it still names
-// what is left, and the next pass removes the rest.
-func (w *worker) removeUnit(ctx context.Context, unit string, protected map[string]bool) error {
+// removeUnit carries out a remove action: the files the unit lists in
+// X-Herd-Files except keep (those a pod bound here still uses), then its
+// environment file, then the unit file. The unit file goes last: if the
+// pass stops midway, it still names what is left, and the next pass
+// removes the rest.
+func (w *worker) removeUnit(ctx context.Context, unit string, keep []string) error {
 	ex := w.p.exec
 	files, err := w.unitFiles(ctx, unit)
 	if err != nil {
 		return err
 	}
 	for _, f := range files {
-		if protected[f] {
+		if slices.Contains(keep, f) {
 			continue
 		}
 		if err := w.removePodFile(ctx, unit, f); err != nil {
@@ -578,36 +582,6 @@ func (w *worker) unitFiles(ctx context.Context, unit string) ([]string, error) {
 		out = append(out, f)
 	}
 	return out, nil
-}
-
-// refusedRecently reports whether the board refused this pod's files
-// within the last ObserveInterval and the pod's unit (content) has not
-// changed since: its write is not tried again yet, so a refusal never
-// retries in a loop.
-func (w *worker) refusedRecently(pod *api.Pod, content []byte) bool {
-	r, ok := w.fileRefused[pod.Metadata.Name]
-	return ok && r.content == units.Hash(content) && w.p.clock.Now().Sub(r.at) < w.p.cfg.ObserveInterval
-}
-
-// reloadNeeded reports whether a planned daemon-reload still has a reason
-// once the writes of refused units are left out: a unit file written or
-// removed in this pass, or a listed unit systemd has a stale or no view
-// of (other than the refused ones).
-func reloadNeeded(acts []units.Action, refused map[string]bool, observed []units.UnitState) bool {
-	if len(refused) == 0 {
-		return true
-	}
-	for _, a := range acts {
-		if (a.Type == units.ActionWrite || a.Type == units.ActionRemove) && !refused[a.Unit] {
-			return true
-		}
-	}
-	for _, u := range observed {
-		if !refused[u.Unit] && (u.NeedDaemonReload || u.FileHash != "" && (u.LoadState == "" || u.LoadState == "not-found")) {
-			return true
-		}
-	}
-	return false
 }
 
 // apply writes status actions; one caller at a time.

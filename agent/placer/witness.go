@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/herd-dev/herd/agent/controller"
@@ -98,8 +97,9 @@ func (w *worker) watchSilence(ctx context.Context, cancel context.CancelCauseFun
 // The sweep lists the board's units within Config.WitnessTimeout (cut
 // short when the connection is silent) and, if the board answers, stops,
 // disables and removes every herd unit that no pod bound to the board
-// wants: the removals units.Plan asks for, never a bring-up (execute's
-// stillWanted refuses those too, as the board does not get full passes).
+// wants: units.PlanBoard's sweep plan (Board.SweepOnly), never a bring-up
+// (execute's stillWanted refuses those too, as the board does not get full
+// passes).
 // It writes no status and records no witness: the board turns Ready only
 // through fencing once gossip calls it alive again. So the overlap a
 // partition causes ends when the leader reaches the board, not when gossip
@@ -113,19 +113,11 @@ func (w *worker) sweep(ctx context.Context, cancel context.CancelCauseFunc, v *v
 	if err != nil {
 		return passResult{sweep: true, err: fmt.Errorf("sweep: listing units: %w", err)}
 	}
-	desired := v.desired(w.node)
-	planned, _ := units.Plan(desired, observed)
-	var acts []units.Action
-	for _, a := range planned {
-		switch a.Type {
-		case units.ActionStop, units.ActionDisable, units.ActionRemove, units.ActionDaemonReload, units.ActionResetFailed:
-			acts = append(acts, a)
-		}
-	}
-	if !slices.ContainsFunc(acts, func(a units.Action) bool { return a.Type == units.ActionStop || a.Type == units.ActionRemove }) {
+	acts, _ := units.PlanBoard(units.Board{Desired: v.desired(w.node), Observed: observed, SweepOnly: true})
+	if len(acts) == 0 {
 		return passResult{sweep: true}
 	}
-	n, err := w.execute(ctx, acts, desired, observed)
+	n, err := w.execute(ctx, acts)
 	w.log.Info("swept a down board: stopped the units it must no longer run", "actions", n, "err", err)
 	return passResult{sweep: true, acted: n, err: err}
 }
