@@ -68,136 +68,187 @@ func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, node
 	if d == nil {
 		return nil
 	}
-	rev := api.TemplateHash(d.Spec.Template)
-	replicas := 1
-	if d.Spec.Replicas != nil {
-		replicas = max(0, *d.Spec.Replicas)
+	r := newRollout(d, pods, nodeByName)
+	if r.nOld == 0 {
+		r.scale()
+	} else {
+		r.roll()
 	}
-	surge, unavail := 1, 0
+	acts := r.creates(d, taken)
+	if st := r.status(now, d); !reflect.DeepEqual(st, d.Status) {
+		nd := *d
+		nd.Status = st
+		acts = append(acts, newAction(ActionUpdateStatus, &nd, "%d/%d updated, %d available", st.UpdatedReplicas, r.replicas, st.AvailableReplicas))
+	}
+	return inTxn(acts, KeyOf(api.KindDeployment, d.Metadata.Name))
+}
+
+// rollout is one reconcileDeployment pass in progress: the deployment's
+// pods sorted into kinds, the counts as they will be once the pass's
+// actions are applied, and the actions so far.
+type rollout struct {
+	rev                      string
+	owner                    api.OwnerRef
+	replicas, surge, unavail int
+	nodeByName               map[string]*api.Node
+	live, newPods, oldPods   []*api.Pod
+	failed                   []*api.Pod // failed this pass (not Lost), by name
+	deletes                  []Action
+	deleted                  map[string]bool
+	nNew, nOld               int
+	availNew, availOld       int
+	toCreate                 int
+	podsCreated              int64
+}
+
+// newRollout reads d's spec (replicas, strategy) and sorts its pods:
+// terminal ones are deleted at once (sorted by name), the live ones are new
+// (the current revision) or old, each kind in deletion order.
+func newRollout(d *api.Deployment, pods []*api.Pod, nodeByName map[string]*api.Node) *rollout {
+	r := &rollout{
+		rev:        api.TemplateHash(d.Spec.Template),
+		owner:      api.OwnerRef{Kind: api.KindDeployment, Name: d.Metadata.Name},
+		replicas:   1,
+		surge:      1,
+		nodeByName: nodeByName,
+		deleted:    make(map[string]bool),
+	}
+	if d.Spec.Replicas != nil {
+		r.replicas = max(0, *d.Spec.Replicas)
+	}
 	if d.Spec.Strategy.MaxSurge != nil {
-		surge = max(0, *d.Spec.Strategy.MaxSurge)
+		r.surge = max(0, *d.Spec.Strategy.MaxSurge)
 	}
 	if d.Spec.Strategy.MaxUnavailable != nil {
-		unavail = max(0, *d.Spec.Strategy.MaxUnavailable)
+		r.unavail = max(0, *d.Spec.Strategy.MaxUnavailable)
 	}
-	if surge == 0 && unavail == 0 {
-		surge = 1 // both zero could never make progress; admission should refuse it
+	if r.surge == 0 && r.unavail == 0 {
+		r.surge = 1 // both zero could never make progress; admission should refuse it
 	}
-	owner := api.OwnerRef{Kind: api.KindDeployment, Name: d.Metadata.Name}
-
-	var deletes []Action
-	var failed []*api.Pod
-	var live, newPods, oldPods []*api.Pod
 	for _, p := range pods {
-		if p == nil || p.Spec.Owner != owner {
+		if p == nil || p.Spec.Owner != r.owner {
 			continue
 		}
 		switch {
 		case p.Status.Phase.Terminal():
 			if p.Status.Phase != api.PodLost {
-				failed = append(failed, p)
+				r.failed = append(r.failed, p)
 			}
-			deletes = append(deletes, newAction(ActionDelete, p, "pod is %s; replacing it", p.Status.Phase))
-		case p.Spec.Revision == rev:
-			newPods = append(newPods, p)
-			live = append(live, p)
+			r.deletes = append(r.deletes, newAction(ActionDelete, p, "pod is %s; replacing it", p.Status.Phase))
+		case p.Spec.Revision == r.rev:
+			r.newPods = append(r.newPods, p)
+			r.live = append(r.live, p)
 		default:
-			oldPods = append(oldPods, p)
-			live = append(live, p)
+			r.oldPods = append(r.oldPods, p)
+			r.live = append(r.live, p)
 		}
 	}
-	slices.SortFunc(deletes, func(a, b Action) int { return cmp.Compare(a.Name, b.Name) })
-	slices.SortFunc(failed, compareByName)
-	sortForDeletion(newPods, nodeByName)
-	sortForDeletion(oldPods, nodeByName)
+	slices.SortFunc(r.deletes, func(a, b Action) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(r.failed, compareByName)
+	sortForDeletion(r.newPods, nodeByName)
+	sortForDeletion(r.oldPods, nodeByName)
+	r.nNew, r.nOld = len(r.newPods), len(r.oldPods)
+	r.availNew, r.availOld = countAvailable(r.newPods, nodeByName), countAvailable(r.oldPods, nodeByName)
+	return r
+}
 
-	nNew, nOld := len(newPods), len(oldPods)
-	availNew, availOld := countAvailable(newPods, nodeByName), countAvailable(oldPods, nodeByName)
-	deleted := make(map[string]bool)
-	toCreate := 0
-	deletePod := func(p *api.Pod, why string) {
-		deleted[p.Metadata.Name] = true
-		deletes = append(deletes, newAction(ActionDelete, p, "%s", why))
+func (r *rollout) deletePod(p *api.Pod, why string) {
+	r.deleted[p.Metadata.Name] = true
+	r.deletes = append(r.deletes, newAction(ActionDelete, p, "%s", why))
+}
+
+// minAvailable is how many pods must stay available: replicas -
+// maxUnavailable.
+func (r *rollout) minAvailable() int { return max(0, r.replicas-r.unavail) }
+
+// scale plans the pass without a rollout: create the missing pods, delete
+// the surplus.
+func (r *rollout) scale() {
+	if r.nNew < r.replicas {
+		r.toCreate = r.replicas - r.nNew
 	}
+	r.dropSurplusNew()
+}
 
-	if nOld == 0 {
-		if nNew < replicas {
-			toCreate = replicas - nNew
+// dropSurplusNew deletes new pods beyond replicas, in deletion order.
+func (r *rollout) dropSurplusNew() {
+	for i := 0; r.nNew > r.replicas; i++ {
+		r.deletePod(r.newPods[i], fmt.Sprintf("scaling down to %d replicas", r.replicas))
+		if available(r.newPods[i], r.nodeByName) {
+			r.availNew--
 		}
-		for i := 0; nNew > replicas; i++ {
-			deletePod(newPods[i], fmt.Sprintf("scaling down to %d replicas", replicas))
-			if available(newPods[i], nodeByName) {
-				availNew--
-			}
-			nNew--
+		r.nNew--
+	}
+}
+
+// roll plans a rollout step: create new pods within replicas+maxSurge and
+// delete old ones while availability allows, until neither moves; then
+// drop surplus new pods (replicas lowered during the rollout).
+func (r *rollout) roll() {
+	maxTotal := r.replicas + r.surge
+	oi := 0 // next old pod to delete, in deletion order
+	for {
+		moved := false
+		total := r.nNew + r.toCreate + r.nOld
+		if c := min(r.replicas-(r.nNew+r.toCreate), maxTotal-total); c > 0 {
+			r.toCreate += c
+			moved = true
 		}
-	} else {
-		minAvailable := max(0, replicas-unavail)
-		maxTotal := replicas + surge
-		oi := 0 // next old pod to delete, in deletion order
-		for {
-			moved := false
-			total := nNew + toCreate + nOld
-			if c := min(replicas-(nNew+toCreate), maxTotal-total); c > 0 {
-				toCreate += c
-				moved = true
+		total = r.nNew + r.toCreate + r.nOld
+		newUnavailable := r.nNew + r.toCreate - r.availNew
+		for scaleDown := total - r.minAvailable() - newUnavailable; scaleDown > 0 && oi < len(r.oldPods); scaleDown-- {
+			p := r.oldPods[oi]
+			oi++
+			r.deletePod(p, fmt.Sprintf("rolling update to revision %s", r.rev))
+			if available(p, r.nodeByName) {
+				r.availOld--
 			}
-			total = nNew + toCreate + nOld
-			newUnavailable := nNew + toCreate - availNew
-			for scaleDown := total - minAvailable - newUnavailable; scaleDown > 0 && oi < len(oldPods); scaleDown-- {
-				p := oldPods[oi]
-				oi++
-				deletePod(p, fmt.Sprintf("rolling update to revision %s", rev))
-				if available(p, nodeByName) {
-					availOld--
-				}
-				nOld--
-				moved = true
-			}
-			if !moved {
-				break
-			}
+			r.nOld--
+			moved = true
 		}
-		// Replicas lowered during a rollout: drop surplus new pods.
-		for i := 0; nNew > replicas; i++ {
-			deletePod(newPods[i], fmt.Sprintf("scaling down to %d replicas", replicas))
-			if available(newPods[i], nodeByName) {
-				availNew--
-			}
-			nNew--
+		if !moved {
+			break
 		}
 	}
+	r.dropSurplusNew()
+}
 
-	// Creates: as many as fit in one transaction, named from the counter.
-	// Fewer creates than planned keep the bounds: the deletes above do not
-	// depend on toCreate (they free what availability allows), and the
-	// total only shrinks.
-	if toCreate > 0 {
-		toCreate = min(toCreate, createsThatFit(&d.Spec.Template))
+// creates returns the deletes followed by the creates: as many as fit in
+// one transaction, named from the counter. Fewer creates than planned keep
+// the bounds: the deletes do not depend on toCreate (they free what
+// availability allows), and the total only shrinks.
+func (r *rollout) creates(d *api.Deployment, taken func(string) bool) []Action {
+	if r.toCreate > 0 {
+		r.toCreate = min(r.toCreate, createsThatFit(&d.Spec.Template))
 	}
 	names := newNamer(nameKey(api.KindDeployment, d.Metadata.Name, d.Metadata.Created), d.Status.PodsCreated, taken)
 	prefix := deploymentPodPrefix(d.Metadata.Name)
-	acts := deletes
-	for range toCreate {
+	acts := r.deletes
+	for range r.toCreate {
 		name := names.name(prefix)
 		if name == "" {
-			toCreate = len(acts) - len(deletes)
+			r.toCreate = len(acts) - len(r.deletes)
 			break
 		}
-		p := newPod(name, owner, d.Spec.Template, rev)
-		acts = append(acts, newAction(ActionCreate, p, "%d of %d replicas of revision %s", nNew+toCreate, replicas, rev))
+		p := newPod(name, r.owner, d.Spec.Template, r.rev)
+		acts = append(acts, newAction(ActionCreate, p, "%d of %d replicas of revision %s", r.nNew+r.toCreate, r.replicas, r.rev))
 	}
+	r.podsCreated = names.next
+	return acts
+}
 
-	// Status as it will be once the actions are applied.
+// status returns d's status as it will be once the pass's actions are
+// applied.
+func (r *rollout) status(now time.Time, d *api.Deployment) api.DeploymentStatus {
 	st := d.Status
 	st.ObservedGeneration = d.Metadata.Generation
-	st.Revision = rev
-	st.PodsCreated = names.next
-	st.Replicas = nNew + toCreate + nOld
-	st.UpdatedReplicas = nNew + toCreate
-	st.ReadyReplicas = availNew + availOld
-	st.AvailableReplicas = availNew + availOld
-	minAvailable := max(0, replicas-unavail)
+	st.Revision = r.rev
+	st.PodsCreated = r.podsCreated
+	st.Replicas = r.nNew + r.toCreate + r.nOld
+	st.UpdatedReplicas = r.nNew + r.toCreate
+	st.ReadyReplicas = r.availNew + r.availOld
+	st.AvailableReplicas = r.availNew + r.availOld
+	replicas, rev, minAvailable := r.replicas, r.rev, r.minAvailable()
 	if st.AvailableReplicas >= minAvailable {
 		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionAvailable, Status: api.ConditionTrue,
 			Reason: reasonMinimumAvailable, Message: fmt.Sprintf("%d of %d replicas available", st.AvailableReplicas, replicas)}, now)
@@ -205,26 +256,20 @@ func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, node
 		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionAvailable, Status: api.ConditionFalse,
 			Reason: reasonMinimumUnavailable, Message: fmt.Sprintf("%d of %d replicas available, %d required", st.AvailableReplicas, replicas, minAvailable)}, now)
 	}
-	complete := nOld == 0 && st.UpdatedReplicas == replicas && st.AvailableReplicas == replicas
+	complete := r.nOld == 0 && st.UpdatedReplicas == replicas && st.AvailableReplicas == replicas
 	switch {
 	case complete:
 		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
 			Reason: reasonRolloutComplete, Message: fmt.Sprintf("revision %s is available", rev)}, now)
-	case nOld > 0:
+	case r.nOld > 0:
 		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
-			Reason: reasonRolling, Message: fmt.Sprintf("%d of %d pods updated to revision %s, %d old remain", st.UpdatedReplicas, replicas, rev, nOld)}, now)
+			Reason: reasonRolling, Message: fmt.Sprintf("%d of %d pods updated to revision %s, %d old remain", st.UpdatedReplicas, replicas, rev, r.nOld)}, now)
 	default:
 		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
 			Reason: reasonScaling, Message: fmt.Sprintf("%d of %d replicas available", st.AvailableReplicas, replicas)}, now)
 	}
-	st.Conditions = replicaFailure(st.Conditions, live, deleted, failed, complete, now)
-
-	if !reflect.DeepEqual(st, d.Status) {
-		nd := *d
-		nd.Status = st
-		acts = append(acts, newAction(ActionUpdateStatus, &nd, "%d/%d updated, %d available", st.UpdatedReplicas, replicas, st.AvailableReplicas))
-	}
-	return inTxn(acts, KeyOf(api.KindDeployment, d.Metadata.Name))
+	st.Conditions = replicaFailure(st.Conditions, r.live, r.deleted, r.failed, complete, now)
+	return st
 }
 
 // replicaFailure sets the ReplicaFailure condition: True/Unschedulable while
