@@ -52,20 +52,54 @@ func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes
 	if ds == nil {
 		return nil
 	}
-	rev := api.TemplateHash(ds.Spec.Template)
-	owner := api.OwnerRef{Kind: api.KindDaemon, Name: ds.Metadata.Name}
-
-	matches := func(n *api.Node) bool {
-		return n != nil && n.Status.Phase != api.NodeLeft && matchNode(ds.Spec.Template.NodeSelector, n)
+	r := newDaemonPass(ds, pods, nodeByName, taken)
+	r.keepOnePerNode()
+	r.placeAndRoll(sortedNodes)
+	acts := append(r.deletes, r.creates...)
+	slices.SortStableFunc(acts, func(a, b Action) int { // deletes before creates, each by name
+		if a.Type != b.Type {
+			if a.Type == ActionDelete {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	if st := r.status(sortedNodes); !reflect.DeepEqual(st, ds.Status) {
+		nd := *ds
+		nd.Status = st
+		acts = append(acts, newAction(ActionUpdateStatus, &nd, "%d desired, %d current, %d ready", st.Desired, st.Current, st.Ready))
 	}
-	eligible := func(n *api.Node) bool { // may receive a new pod
-		return matches(n) && n.Status.Phase == api.NodeReady && !n.Spec.Unschedulable
-	}
+	return inTxn(acts, KeyOf(api.KindDaemon, ds.Metadata.Name))
+}
 
-	owned := slices.Clone(pods)
-	owned = slices.DeleteFunc(owned, func(p *api.Pod) bool { return p == nil || p.Spec.Owner != owner })
-	// The pod kept on a node is the first in this order.
-	slices.SortFunc(owned, func(a, b *api.Pod) int {
+// daemonPass is one reconcileDaemon pass in progress.
+type daemonPass struct {
+	ds               *api.Daemon
+	rev              string
+	owner            api.OwnerRef
+	nodeByName       map[string]*api.Node
+	owned            []*api.Pod          // the daemon's pods, the one kept on a node first
+	current          map[string]*api.Pod // node → live pod kept there
+	names            *namer
+	maxCreates       int // -1 until the first create
+	deletes, creates []Action
+}
+
+// newDaemonPass collects ds's pods, sorted so that the pod kept on a node
+// comes first: by node, available first, then the oldest, then by name.
+func newDaemonPass(ds *api.Daemon, pods []*api.Pod, nodeByName map[string]*api.Node, taken func(string) bool) *daemonPass {
+	r := &daemonPass{
+		ds:         ds,
+		rev:        api.TemplateHash(ds.Spec.Template),
+		owner:      api.OwnerRef{Kind: api.KindDaemon, Name: ds.Metadata.Name},
+		nodeByName: nodeByName,
+		current:    make(map[string]*api.Pod),
+		names:      newNamer(nameKey(api.KindDaemon, ds.Metadata.Name, ds.Metadata.Created), ds.Status.PodsCreated, taken),
+		maxCreates: -1,
+	}
+	r.owned = slices.DeleteFunc(slices.Clone(pods), func(p *api.Pod) bool { return p == nil || p.Spec.Owner != r.owner })
+	slices.SortFunc(r.owned, func(a, b *api.Pod) int {
 		if c := cmp.Compare(a.Spec.Node, b.Spec.Node); c != 0 {
 			return c
 		}
@@ -77,121 +111,124 @@ func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes
 		}
 		return compareByName(a, b)
 	})
+	return r
+}
 
-	var deletes, creates []Action
-	current := make(map[string]*api.Pod) // node → live pod kept there
-	for _, p := range owned {
-		n := nodeByName[p.Spec.Node]
+// matches reports whether n may run the daemon's pod.
+func (r *daemonPass) matches(n *api.Node) bool {
+	return n != nil && n.Status.Phase != api.NodeLeft && matchNode(r.ds.Spec.Template.NodeSelector, n)
+}
+
+// eligible reports whether n may receive a new pod.
+func (r *daemonPass) eligible(n *api.Node) bool {
+	return r.matches(n) && n.Status.Phase == api.NodeReady && !n.Spec.Unschedulable
+}
+
+// keepOnePerNode deletes terminal pods, pods on nodes that are gone, left
+// or no longer match, and every pod but the first on a node; the others
+// become the node's current pod.
+func (r *daemonPass) keepOnePerNode() {
+	for _, p := range r.owned {
+		n := r.nodeByName[p.Spec.Node]
 		switch {
 		case p.Status.Phase.Terminal():
-			deletes = append(deletes, newAction(ActionDelete, p, "pod is %s", p.Status.Phase))
+			r.deletes = append(r.deletes, newAction(ActionDelete, p, "pod is %s", p.Status.Phase))
 		case n == nil:
-			deletes = append(deletes, newAction(ActionDelete, p, "board %s is gone", orNone(p.Spec.Node)))
-		case !matches(n):
-			deletes = append(deletes, newAction(ActionDelete, p, "board %s no longer matches the node selector or left", n.Metadata.Name))
-		case current[n.Metadata.Name] != nil:
-			deletes = append(deletes, newAction(ActionDelete, p, "board %s already has pod %s of the daemon", n.Metadata.Name, current[n.Metadata.Name].Metadata.Name))
+			r.deletes = append(r.deletes, newAction(ActionDelete, p, "board %s is gone", orNone(p.Spec.Node)))
+		case !r.matches(n):
+			r.deletes = append(r.deletes, newAction(ActionDelete, p, "board %s no longer matches the node selector or left", n.Metadata.Name))
+		case r.current[n.Metadata.Name] != nil:
+			r.deletes = append(r.deletes, newAction(ActionDelete, p, "board %s already has pod %s of the daemon", n.Metadata.Name, r.current[n.Metadata.Name].Metadata.Name))
 		default:
-			current[n.Metadata.Name] = p
+			r.current[n.Metadata.Name] = p
 		}
 	}
-	names := newNamer(nameKey(api.KindDaemon, ds.Metadata.Name, ds.Metadata.Created), ds.Status.PodsCreated, taken)
-	maxCreates := -1 // computed at the first create
-	create := func(n *api.Node, why string) {
-		if maxCreates < 0 {
-			maxCreates = createsThatFit(&ds.Spec.Template)
-		}
-		if len(creates) >= maxCreates {
-			return // the next pass creates it
-		}
-		name := names.name(daemonPodPrefix(ds.Metadata.Name, n.Metadata.Name))
-		if name == "" {
-			return
-		}
-		p := newPod(name, owner, ds.Spec.Template, rev)
-		p.Spec.Node = n.Metadata.Name
-		creates = append(creates, newAction(ActionCreate, p, "%s", why))
-	}
+}
 
-	// Missing pods, and unavailable old pods replaced at once.
+// create adds a pod pinned to n, unless the pass's creates are used up
+// (the next pass creates it) or no name is left.
+func (r *daemonPass) create(n *api.Node, why string) {
+	if r.maxCreates < 0 {
+		r.maxCreates = createsThatFit(&r.ds.Spec.Template)
+	}
+	if len(r.creates) >= r.maxCreates {
+		return
+	}
+	name := r.names.name(daemonPodPrefix(r.ds.Metadata.Name, n.Metadata.Name))
+	if name == "" {
+		return
+	}
+	p := newPod(name, r.owner, r.ds.Spec.Template, r.rev)
+	p.Spec.Node = n.Metadata.Name
+	r.creates = append(r.creates, newAction(ActionCreate, p, "%s", why))
+}
+
+// placeAndRoll creates the missing pods, replaces unavailable old pods at
+// once, and one available old pod only while none is unavailable.
+func (r *daemonPass) placeAndRoll(sortedNodes []*api.Node) {
 	unavailable := 0
 	var oldAvailable []*api.Pod
 	for _, n := range sortedNodes {
-		p := current[n.Metadata.Name]
+		p := r.current[n.Metadata.Name]
 		switch {
-		case p == nil && eligible(n):
-			create(n, fmt.Sprintf("board %s matches and has no pod", n.Metadata.Name))
+		case p == nil && r.eligible(n):
+			r.create(n, fmt.Sprintf("board %s matches and has no pod", n.Metadata.Name))
 			unavailable++
 		case p == nil:
-		case p.Spec.Revision == rev:
-			if !available(p, nodeByName) {
+		case p.Spec.Revision == r.rev:
+			if !available(p, r.nodeByName) {
 				unavailable++
 			}
-		case !eligible(n):
+		case !r.eligible(n):
 			// Old pod on a cordoned or not Ready node: left until the
 			// node can take its replacement.
-			if !available(p, nodeByName) {
+			if !available(p, r.nodeByName) {
 				unavailable++
 			}
-		case !available(p, nodeByName):
-			deletes = append(deletes, newAction(ActionDelete, p, "rolling update to revision %s (pod not available)", rev))
-			create(n, fmt.Sprintf("rolling update to revision %s", rev))
+		case !available(p, r.nodeByName):
+			r.deletes = append(r.deletes, newAction(ActionDelete, p, "rolling update to revision %s (pod not available)", r.rev))
+			r.create(n, fmt.Sprintf("rolling update to revision %s", r.rev))
 			unavailable++
 		default:
 			oldAvailable = append(oldAvailable, p)
 		}
 	}
-	// One available old pod at a time.
 	if unavailable == 0 && len(oldAvailable) > 0 {
 		p := oldAvailable[0]
-		deletes = append(deletes, newAction(ActionDelete, p, "rolling update to revision %s", rev))
-		create(nodeByName[p.Spec.Node], fmt.Sprintf("rolling update to revision %s", rev))
-		unavailable++
+		r.deletes = append(r.deletes, newAction(ActionDelete, p, "rolling update to revision %s", r.rev))
+		r.create(r.nodeByName[p.Spec.Node], fmt.Sprintf("rolling update to revision %s", r.rev))
 	}
+}
 
-	acts := append(deletes, creates...)
-	slices.SortStableFunc(acts, func(a, b Action) int { // deletes before creates, each by name
-		if a.Type != b.Type {
-			if a.Type == ActionDelete {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(a.Name, b.Name)
-	})
-
-	// Status once applied.
+// status returns the daemon's status as it will be once the pass's
+// actions are applied.
+func (r *daemonPass) status(sortedNodes []*api.Node) api.DaemonStatus {
 	deleted := make(map[string]bool)
-	for _, a := range deletes {
+	for _, a := range r.deletes {
 		deleted[a.Name] = true
 	}
-	st := ds.Status
-	st.ObservedGeneration = ds.Metadata.Generation
-	st.Revision = rev
-	st.PodsCreated = names.next
+	st := r.ds.Status
+	st.ObservedGeneration = r.ds.Metadata.Generation
+	st.Revision = r.rev
+	st.PodsCreated = r.names.next
 	st.Desired, st.Current, st.Ready = 0, 0, 0
 	for _, n := range sortedNodes {
-		p := current[n.Metadata.Name]
+		p := r.current[n.Metadata.Name]
 		if p != nil && deleted[p.Metadata.Name] {
 			p = nil
 		}
-		if eligible(n) || (p != nil && matches(n)) {
+		if r.eligible(n) || (p != nil && r.matches(n)) {
 			st.Desired++
 		}
 	}
-	for _, p := range current {
+	for _, p := range r.current {
 		if !deleted[p.Metadata.Name] {
 			st.Current++
-			if available(p, nodeByName) {
+			if available(p, r.nodeByName) {
 				st.Ready++
 			}
 		}
 	}
-	st.Current += len(creates)
-	if !reflect.DeepEqual(st, ds.Status) {
-		nd := *ds
-		nd.Status = st
-		acts = append(acts, newAction(ActionUpdateStatus, &nd, "%d desired, %d current, %d ready", st.Desired, st.Current, st.Ready))
-	}
-	return inTxn(acts, KeyOf(api.KindDaemon, ds.Metadata.Name))
+	st.Current += len(r.creates)
+	return st
 }
