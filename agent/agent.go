@@ -105,33 +105,63 @@ func New(cfg Config, opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: gossip_advertise: %w", err)
 	}
-	hasState := false
-	if cfg.Server {
-		raftAdv, err := advertiseAddr(cfg.RaftBind, cfg.RaftAdvertise)
-		if err != nil {
-			return nil, fmt.Errorf("agent: raft_advertise: %w", err)
-		}
-		rc := raftstore.DefaultConfig()
-		rc.NodeID = cfg.Name
-		rc.DataDir = filepath.Join(cfg.DataDir)
-		rc.BindAddr = cfg.RaftBind
-		rc.AdvertiseAddr = raftAdv
-		rc.ServerKey = a.keys.server[0]
-		rc.AcceptServerKeys = a.keys.server[1:]
-		rc.Logger = base
-		st, err := raftstore.Open(rc)
-		if err != nil {
-			return nil, err
-		}
-		a.store = st
-		if hasState, err = st.HasExistingState(); err != nil {
-			return nil, err
+	hasState, err := a.openStore(base)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.startGossip(opts, gossipAdv, hasState); err != nil {
+		return nil, err
+	}
+	if opts.Executor != nil {
+		a.exec = opts.Executor
+	} else if cfg.Server {
+		if ex, err := newBoardExecutor(cfg, a.gossip); err != nil {
+			a.log.Warn("this server cannot reach boards over SSH; as leader it will not place pods", "err", err)
+		} else {
+			a.exec = ex
 		}
 	}
 
+	if err := a.startAPI(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return a, nil
+}
+
+// openStore opens the Raft store on a server (nothing on a worker) and
+// reports whether it holds earlier state.
+func (a *Agent) openStore(base *slog.Logger) (hasState bool, err error) {
+	cfg := a.cfg
+	if !cfg.Server {
+		return false, nil
+	}
+	raftAdv, err := advertiseAddr(cfg.RaftBind, cfg.RaftAdvertise)
+	if err != nil {
+		return false, fmt.Errorf("agent: raft_advertise: %w", err)
+	}
+	rc := raftstore.DefaultConfig()
+	rc.NodeID = cfg.Name
+	rc.DataDir = filepath.Join(cfg.DataDir)
+	rc.BindAddr = cfg.RaftBind
+	rc.AdvertiseAddr = raftAdv
+	rc.ServerKey = a.keys.server[0]
+	rc.AcceptServerKeys = a.keys.server[1:]
+	rc.Logger = base
+	st, err := raftstore.Open(rc)
+	if err != nil {
+		return false, err
+	}
+	a.store = st
+	return st.HasExistingState()
+}
+
+// startGossip joins the gossip pool, announcing this agent's meta.
+func (a *Agent) startGossip(opts Options, gossipAdv string, hasState bool) error {
+	cfg := a.cfg
 	meta, err := a.meta(hasState)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	gc := gossip.DefaultLANConfig()
 	if opts.GossipTiming != nil {
@@ -154,20 +184,15 @@ func New(cfg Config, opts Options) (*Agent, error) {
 	gc.Logger = a.log.With("component", "gossip")
 	g, err := gossip.New(gc)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	a.gossip = g
+	return nil
+}
 
-	if opts.Executor != nil {
-		a.exec = opts.Executor
-	} else if cfg.Server {
-		if ex, err := newBoardExecutor(cfg, g); err != nil {
-			a.log.Warn("this server cannot reach boards over SSH; as leader it will not place pods", "err", err)
-		} else {
-			a.exec = ex
-		}
-	}
-
+// startAPI makes the HTTP API and its listeners (served by Run).
+func (a *Agent) startAPI() error {
+	cfg := a.cfg
 	hc := httpapi.DefaultConfig()
 	if a.store != nil {
 		hc.Store = a.store
@@ -183,18 +208,17 @@ func New(cfg Config, opts Options) (*Agent, error) {
 	hc.Logger = a.log.With("component", "api")
 	srv, err := httpapi.New(hc)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	a.api = srv
 	for _, l := range cfg.APIListen {
 		ln, err := listenAPI(l)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		a.listeners = append(a.listeners, ln)
 	}
-	ok = true
-	return a, nil
+	return nil
 }
 
 // meta is what this agent announces in gossip.

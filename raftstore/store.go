@@ -141,36 +141,83 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 
-	if cfg.DataDir == "" {
-		mem := raft.NewInmemStore()
-		s.logs, s.stable, s.snaps = mem, mem, raft.NewInmemSnapshotStore()
-	} else {
-		dir := filepath.Join(cfg.DataDir, "raft")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fail(fmt.Errorf("raftstore: data dir: %w", err))
-		}
-		bolt, err := raftboltdb.New(raftboltdb.Options{
-			Path:        filepath.Join(dir, "raft.db"),
-			BoltOptions: &bbolt.Options{Timeout: time.Second},
-		})
-		if err != nil {
-			return fail(fmt.Errorf("raftstore: open %s: %w", filepath.Join(dir, "raft.db"), err))
-		}
-		undo = append(undo, func() { bolt.Close() })
-		cache, err := raft.NewLogCache(256, bolt)
-		if err != nil {
-			return fail(fmt.Errorf("raftstore: log cache: %w", err))
-		}
-		snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hc.Named("snapshots"))
-		if err != nil {
-			return fail(fmt.Errorf("raftstore: snapshot store in %s: %w", dir, err))
-		}
-		s.bolt, s.logs, s.stable, s.snaps = bolt, cache, bolt, snaps
-	}
-
-	m, err := listen(cfg.network, cfg.BindAddr, cfg.AdvertiseAddr, id, cfg.HandshakeTimeout, logger)
+	closeStorage, err := s.openStorage(hc)
 	if err != nil {
 		return fail(err)
+	}
+	undo = append(undo, closeStorage)
+
+	closeTransport, err := s.openTransport(id, hc)
+	if err != nil {
+		return fail(err)
+	}
+	undo = append(undo, closeTransport)
+
+	rc, err := raftConfig(cfg, hc)
+	if err != nil {
+		return fail(err)
+	}
+	r, err := raft.NewRaft(rc, s.fsm, s.logs, s.stable, s.snaps, s.trans)
+	if err != nil {
+		return fail(fmt.Errorf("raftstore: start raft: %w", err))
+	}
+	s.raft = r
+
+	obs := make(chan raft.Observation, 16)
+	s.observer = raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	r.RegisterObserver(s.observer)
+	s.wg.Add(2)
+	go s.leaderLoop()
+	go s.observeLoop(obs)
+	logger.Info("raft store open", "addr", s.mux.Addr().String(), "dataDir", cfg.DataDir)
+	return s, nil
+}
+
+// openStorage sets up the Raft log, stable and snapshot stores: in
+// memory without a DataDir, else bolt (behind a log cache) and snapshot
+// files under DataDir/raft. The returned func closes what it opened.
+func (s *Store) openStorage(hc *hclogAdapter) (func(), error) {
+	if s.cfg.DataDir == "" {
+		mem := raft.NewInmemStore()
+		s.logs, s.stable, s.snaps = mem, mem, raft.NewInmemSnapshotStore()
+		return func() {}, nil
+	}
+	dir := filepath.Join(s.cfg.DataDir, "raft")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("raftstore: data dir: %w", err)
+	}
+	bolt, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(dir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: open %s: %w", filepath.Join(dir, "raft.db"), err)
+	}
+	cache, err := raft.NewLogCache(256, bolt)
+	if err != nil {
+		bolt.Close()
+		return nil, fmt.Errorf("raftstore: log cache: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hc.Named("snapshots"))
+	if err != nil {
+		bolt.Close()
+		return nil, fmt.Errorf("raftstore: snapshot store in %s: %w", dir, err)
+	}
+	s.bolt, s.logs, s.stable, s.snaps = bolt, cache, bolt, snaps
+	return func() { bolt.Close() }, nil
+}
+
+// openTransport listens on BindAddr with the server-key TLS mux (Raft RPCs
+// and forwarded writes) and puts Raft's network transport on it. The
+// returned func closes both.
+func (s *Store) openTransport(id *identity, hc *hclogAdapter) (func(), error) {
+	cfg := s.cfg
+	m, err := listen(cfg.network, cfg.BindAddr, cfg.AdvertiseAddr, id, cfg.HandshakeTimeout, s.log)
+	if err != nil {
+		return nil, err
 	}
 	s.mux = m
 	m.setForward(s.serveForward)
@@ -187,8 +234,11 @@ func Open(cfg Config) (*Store, error) {
 		Logger:          hc.Named("transport"),
 	})
 	s.trans = trans
-	undo = append(undo, func() { trans.Close(); m.Close(); m.wait() })
+	return func() { trans.Close(); m.Close(); m.wait() }, nil
+}
 
+// raftConfig is hashicorp/raft's configuration for cfg.
+func raftConfig(cfg Config, hc *hclogAdapter) (*raft.Config, error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
@@ -201,25 +251,9 @@ func Open(cfg Config) (*Store, error) {
 	rc.Logger = hc
 	rc.NoLegacyTelemetry = true
 	if err := raft.ValidateConfig(rc); err != nil {
-		return fail(fmt.Errorf("raftstore: raft config: %w", err))
+		return nil, fmt.Errorf("raftstore: raft config: %w", err)
 	}
-	r, err := raft.NewRaft(rc, s.fsm, s.logs, s.stable, s.snaps, trans)
-	if err != nil {
-		return fail(fmt.Errorf("raftstore: start raft: %w", err))
-	}
-	s.raft = r
-
-	obs := make(chan raft.Observation, 16)
-	s.observer = raft.NewObserver(obs, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	r.RegisterObserver(s.observer)
-	s.wg.Add(2)
-	go s.leaderLoop()
-	go s.observeLoop(obs)
-	logger.Info("raft store open", "addr", m.Addr().String(), "dataDir", cfg.DataDir)
-	return s, nil
+	return rc, nil
 }
 
 // leaderLoop turns raft's leadership signal into the one subscribers see:

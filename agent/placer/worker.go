@@ -73,43 +73,10 @@ func (w *worker) poke() {
 // otherwise every ObserveInterval. A board that gets no passes
 // (down, or not a node any more) is left alone until poked.
 func (w *worker) run(ctx context.Context) {
-	cfg := w.p.cfg
-	var (
-		delay    time.Duration // before the next pass; 0 = at once
-		idle     bool          // wait for a poke only
-		retrying bool          // waiting out a failure: pokes wait too
-		failures int
-		quick    int // next QuickObserve index
-	)
+	var ps pacing
 	for {
-		if idle || delay > 0 {
-			var (
-				t     clock.Timer
-				fired <-chan time.Time
-			)
-			if !idle {
-				tm := w.p.clock.NewTimer(delay)
-				t, fired = tm, tm.C()
-			}
-			wake := w.wake
-			if retrying {
-				wake = nil
-			}
-			if w.p.onPark != nil {
-				w.p.onPark(park{node: w.node, delay: delay, idle: idle, retry: retrying})
-			}
-			select {
-			case <-ctx.Done():
-				if t != nil {
-					t.Stop()
-				}
-				return
-			case <-wake:
-			case <-fired:
-			}
-			if t != nil {
-				t.Stop()
-			}
+		if (ps.idle || ps.delay > 0) && !w.park(ctx, ps) {
+			return
 		}
 		// This pass reads fresh state: a poke that came before it is
 		// answered by it.
@@ -121,64 +88,111 @@ func (w *worker) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		switch {
-		case res.sweep:
-			// A down board: try it again soon (its stale units stop the
-			// moment it answers), slower after a minute of silence.
-			if res.err != nil {
-				failures++
-			} else {
-				failures = 0
+		w.pace(ctx, &ps, res)
+	}
+}
+
+// pacing is when a worker passes next, and what it remembers to decide it.
+type pacing struct {
+	delay    time.Duration // before the next pass; 0 = at once
+	idle     bool          // wait for a poke only
+	retrying bool          // waiting out a failure: pokes wait too
+	failures int
+	quick    int // next QuickObserve index
+}
+
+// park waits as ps says: for its delay (unless idle), or a poke (unless
+// retrying). It returns false once ctx is done.
+func (w *worker) park(ctx context.Context, ps pacing) bool {
+	var (
+		t     clock.Timer
+		fired <-chan time.Time
+	)
+	if !ps.idle {
+		tm := w.p.clock.NewTimer(ps.delay)
+		t, fired = tm, tm.C()
+	}
+	wake := w.wake
+	if ps.retrying {
+		wake = nil
+	}
+	if w.p.onPark != nil {
+		w.p.onPark(park{node: w.node, delay: ps.delay, idle: ps.idle, retry: ps.retrying})
+	}
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+	case <-fired:
+	}
+	return true
+}
+
+// pace sets when the next pass comes after res.
+func (w *worker) pace(ctx context.Context, ps *pacing, res passResult) {
+	cfg := w.p.cfg
+	switch {
+	case res.sweep:
+		// A down board: try it again soon (its stale units stop the
+		// moment it answers), slower after a minute of silence.
+		if res.err != nil {
+			ps.failures++
+		} else {
+			ps.failures = 0
+		}
+		ps.retrying, ps.idle, ps.quick = false, false, 0
+		ps.delay = cfg.WitnessInterval
+		if ps.failures > 60 {
+			ps.delay = cfg.RetryMax
+		}
+	case res.witness:
+		// A Ready board gossip calls dead: witness it again soon,
+		// whether it answered or not (the node controller needs a
+		// fresh word), and let a state change cut the pause short.
+		if res.err != nil {
+			ps.failures++
+			if ps.failures == 1 || ps.failures%20 == 0 {
+				w.log.Warn("witness pass failed", "failures", ps.failures, "err", res.err)
 			}
-			retrying, idle, quick = false, false, 0
-			delay = cfg.WitnessInterval
-			if failures > 60 {
-				delay = cfg.RetryMax
-			}
-		case res.witness:
-			// A Ready board gossip calls dead: witness it again soon,
-			// whether it answered or not (the node controller needs a
-			// fresh word), and let a state change cut the pause short.
-			if res.err != nil {
-				failures++
-				if failures == 1 || failures%20 == 0 {
-					w.log.Warn("witness pass failed", "failures", failures, "err", res.err)
-				}
-			} else {
-				failures = 0
-			}
-			retrying, idle, quick = false, false, 0
-			delay = cfg.WitnessInterval
-		case res.err != nil:
-			failures++
-			// A board gone silent is about to be declared dead: let that
-			// change wake the worker for its witness at once.
-			retrying, idle = !errors.Is(res.err, errSilent), false
-			delay = backoff(failures, cfg.RetryBase, cfg.RetryMax)
-			level := slog.LevelDebug
-			if failures == 1 || failures%20 == 0 {
-				level = slog.LevelWarn
-			}
-			w.log.Log(ctx, level, "pass failed; retrying", "failures", failures, "delay", delay, "err", res.err)
-		case res.skip:
-			if failures > 0 {
-				w.log.Info("board no longer gets passes", "failures", failures)
-			}
-			failures, retrying, idle, quick = 0, false, true, 0
-		default:
-			if failures > 0 {
-				w.log.Info("pass succeeded after failures", "failures", failures)
-			}
-			failures, retrying, idle = 0, false, false
-			if res.acted > 0 {
-				quick = 0
-			}
-			if (res.acted > 0 || res.unsettled) && quick < len(cfg.QuickObserve) {
-				delay = cfg.QuickObserve[quick]
-				quick++
-			} else {
-				delay = jitter(cfg.ObserveInterval, cfg.ObserveJitter, w.p.jitter())
-			}
+		} else {
+			ps.failures = 0
+		}
+		ps.retrying, ps.idle, ps.quick = false, false, 0
+		ps.delay = cfg.WitnessInterval
+	case res.err != nil:
+		ps.failures++
+		// A board gone silent is about to be declared dead: let that
+		// change wake the worker for its witness at once.
+		ps.retrying, ps.idle = !errors.Is(res.err, errSilent), false
+		ps.delay = backoff(ps.failures, cfg.RetryBase, cfg.RetryMax)
+		level := slog.LevelDebug
+		if ps.failures == 1 || ps.failures%20 == 0 {
+			level = slog.LevelWarn
+		}
+		w.log.Log(ctx, level, "pass failed; retrying", "failures", ps.failures, "delay", ps.delay, "err", res.err)
+	case res.skip:
+		if ps.failures > 0 {
+			w.log.Info("board no longer gets passes", "failures", ps.failures)
+		}
+		ps.failures, ps.retrying, ps.idle, ps.quick = 0, false, true, 0
+	default:
+		if ps.failures > 0 {
+			w.log.Info("pass succeeded after failures", "failures", ps.failures)
+		}
+		ps.failures, ps.retrying, ps.idle = 0, false, false
+		if res.acted > 0 {
+			ps.quick = 0
+		}
+		if (res.acted > 0 || res.unsettled) && ps.quick < len(cfg.QuickObserve) {
+			ps.delay = cfg.QuickObserve[ps.quick]
+			ps.quick++
+		} else {
+			ps.delay = jitter(cfg.ObserveInterval, cfg.ObserveJitter, w.p.jitter())
 		}
 	}
 }
