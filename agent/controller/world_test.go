@@ -1,9 +1,9 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -11,19 +11,24 @@ import (
 
 	"github.com/herd-dev/herd/agent/scheduler"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/raftstore"
 )
 
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
 const gib = int64(1) << 30
 
-// world is a fake store: it applies actions with the store's semantics
-// (create fails on an existing name, compare-and-swap on resourceVersion,
-// update keeps status, updateStatus keeps spec, a run of one Txn all or
-// nothing) and keeps every object as it would come back from the store:
-// through a JSON round trip.
+// world is a store for the controllers' tests: a raftstore.MemStore, so
+// that actions are applied with the store's own rules (create fails on an
+// existing name, compare-and-swap on resourceVersion, update keeps status
+// and moves the generation only on a spec change, updateStatus keeps spec,
+// a no-op writes nothing, one Txn all or nothing), mapped to operations as
+// the agent's Writer maps them. The maps hold every object as the store
+// returns it, read back after every write; tests read them, and write
+// through add, update, put and del.
 type world struct {
 	t           testing.TB
+	st          *raftstore.MemStore
 	now         time.Time
 	rv          uint64
 	nodes       map[string]*api.Node
@@ -37,9 +42,12 @@ type world struct {
 }
 
 func newWorld(t testing.TB) *world {
-	return &world{t: t, now: t0,
-		nodes: map[string]*api.Node{}, pods: map[string]*api.Pod{}, deployments: map[string]*api.Deployment{},
-		daemons: map[string]*api.Daemon{}, services: map[string]*api.Service{}, members: map[string]MemberInfo{}}
+	w := &world{t: t, now: t0, members: map[string]MemberInfo{}}
+	// Creation times as a fixture would have them: one microsecond per
+	// resourceVersion after now (a rejected transaction takes none).
+	w.st = raftstore.NewMemStore(func() time.Time { return w.now.Add(time.Duration(w.rv+1) * time.Microsecond) })
+	w.sync()
+	return w
 }
 
 // roundTrip returns o as the store would return it.
@@ -56,46 +64,82 @@ func roundTrip[T api.Object](t testing.TB, o T) T {
 	return back.(T)
 }
 
-// add stores objects as the user or a test fixture would, bypassing
-// actions.
+// sync reads every object back from the store into the maps.
+func (w *world) sync() {
+	w.t.Helper()
+	objs, rv, err := w.st.List("")
+	if err != nil {
+		w.t.Fatalf("List: %v", err)
+	}
+	w.rv = rv
+	w.nodes, w.pods, w.deployments = map[string]*api.Node{}, map[string]*api.Pod{}, map[string]*api.Deployment{}
+	w.daemons, w.services = map[string]*api.Daemon{}, map[string]*api.Service{}
+	for _, raw := range objs {
+		o, err := api.FromRaw(raw)
+		if err != nil {
+			w.t.Fatalf("FromRaw %s/%s: %v", raw.Kind, raw.Metadata.Name, err)
+		}
+		switch o := o.(type) {
+		case *api.Node:
+			w.nodes[o.Metadata.Name] = o
+		case *api.Pod:
+			w.pods[o.Metadata.Name] = o
+		case *api.Deployment:
+			w.deployments[o.Metadata.Name] = o
+		case *api.Daemon:
+			w.daemons[o.Metadata.Name] = o
+		case *api.Service:
+			w.services[o.Metadata.Name] = o
+		default:
+			w.t.Fatalf("sync: unexpected %T", o)
+		}
+	}
+}
+
+// txn applies ops as one store transaction and reads the state back.
+func (w *world) txn(ops []raftstore.Op) error {
+	_, err := w.st.Txn(context.Background(), ops)
+	w.sync()
+	return err
+}
+
+// raw encodes o for an op.
+func (w *world) raw(o api.Object) api.RawObject {
+	w.t.Helper()
+	raw, err := api.ToRaw(o)
+	if err != nil {
+		w.t.Fatalf("ToRaw: %v", err)
+	}
+	return raw
+}
+
+// add stores objects as the user or a test fixture would, each in its own
+// transaction, status included; a resourceVersion given is ignored.
 func (w *world) add(objs ...api.Object) {
+	w.t.Helper()
 	for _, o := range objs {
-		w.rv++
-		m := o.GetMeta()
-		m.ResourceVersion = w.rv
-		if m.Generation == 0 {
-			m.Generation = 1
+		if err := w.txn(w.userWrite(o)); err != nil {
+			w.t.Fatalf("add %s/%s: %v", o.GetKind(), o.GetMeta().Name, err)
 		}
-		if m.Created.IsZero() {
-			m.Created = w.now.Add(time.Duration(w.rv) * time.Microsecond)
-		}
-		w.put(o)
 	}
 }
 
-// update stores o as a new version (a user's write), keeping nothing of the
-// stored object.
-func (w *world) update(o api.Object) {
-	w.rv++
-	o.GetMeta().ResourceVersion = w.rv
-	w.put(o)
-}
+// update stores o as a new version (a user's write, unconditional): its
+// labels, spec and status.
+func (w *world) update(o api.Object) { w.add(o) }
 
-func (w *world) put(o api.Object) {
-	switch o := o.(type) {
-	case *api.Node:
-		w.nodes[o.Metadata.Name] = roundTrip(w.t, o)
-	case *api.Pod:
-		w.pods[o.Metadata.Name] = roundTrip(w.t, o)
-	case *api.Deployment:
-		w.deployments[o.Metadata.Name] = roundTrip(w.t, o)
-	case *api.Daemon:
-		w.daemons[o.Metadata.Name] = roundTrip(w.t, o)
-	case *api.Service:
-		w.services[o.Metadata.Name] = roundTrip(w.t, o)
-	default:
-		w.t.Fatalf("put: unexpected %T", o)
+// put is update.
+func (w *world) put(o api.Object) { w.add(o) }
+
+// userWrite is the ops of an unconditional write of o: a create when it is
+// not stored, else an update and a status update.
+func (w *world) userWrite(o api.Object) []raftstore.Op {
+	raw := w.raw(o)
+	raw.Metadata.ResourceVersion = 0
+	if w.get(o.GetKind(), o.GetMeta().Name) == nil {
+		return []raftstore.Op{{Type: raftstore.OpCreate, Object: raw}}
 	}
+	return []raftstore.Op{{Type: raftstore.OpUpdate, Object: raw}, {Type: raftstore.OpUpdateStatus, Object: raw}}
 }
 
 func (w *world) get(kind api.Kind, name string) api.Object {
@@ -119,18 +163,12 @@ func (w *world) get(kind api.Kind, name string) api.Object {
 	return o
 }
 
+// del deletes kind/name unconditionally.
 func (w *world) del(kind api.Kind, name string) {
-	switch kind {
-	case api.KindNode:
-		delete(w.nodes, name)
-	case api.KindPod:
-		delete(w.pods, name)
-	case api.KindDeployment:
-		delete(w.deployments, name)
-	case api.KindDaemon:
-		delete(w.daemons, name)
-	case api.KindService:
-		delete(w.services, name)
+	w.t.Helper()
+	err := w.txn([]raftstore.Op{{Type: raftstore.OpDelete, Object: api.RawObject{Kind: kind, Metadata: api.ObjectMeta{Name: name}}}})
+	if err != nil {
+		w.t.Fatalf("del %s/%s: %v", kind, name, err)
 	}
 }
 
@@ -148,124 +186,68 @@ func (w *world) apply(acts []Action) {
 }
 
 // applyTxn applies one transaction: every action, or none when one fails
-// (the world is then as before and the error names the action).
+// (the world is then as before and the error names the store's refusal).
+// With afterEach set, each action is committed on its own so that
+// afterEach sees every step; a failure then fails the test anyway.
 func (w *world) applyTxn(txn []Action) error {
-	saved := w.save()
+	var ops []raftstore.Op
 	for _, a := range txn {
-		if err := w.applyOne(a); err != nil {
-			w.restore(saved)
-			return fmt.Errorf("%v: %w", a, err)
+		o, err := w.opsFor(a)
+		if err != nil {
+			return err
 		}
 		if w.afterEach != nil {
+			if err := w.txn(o); err != nil {
+				return fmt.Errorf("%v: %w", a, err)
+			}
 			w.afterEach(a)
+			continue
 		}
+		ops = append(ops, o...)
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if err := w.txn(ops); err != nil {
+		return fmt.Errorf("%v: %w", txn, err)
 	}
 	return nil
 }
 
-// worldState is what save keeps: the maps (objects are never modified in
-// place, only replaced) and the version.
-type worldState struct {
-	rv          uint64
-	nodes       map[string]*api.Node
-	pods        map[string]*api.Pod
-	deployments map[string]*api.Deployment
-	daemons     map[string]*api.Daemon
-	services    map[string]*api.Service
-}
+// worldState is what save keeps: the version.
+type worldState struct{ rv uint64 }
 
-func (w *world) save() worldState {
-	return worldState{w.rv, maps.Clone(w.nodes), maps.Clone(w.pods), maps.Clone(w.deployments), maps.Clone(w.daemons), maps.Clone(w.services)}
-}
+func (w *world) save() worldState { return worldState{w.rv} }
 
-func (w *world) restore(s worldState) {
-	w.rv, w.nodes, w.pods, w.deployments, w.daemons, w.services = s.rv, s.nodes, s.pods, s.deployments, s.daemons, s.services
-}
-
-func (w *world) applyOne(a Action) error {
+// opsFor maps an action to store operations as the agent's Writer does
+// (agent.opsFor): a delete carries the kind, name and resourceVersion, a
+// status write those and the status, a bind is a spec update and a status
+// update in one transaction.
+func (w *world) opsFor(a Action) ([]raftstore.Op, error) {
 	if a.Object == nil || a.Object.GetKind() != a.Kind || a.Object.GetMeta().Name != a.Name {
-		return fmt.Errorf("action object does not match %s/%s", a.Kind, a.Name)
+		return nil, fmt.Errorf("action object does not match %s/%s", a.Kind, a.Name)
 	}
-	cur := w.get(a.Kind, a.Name)
-	if a.Type == ActionCreate {
-		if cur != nil {
-			return fmt.Errorf("already exists")
-		}
-		o := roundTrip(w.t, a.Object)
-		if o.GetMeta().ResourceVersion != 0 {
-			return fmt.Errorf("create with a resourceVersion")
-		}
-		o.GetMeta().Generation = 0
-		w.add(o)
-		return nil
-	}
-	if cur == nil {
-		return fmt.Errorf("not found")
-	}
-	if rv := a.Object.GetMeta().ResourceVersion; rv != 0 && rv != cur.GetMeta().ResourceVersion {
-		return fmt.Errorf("conflict: rv %d, stored %d", rv, cur.GetMeta().ResourceVersion)
-	}
-	if a.Type == ActionDelete {
-		w.del(a.Kind, a.Name)
-		return nil
-	}
-	next := roundTrip(w.t, a.Object)
-	stored := roundTrip(w.t, cur)
-	w.rv++
+	raw := w.raw(a.Object)
+	bare := api.RawObject{Kind: raw.Kind, Metadata: api.ObjectMeta{Name: raw.Metadata.Name, ResourceVersion: raw.Metadata.ResourceVersion}}
 	switch a.Type {
-	case ActionUpdate: // labels and spec
-		setStatus(next, stored)
-		next.GetMeta().Generation = stored.GetMeta().Generation
-		if !reflect.DeepEqual(specOf(next), specOf(stored)) {
-			next.GetMeta().Generation++
-		}
-	case ActionUpdateStatus: // status only
-		setStatus(stored, next)
-		next = stored
-	case ActionBind: // spec and status
+	case ActionCreate:
+		return []raftstore.Op{{Type: raftstore.OpCreate, Object: raw}}, nil
+	case ActionUpdate:
+		return []raftstore.Op{{Type: raftstore.OpUpdate, Object: raw}}, nil
+	case ActionUpdateStatus:
+		bare.Status = raw.Status
+		return []raftstore.Op{{Type: raftstore.OpUpdateStatus, Object: bare}}, nil
+	case ActionDelete:
+		return []raftstore.Op{{Type: raftstore.OpDelete, Object: bare}}, nil
+	case ActionBind:
 		if a.Kind != api.KindPod {
-			return fmt.Errorf("bind of a %s", a.Kind)
+			return nil, fmt.Errorf("bind of a %s", a.Kind)
 		}
-		next.GetMeta().Labels = stored.GetMeta().Labels
-	default:
-		return fmt.Errorf("unknown action type %q", a.Type)
+		status := raw
+		status.Metadata.ResourceVersion = 0 // follows the update in the same txn
+		return []raftstore.Op{{Type: raftstore.OpUpdate, Object: raw}, {Type: raftstore.OpUpdateStatus, Object: status}}, nil
 	}
-	m := next.GetMeta()
-	m.ResourceVersion, m.Created = w.rv, stored.GetMeta().Created
-	w.put(next)
-	return nil
-}
-
-// setStatus copies src's status into dst (same kind).
-func setStatus(dst, src api.Object) {
-	switch d := dst.(type) {
-	case *api.Node:
-		d.Status = src.(*api.Node).Status
-	case *api.Pod:
-		d.Status = src.(*api.Pod).Status
-	case *api.Deployment:
-		d.Status = src.(*api.Deployment).Status
-	case *api.Daemon:
-		d.Status = src.(*api.Daemon).Status
-	case *api.Service:
-		d.Status = src.(*api.Service).Status
-	}
-}
-
-func specOf(o api.Object) any {
-	switch o := o.(type) {
-	case *api.Node:
-		return o.Spec
-	case *api.Pod:
-		return o.Spec
-	case *api.Deployment:
-		return o.Spec
-	case *api.Daemon:
-		return o.Spec
-	case *api.Service:
-		return o.Spec
-	}
-	return nil
+	return nil, fmt.Errorf("unknown action type %q", a.Type)
 }
 
 func sortedValues[T api.Object](m map[string]T) []T {
