@@ -25,7 +25,11 @@
 // daemon's pod on a node is found by owner and spec.node, not by name.
 //
 // The package also holds a thin Runner that drives the reconcilers from a
-// work queue over a State (read side) and a Writer (write side); the agent
+// work queue (Queue: de-duplicating and rate-limited, in the spirit of
+// client-go's, with an injectable clock; a key is never handed to two
+// workers at once, and failures back off per key, 5 ms doubling up to
+// 30 s, under an overall token bucket) over a State (read side) and a
+// Writer (write side); the agent
 // wires those to the raftstore and gossip. A failed write is retried with
 // the queue's capped backoff, except a Terminal one (the store refused it
 // as invalid), which waits for the next change or resync. What runs on the

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/scheduler"
-	"github.com/herd-dev/herd/agent/workqueue"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/internal/clock"
 )
@@ -98,7 +97,7 @@ type RunnerConfig struct {
 	// or failed to start.
 	RewatchDelay time.Duration
 	// Queue tunes the retry backoff and rate limit.
-	Queue workqueue.Config
+	Queue QueueConfig
 	// Scheduler tunes placement.
 	Scheduler scheduler.Config
 	// Jitter returns a number in [0, 1) for the ResyncJitter stretch. Nil
@@ -113,7 +112,7 @@ func DefaultRunnerConfig() RunnerConfig {
 		ResyncPeriod: 5 * time.Minute,
 		ResyncJitter: 0.2,
 		RewatchDelay: time.Second,
-		Queue:        workqueue.DefaultConfig(),
+		Queue:        DefaultQueueConfig(),
 		Scheduler:    scheduler.DefaultConfig(),
 	}
 }
@@ -180,7 +179,7 @@ func NewRunner(cfg RunnerConfig, state State, writer Writer, clk clock.Clock, lo
 // Run reconciles until ctx is done, starting with every key (a full
 // resync), and returns ctx's error.
 func (r *Runner) Run(ctx context.Context) error {
-	q, err := workqueue.New(r.cfg.Queue, r.clock)
+	q, err := NewQueue(r.cfg.Queue, r.clock)
 	if err != nil {
 		return err
 	}
@@ -221,7 +220,7 @@ func (r *Runner) index(ctx context.Context) (*Index, error) {
 	return r.idx, nil
 }
 
-func (r *Runner) process(ctx context.Context, q *workqueue.Queue, key Key) {
+func (r *Runner) process(ctx context.Context, q *Queue, key Key) {
 	ix, err := r.index(ctx)
 	if err != nil {
 		r.log.Warn("reading state", "key", key, "err", err)
@@ -252,7 +251,7 @@ func (r *Runner) process(ctx context.Context, q *workqueue.Queue, key Key) {
 	q.Forget(key)
 }
 
-func (r *Runner) enqueueAll(ctx context.Context, q *workqueue.Queue) {
+func (r *Runner) enqueueAll(ctx context.Context, q *Queue) {
 	ix, err := r.index(ctx)
 	if err != nil {
 		r.log.Warn("reading state for a resync", "err", err)
@@ -321,7 +320,7 @@ func (r *Runner) allKeys(ctx context.Context, kinds ...api.Kind) []Key {
 	return keys
 }
 
-func (r *Runner) watchLoop(ctx context.Context, q *workqueue.Queue) {
+func (r *Runner) watchLoop(ctx context.Context, q *Queue) {
 	for first := true; ; first = false {
 		if !first {
 			if !r.sleep(ctx, r.cfg.RewatchDelay) {
@@ -362,7 +361,7 @@ func resyncDelay(period time.Duration, f, r float64) time.Duration {
 	return period + time.Duration(r*f*float64(period))
 }
 
-func (r *Runner) resyncLoop(ctx context.Context, q *workqueue.Queue) {
+func (r *Runner) resyncLoop(ctx context.Context, q *Queue) {
 	for {
 		d := resyncDelay(r.cfg.ResyncPeriod, r.cfg.ResyncJitter, r.jitter())
 		if !r.sleep(ctx, d) {

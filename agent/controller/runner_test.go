@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herd-dev/herd/agent/workqueue"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/internal/clock"
 	"github.com/herd-dev/herd/internal/clock/clocktest"
@@ -237,7 +236,7 @@ func TestRunnerTerminalErrorNotRetried(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			q, err := workqueue.New(cfg.Queue, clk)
+			q, err := NewQueue(cfg.Queue, clk)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package workqueue
+package controller
 
 import (
 	"container/heap"
@@ -12,11 +12,11 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// ErrInvalidConfig: a Config failed Validate.
-var ErrInvalidConfig = errors.New("workqueue: invalid config")
+// ErrInvalidQueueConfig: a QueueConfig failed Validate.
+var ErrInvalidQueueConfig = errors.New("controller: invalid queue config")
 
-// Config tunes a Queue's retry behaviour.
-type Config struct {
+// QueueConfig tunes a Queue's retry behaviour.
+type QueueConfig struct {
 	// BaseDelay is the first per-key retry delay; each further failure of
 	// the same key doubles it.
 	BaseDelay time.Duration
@@ -28,23 +28,23 @@ type Config struct {
 	Burst int
 }
 
-// DefaultConfig returns 5 ms doubling up to 30 s per key, and an overall
+// DefaultQueueConfig returns 5 ms doubling up to 30 s per key, and an overall
 // bucket of 10 retries per second with a burst of 100.
-func DefaultConfig() Config {
-	return Config{BaseDelay: 5 * time.Millisecond, MaxDelay: 30 * time.Second, QPS: 10, Burst: 100}
+func DefaultQueueConfig() QueueConfig {
+	return QueueConfig{BaseDelay: 5 * time.Millisecond, MaxDelay: 30 * time.Second, QPS: 10, Burst: 100}
 }
 
 // Validate reports whether c is usable.
-func (c Config) Validate() error {
+func (c QueueConfig) Validate() error {
 	switch {
 	case c.BaseDelay <= 0:
-		return fmt.Errorf("%w: BaseDelay %v must be positive", ErrInvalidConfig, c.BaseDelay)
+		return fmt.Errorf("%w: BaseDelay %v must be positive", ErrInvalidQueueConfig, c.BaseDelay)
 	case c.MaxDelay < c.BaseDelay:
-		return fmt.Errorf("%w: MaxDelay %v is below BaseDelay %v", ErrInvalidConfig, c.MaxDelay, c.BaseDelay)
+		return fmt.Errorf("%w: MaxDelay %v is below BaseDelay %v", ErrInvalidQueueConfig, c.MaxDelay, c.BaseDelay)
 	case c.QPS < 0:
-		return fmt.Errorf("%w: QPS %v is negative", ErrInvalidConfig, c.QPS)
+		return fmt.Errorf("%w: QPS %v is negative", ErrInvalidQueueConfig, c.QPS)
 	case c.QPS > 0 && c.Burst < 1:
-		return fmt.Errorf("%w: Burst %d must be at least 1 when QPS is set", ErrInvalidConfig, c.Burst)
+		return fmt.Errorf("%w: Burst %d must be at least 1 when QPS is set", ErrInvalidQueueConfig, c.Burst)
 	}
 	return nil
 }
@@ -54,7 +54,7 @@ func (c Config) Validate() error {
 // workers. A worker loops on Get, processes the key, then calls Forget (on
 // success) or AddRateLimited (on a retryable failure), and always Done.
 type Queue struct {
-	cfg     Config
+	cfg     QueueConfig
 	clock   clock.Clock
 	limiter *rate.Limiter
 
@@ -75,7 +75,7 @@ type Queue struct {
 
 // New returns a running Queue. A nil clock means clock.RealClock. Call ShutDown to
 // release its goroutine.
-func New(cfg Config, clk clock.Clock) (*Queue, error) {
+func NewQueue(cfg QueueConfig, clk clock.Clock) (*Queue, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

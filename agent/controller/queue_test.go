@@ -1,4 +1,4 @@
-package workqueue_test
+package controller_test
 
 import (
 	"context"
@@ -10,16 +10,16 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/herd-dev/herd/agent/workqueue"
+	"github.com/herd-dev/herd/agent/controller"
 	"github.com/herd-dev/herd/internal/clock/clocktest"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func newQueue(t *testing.T, cfg workqueue.Config) (*workqueue.Queue, *clocktest.Clock) {
+func newQueue(t *testing.T, cfg controller.QueueConfig) (*controller.Queue, *clocktest.Clock) {
 	t.Helper()
 	clk := clocktest.New(t0)
-	q, err := workqueue.New(cfg, clk)
+	q, err := controller.NewQueue(cfg, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,14 +29,14 @@ func newQueue(t *testing.T, cfg workqueue.Config) (*workqueue.Queue, *clocktest.
 
 // noBucket is the default config without the shared token bucket, so
 // delays are the per-key backoff alone.
-func noBucket() workqueue.Config {
-	c := workqueue.DefaultConfig()
+func noBucket() controller.QueueConfig {
+	c := controller.DefaultQueueConfig()
 	c.QPS = 0
 	return c
 }
 
 // get returns the next key, failing the test if none is ready within 10 s.
-func get(t *testing.T, q *workqueue.Queue) string {
+func get(t *testing.T, q *controller.Queue) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -47,7 +47,7 @@ func get(t *testing.T, q *workqueue.Queue) string {
 	return k
 }
 
-func TestDedup(t *testing.T) {
+func TestQueueDedup(t *testing.T) {
 	q, _ := newQueue(t, noBucket())
 	for _, k := range []string{"a", "b", "a", "c", "b", "a"} {
 		q.Add(k)
@@ -69,7 +69,7 @@ func TestDedup(t *testing.T) {
 	}
 }
 
-func TestReAddWhileProcessing(t *testing.T) {
+func TestQueueReAddWhileProcessing(t *testing.T) {
 	q, _ := newQueue(t, noBucket())
 	q.Add("a")
 	k := get(t, q)
@@ -89,7 +89,7 @@ func TestReAddWhileProcessing(t *testing.T) {
 	}
 }
 
-func TestNoConcurrentProcessingOfOneKey(t *testing.T) {
+func TestQueueNoConcurrentProcessingOfOneKey(t *testing.T) {
 	q, _ := newQueue(t, noBucket())
 	const workers, keys, adds = 4, 5, 400
 	var inFlight [keys]atomic.Int32
@@ -136,7 +136,7 @@ func TestNoConcurrentProcessingOfOneKey(t *testing.T) {
 	}
 }
 
-func TestBackoffGrowthAndForget(t *testing.T) {
+func TestQueueBackoffGrowthAndForget(t *testing.T) {
 	cfg := noBucket()
 	cfg.MaxDelay = 40 * time.Millisecond
 	q, clk := newQueue(t, cfg)
@@ -167,8 +167,8 @@ func TestBackoffGrowthAndForget(t *testing.T) {
 	clk.WaitTimer(t, now.Add(5*time.Millisecond))
 }
 
-func TestTokenBucket(t *testing.T) {
-	cfg := workqueue.DefaultConfig()
+func TestQueueTokenBucket(t *testing.T) {
+	cfg := controller.DefaultQueueConfig()
 	cfg.QPS, cfg.Burst = 1, 1
 	q, clk := newQueue(t, cfg)
 	q.AddRateLimited("a") // takes the one token: per-key delay only
@@ -188,7 +188,7 @@ func TestTokenBucket(t *testing.T) {
 	}
 }
 
-func TestAddAfterOrdering(t *testing.T) {
+func TestQueueAddAfterOrdering(t *testing.T) {
 	q, clk := newQueue(t, noBucket())
 	ms := time.Millisecond
 	q.AddAfter("a", 30*ms)
@@ -224,7 +224,7 @@ func TestAddAfterOrdering(t *testing.T) {
 	}
 }
 
-func TestShutDownUnblocksGet(t *testing.T) {
+func TestQueueShutDownUnblocksGet(t *testing.T) {
 	q, _ := newQueue(t, noBucket())
 	done := make(chan bool)
 	for range 3 {
@@ -254,7 +254,7 @@ func TestShutDownUnblocksGet(t *testing.T) {
 	q.ShutDown() // idempotent
 }
 
-func TestGetContextCancel(t *testing.T) {
+func TestQueueGetContextCancel(t *testing.T) {
 	q, _ := newQueue(t, noBucket())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan bool)
@@ -273,19 +273,19 @@ func TestGetContextCancel(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
-	bad := []workqueue.Config{
+func TestQueueConfigValidate(t *testing.T) {
+	bad := []controller.QueueConfig{
 		{BaseDelay: 0, MaxDelay: time.Second},
 		{BaseDelay: time.Second, MaxDelay: time.Millisecond},
 		{BaseDelay: time.Millisecond, MaxDelay: time.Second, QPS: -1},
 		{BaseDelay: time.Millisecond, MaxDelay: time.Second, QPS: 1, Burst: 0},
 	}
 	for _, c := range bad {
-		if _, err := workqueue.New(c, nil); !errors.Is(err, workqueue.ErrInvalidConfig) {
+		if _, err := controller.NewQueue(c, nil); !errors.Is(err, controller.ErrInvalidQueueConfig) {
 			t.Errorf("New(%+v) err = %v, want ErrInvalidConfig", c, err)
 		}
 	}
-	if err := workqueue.DefaultConfig().Validate(); err != nil {
+	if err := controller.DefaultQueueConfig().Validate(); err != nil {
 		t.Errorf("DefaultConfig invalid: %v", err)
 	}
 }
