@@ -33,7 +33,10 @@
 //     the board refused gets no actions until its retry is due. The
 //     executing loop only adds what a plan cannot know in advance: the
 //     state check before each bring-up (see "Exactly N") and, when the
-//     board refuses a pod's files, leaving out that unit's later actions;
+//     board refuses a pod's files, leaving out that unit's later actions
+//     (and a daemon-reload with no other unit left to reload for) and
+//     removing the environment file it just wrote for a unit the board
+//     has no file of;
 //  4. lists the units again if anything was done;
 //  5. reports: ObservePod for every bound pod (with its readiness check:
 //     tcp and http dialled from the leader to the board's address and host
