@@ -189,7 +189,11 @@ func (c *counting) Run(ctx context.Context, node string, argv []string) (sshexec
 	if slices.Equal(argv, []string{"sudo", "-n", "true"}) {
 		readOnly["sudo"] = true
 	}
-	if !readOnly[argv[0]] && !(argv[0] == "systemctl" && slices.Contains([]string{"--version", "is-enabled", "is-active"}, argv[1])) {
+	a := argv
+	if len(a) > 3 && slices.Equal(a[:3], []string{"sudo", "-n", "--"}) { // a sudo user's command
+		a = a[3:]
+	}
+	if !readOnly[a[0]] && !(a[0] == "systemctl" && slices.Contains([]string{"--version", "is-enabled", "is-active"}, a[1])) {
 		c.mu.Lock()
 		c.writes = append(c.writes, "run "+strings.Join(argv, " "))
 		c.mu.Unlock()
