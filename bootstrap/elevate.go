@@ -108,4 +108,3 @@ func SudoProbeError(board, user, host string, status int, stderr string) error {
 		"(as root: echo '%s ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/010_%s-nopasswd; chmod 0440 /etc/sudoers.d/010_%s-nopasswd) or log in as root@%s",
 		board, user, msg, user, user, user, user, host)
 }
-
