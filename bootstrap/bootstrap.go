@@ -172,9 +172,6 @@ type board struct {
 	probe  *Probe
 	plan   BoardPlan
 	root   string // Options.Root for this board, "" outside tests
-	// sudo is set when the login user is not root: every command runs
-	// with sudo -n and files go through `sudo -n sftp-server`.
-	sudo bool
 }
 
 // Run bootstraps the boards of o. An error is returned for problems with
@@ -449,7 +446,6 @@ func (o Options) elevate(ctx context.Context, b *board) error {
 	if err := o.connect(b, cmd); err != nil {
 		return err
 	}
-	b.sudo = true
 	res, err = b.remote.Run(ctx, node, []string{"id", "-u"})
 	if err != nil {
 		return err
