@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/herd-dev/herd/units/sshexec"
+	"github.com/herd-dev/herd/units/sshgate"
 )
 
 // Remote is the SSH access bootstrap needs to boards. *sshexec.Executor
@@ -133,6 +134,9 @@ type BoardResult struct {
 	// longer hold).
 	Removed []string
 	Steps   [][]string
+	// CreatedAccount is set when the executor account (ExecUser) was
+	// created.
+	CreatedAccount bool
 	// Err is why the board failed; nil on success.
 	Err error
 }
@@ -253,7 +257,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		probes[i] = b.probe
 	}
 	plans, perr := Plan(PlanInput{Targets: targets, Roles: roles, Probes: probes, State: st,
-		NameFrom: o.NameFrom, Labels: o.Labels, SSHUser: "root"})
+		NameFrom: o.NameFrom, Labels: o.Labels, SSHUser: ExecUser})
 	for i, b := range boards {
 		if b.res.Err == nil && perr[i] != nil {
 			b.res.Err = perr[i]
@@ -352,8 +356,10 @@ func forEach(ctx context.Context, n int, boards []*board, fn func(*board)) {
 }
 
 // connect makes b's Remote: an sshexec.Executor logging in with the
-// user's keys and checking the host key against known_hosts.
-func (o Options) connect(b *board) error {
+// user's keys and checking the host key against known_hosts. A non-empty
+// sftpCommand (SudoSFTPCommand) runs SFTP through sudo and every command
+// with SudoArgv.
+func (o Options) connect(b *board, sftpCommand string) error {
 	t := b.res.Target
 	signers, keyFile, err := o.Auth.Signers(t)
 	if err != nil {
@@ -377,6 +383,7 @@ func (o Options) connect(b *board) error {
 	cfg.KnownHostsFiles = exist
 	cfg.DialTimeout = o.DialTimeout
 	cfg.Logger = o.Logger
+	cfg.SFTPCommand = sftpCommand
 	addr := t.Addr()
 	cfg.HostKeys = sshexec.HostKeyLookupFunc(func(string) (string, ssh.PublicKey, error) { return addr, nil, nil })
 	d := &net.Dialer{}
@@ -398,26 +405,90 @@ func (o Options) connect(b *board) error {
 	if o.wrap != nil {
 		b.remote = o.wrap(b.res.Label, e)
 	}
+	if sftpCommand != "" {
+		b.remote = sudoRemote{b.remote}
+	}
 	return nil
 }
 
-// probe connects to the board and checks it: root login, systemd, the
-// architecture, its SSH host key and address.
-func (o Options) probe(ctx context.Context, b *board, say func(string)) error {
-	say("checking...")
-	if err := o.connect(b); err != nil {
+// elevate checks that the login user of a board, who is not root, may use
+// sudo without a password, and reconnects so that every command and file
+// goes through sudo -n.
+func (o Options) elevate(ctx context.Context, b *board) error {
+	node, t := b.res.Label, b.res.Target
+	res, err := b.remote.Run(ctx, node, []string{"sudo", "-n", "true"})
+	if err != nil {
 		return err
 	}
-	node := b.res.Label
-	r := b.remote
-	res, err := r.Run(ctx, node, []string{"id", "-u"})
+	if res.ExitStatus != 0 {
+		return SudoProbeError(node, t.User, t.Alias, res.ExitStatus, string(res.Stderr))
+	}
+	found, err := runTolerant(ctx, b.remote, node, append([]string{"stat", "-c", "%n", "--"}, sshgate.SFTPServerPaths...))
+	if err != nil {
+		return err
+	}
+	var server string
+	have := strings.Fields(string(found))
+	for _, p := range sshgate.SFTPServerPaths {
+		if slices.Contains(have, p) {
+			server = p
+			break
+		}
+	}
+	if server == "" {
+		return fmt.Errorf("bootstrap: %s: no sftp-server found (looked in %s): install openssh-sftp-server", node, strings.Join(sshgate.SFTPServerPaths, ", "))
+	}
+	cmd, err := SudoSFTPCommand(server)
+	if err != nil {
+		return err
+	}
+	b.close()
+	if err := o.connect(b, cmd); err != nil {
+		return err
+	}
+	res, err = b.remote.Run(ctx, node, []string{"id", "-u"})
 	if err != nil {
 		return err
 	}
 	if uid := strings.TrimSpace(string(res.Stdout)); res.ExitStatus != 0 || uid != "0" {
-		return fmt.Errorf("bootstrap: %s: logged in as %s (uid %s): bootstrap needs root on the board (log in as root@%s; sudo is not supported)",
-			node, b.res.Target.User, uid, b.res.Target.Alias)
+		return fmt.Errorf("bootstrap: %s: sudo -n id -u says uid %q (exit status %d), not 0: %s", node, uid, res.ExitStatus, strings.TrimSpace(string(res.Stderr)))
 	}
+	return nil
+}
+
+// probe connects to the board and checks it: root, directly or through
+// passwordless sudo; sudo itself (the executor account needs it); systemd,
+// the architecture, its SSH host key and address.
+func (o Options) probe(ctx context.Context, b *board, say func(string)) error {
+	say("checking...")
+	if err := o.connect(b, ""); err != nil {
+		return err
+	}
+	node := b.res.Label
+	res, err := b.remote.Run(ctx, node, []string{"id", "-u"})
+	if err != nil {
+		return err
+	}
+	uid := strings.TrimSpace(string(res.Stdout))
+	if res.ExitStatus != 0 || uid == "" {
+		return fmt.Errorf("bootstrap: %s: id -u: exit status %d: %s", node, res.ExitStatus, strings.TrimSpace(string(res.Stderr)))
+	}
+	if uid != "0" {
+		if err := o.elevate(ctx, b); err != nil {
+			return err
+		}
+		say(fmt.Sprintf("logged in as %s (uid %s), elevating with sudo -n", b.res.Target.User, uid))
+	} else {
+		// Root needs no sudo, but the executor account does.
+		res, err := b.remote.Run(ctx, node, []string{"sudo", "-n", "true"})
+		if err != nil {
+			return err
+		}
+		if res.ExitStatus != 0 {
+			return SudoProbeError(node, b.res.Target.User, b.res.Target.Alias, res.ExitStatus, string(res.Stderr))
+		}
+	}
+	r := b.remote
 	res, err = r.Run(ctx, node, []string{"uname", "-n", "-m"})
 	if err != nil {
 		return err
@@ -526,8 +597,7 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 	for _, f := range want {
 		paths = append(paths, b.root+f.Path)
 	}
-	authKeys := RootAuthKeysPath
-	paths = append(paths, b.root+authKeys)
+	paths = append(paths, b.root+ExecAuthKeysPath, b.root+RootAuthKeysPath)
 	for _, s := range stale {
 		paths = append(paths, b.root+s)
 	}
@@ -556,7 +626,12 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 		default:
 			say(fmt.Sprintf("writing %s (%s)", c.File.Path, c.Reason))
 		}
-		if err := r.PutFile(ctx, node, b.root+c.File.Path, c.File.Content, c.File.Mode, sshexec.PutFileOptions{MkdirAll: true}); err != nil {
+		if c.File.Path == SudoersPath {
+			err = putSudoers(ctx, r, node, b.root, c.File)
+		} else {
+			err = r.PutFile(ctx, node, b.root+c.File.Path, c.File.Content, c.File.Mode, sshexec.PutFileOptions{MkdirAll: true})
+		}
+		if err != nil {
 			return err
 		}
 		b.res.Written = append(b.res.Written, c.File.Path)
@@ -589,13 +664,16 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 		}
 	}
 
-	// The cluster SSH keys may log in as root, restricted: from the
-	// servers only, through herd ssh-gate.
-	cur, err := r.ReadFile(ctx, node, b.root+authKeys)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	// The executor account, and the cluster SSH keys authorised for it,
+	// restricted: from the servers only, through herd ssh-gate.
+	created, err := ensureAccount(ctx, r, node)
+	if err != nil {
 		return err
 	}
-	missing := err != nil
+	if created {
+		say("created the executor account " + ExecUser)
+		b.res.CreatedAccount = true
+	}
 	managed, err := sec.PublicKeys()
 	if err != nil {
 		return fmt.Errorf("%w: cluster ssh key: %v", ErrState, err)
@@ -614,26 +692,24 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 		}
 		lines = append(lines, l)
 	}
-	if out, changed := SetAuthorizedKeys(cur, sshKeyComment(o.Cluster), managed, lines); changed {
-		say("authorizing the cluster SSH key (restricted to " + strings.Join(from, ",") + ") in " + authKeys)
-		mode := os.FileMode(0o600)
-		if m, ok := modeMap[authKeys]; ok && !missing {
-			mode = m
-		}
-		if missing {
-			dir := path.Dir(b.root + authKeys)
-			res, err := r.Run(ctx, node, []string{"mkdir", "-p", "-m", "700", dir})
-			if err != nil {
-				return err
-			}
-			if res.ExitStatus != 0 {
-				return fmt.Errorf("bootstrap: %s: mkdir %s: %s", node, dir, strings.TrimSpace(string(res.Stderr)))
-			}
-		}
-		if err := r.PutFile(ctx, node, b.root+authKeys, out, mode); err != nil {
-			return err
-		}
-		b.res.Written = append(b.res.Written, authKeys)
+	// The executor's file is root's, 0644 (sshd reads it as the account),
+	// in root-owned folders: the account cannot change its own keys.
+	wrote, err := setAuthorizedKeys(ctx, r, node, b.root, ExecAuthKeysPath, 0o644, modeMap, sshKeyComment(o.Cluster), managed, lines, true)
+	if err != nil {
+		return err
+	}
+	if wrote {
+		say("authorizing the cluster SSH key for " + ExecUser + " (restricted to " + strings.Join(from, ",") + ") in " + ExecAuthKeysPath)
+		b.res.Written = append(b.res.Written, ExecAuthKeysPath)
+	}
+	// Older bootstraps authorised the cluster key for root: no more.
+	wrote, err = setAuthorizedKeys(ctx, r, node, b.root, RootAuthKeysPath, 0o600, modeMap, sshKeyComment(o.Cluster), managed, nil, false)
+	if err != nil {
+		return err
+	}
+	if wrote {
+		say("removing the cluster SSH key from " + RootAuthKeysPath)
+		b.res.Written = append(b.res.Written, RootAuthKeysPath)
 	}
 
 	// systemd: only what is needed.
@@ -664,12 +740,96 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 	if p.Role.Server {
 		role = "server"
 	}
-	if len(b.res.Written) == 0 && len(b.res.Removed) == 0 && len(steps) == 0 {
+	if len(b.res.Written) == 0 && len(b.res.Removed) == 0 && len(steps) == 0 && !b.res.CreatedAccount {
 		say(fmt.Sprintf("ok: %s %s, nothing changed", role, p.Name))
 	} else {
 		say(fmt.Sprintf("ok: %s %s, %d files written, %d systemctl steps", role, p.Name, len(b.res.Written), len(steps)))
 	}
 	return nil
+}
+
+// putSudoers writes the sudoers drop-in f: to SudoersStage first, checked
+// with `visudo -cf`, then renamed over SudoersPath, so sudo never reads a
+// drop-in that does not parse (a broken one disables sudo altogether).
+func putSudoers(ctx context.Context, r Remote, node, root string, f File) error {
+	stage := root + SudoersStage
+	if err := r.PutFile(ctx, node, stage, f.Content, f.Mode, sshexec.PutFileOptions{MkdirAll: true}); err != nil {
+		return err
+	}
+	for _, argv := range [][]string{{"visudo", "-c", "-q", "-f", stage}, {"mv", "-f", "--", stage, root + SudoersPath}} {
+		res, err := r.Run(ctx, node, argv)
+		if err != nil {
+			return err
+		}
+		if res.ExitStatus != 0 {
+			r.Run(ctx, node, []string{"rm", "-f", "--", stage})
+			return fmt.Errorf("bootstrap: %s: %s: exit status %d: %s %s", node, strings.Join(argv, " "), res.ExitStatus,
+				strings.TrimSpace(string(res.Stdout)), strings.TrimSpace(string(res.Stderr)))
+		}
+	}
+	return nil
+}
+
+// ensureAccount creates the executor account unless it exists (and is
+// herd's: CheckAccount); created says whether it did.
+func ensureAccount(ctx context.Context, r Remote, node string) (created bool, err error) {
+	res, err := r.Run(ctx, node, []string{"getent", "passwd", ExecUser})
+	if err != nil {
+		return false, err
+	}
+	switch res.ExitStatus {
+	case 0:
+		return false, CheckAccount(res.Stdout)
+	case 2: // no such user
+	default:
+		return false, fmt.Errorf("bootstrap: %s: getent passwd %s: exit status %d: %s", node, ExecUser, res.ExitStatus, strings.TrimSpace(string(res.Stderr)))
+	}
+	res, err = r.Run(ctx, node, AccountArgv())
+	if err != nil {
+		return false, err
+	}
+	if res.ExitStatus != 0 {
+		return false, fmt.Errorf("bootstrap: %s: useradd %s: exit status %d: %s", node, ExecUser, res.ExitStatus, strings.TrimSpace(string(res.Stderr)))
+	}
+	return true, nil
+}
+
+// setAuthorizedKeys makes the authorized_keys file p hold exactly lines
+// among the cluster's keys (SetAuthorizedKeys), keeping its mode, or mode
+// for a new file; a missing file is only created when create is set and
+// there are lines (with its folder, 0755 for the executor's home). It
+// reports whether it wrote.
+func setAuthorizedKeys(ctx context.Context, r Remote, node, root, p string, mode os.FileMode, modes map[string]os.FileMode,
+	comment string, managed []ssh.PublicKey, lines []string, create bool) (bool, error) {
+	cur, err := r.ReadFile(ctx, node, root+p)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	missing := err != nil
+	if missing && (!create || len(lines) == 0) {
+		return false, nil
+	}
+	out, changed := SetAuthorizedKeys(cur, comment, managed, lines)
+	if !changed {
+		return false, nil
+	}
+	if m, ok := modes[p]; ok && !missing {
+		mode = m
+	}
+	if missing {
+		dir := path.Dir(root + p)
+		res, err := r.Run(ctx, node, []string{"mkdir", "-p", "-m", "755", "--", dir})
+		if err != nil {
+			return false, err
+		}
+		if res.ExitStatus != 0 {
+			return false, fmt.Errorf("bootstrap: %s: mkdir %s: %s", node, dir, strings.TrimSpace(string(res.Stderr)))
+		}
+	}
+	if err := r.PutFile(ctx, node, root+p, out, mode); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // humanSize formats a byte count: "512 B", "64.0 kB", "15.9 MB".

@@ -4,7 +4,8 @@
 // verifies host keys against the user's known_hosts, never trusting on first
 // use; checks systemd and the CPU architecture; uploads the matching herd
 // binary; writes the keys each board may hold, /etc/herd/agent.toml and
-// herd.service; and starts the agent. It owns:
+// herd.service; creates the executor account the leader logs in as; and
+// starts the agent. It owns:
 //
 //   - resolving "user@host:port" arguments and ssh_config aliases (Target,
 //     SSHConfig), the user's SSH keys (Auth) and known_hosts checks
@@ -19,11 +20,18 @@
 //   - who holds what (BoardFiles, StalePaths): a worker gets only the
 //     gossip key, and a re-run removes what a board must not hold (server
 //     secrets on a worker, the old cluster.key everywhere);
-//   - the restricted authorized_keys entry of the cluster SSH key
-//     (AuthorizedKeyLine, SetAuthorizedKeys): `restrict`, from= the
-//     servers' addresses (every board is visited again when --add adds a
-//     server), command="/usr/local/bin/herd ssh-gate" (units/sshgate);
-//     other lines, the user's own login included, are kept;
+//   - the executor account (ExecUser, herd-exec): a system user with no
+//     password whose only key is the cluster SSH key, in a root-owned
+//     ExecAuthKeysPath, restricted (AuthorizedKeyLine, SetAuthorizedKeys):
+//     `restrict`, from= the servers' addresses (every board is visited
+//     again when --add adds a server), command="/usr/local/bin/herd
+//     ssh-gate" (units/sshgate); and its sudoers drop-in (RenderSudoers,
+//     SudoersPath, checked with `visudo -cf` in SudoersStage before it is
+//     renamed into place, mode 0440), which lets it run as root only the
+//     gate's two elevated command lines. The agents' ssh_user names it.
+//     Older bootstraps authorised the key for root: a re-run removes those
+//     lines from /root/.ssh/authorized_keys (other lines, the user's own
+//     login included, are kept);
 //   - key rotation (Rotate, --rotate gossip|server|ssh|token): add the new
 //     key beside the old, switch to it, drop the old, each phase on every
 //     recorded board before the next, resumable from the recorded phase;
@@ -41,6 +49,22 @@
 // not enabled/running, so running bootstrap again with the same arguments
 // writes nothing on the boards.
 //
-// Boards must allow root login over SSH for bootstrap (files go to /etc,
-// /usr/local/bin and /root/.ssh; sudo is not supported).
+// # Logging in as a sudo user
+//
+// Bootstrap logs in as the given user (`pi@pi1.local`, or root). A user
+// that is not root must have passwordless sudo (as Raspberry Pi OS's first
+// user does): the probe runs `sudo -n true` and stops with the fix when
+// sudo wants a password. Then every command runs as SudoArgv(argv) =
+// `sudo -n -- argv...`, still argv data carried by the executor's wrapper
+// (units/sshexec), never a shell string; and files are read and written
+// over SFTP spoken to `sudo -n <sftp-server>` in an exec session
+// (sshexec.Config.SFTPCommand; the server is one of the fixed
+// sshgate.SFTPServerPaths, so the command line holds constants only), so
+// PutFile keeps its atomic rename and modes. Logged in as root, nothing is
+// elevated and the sftp subsystem is used, as before.
+//
+// Every board needs sudo, root login or not: the executor account elevates
+// with it. A board without sudo is refused in the probe (install the sudo
+// package); keeping the cluster key on root for such boards would make the
+// agents' ssh_user differ per board and keep root login a requirement.
 package bootstrap

@@ -40,6 +40,47 @@ daemon-reload) ;;
 esac
 `
 
+// Fakes of what bootstrap runs to make the executor account, so that a
+// test never changes the machine's users or sudoers. The fake sudo logs
+// its argv and runs it as the login user (root in these tests); the fake
+// id says uid 1000 outside sudo when the file "nonroot" exists, so that a
+// board can pretend its login user is not root.
+const (
+	fakeSudo = `#!/bin/sh
+d=$(dirname "$0")
+printf '%s\0' "$@" >> "$d/sudo.log"
+printf '\n' >> "$d/sudo.log"
+[ "$1" = -n ] || { echo "fake sudo: want -n" >&2; exit 2; }
+shift
+[ "$1" = -- ] && shift
+[ -e "$d/password" ] && { echo "sudo: a password is required" >&2; exit 1; }
+HERD_FAKE_SUDO=1 exec "$@"
+`
+	fakeID = `#!/bin/sh
+d=$(dirname "$0")
+if [ "$1" = -u ] && [ -e "$d/nonroot" ] && [ -z "$HERD_FAKE_SUDO" ]; then echo 1000; exit 0; fi
+exec /usr/bin/id "$@"
+`
+	fakeGetent = `#!/bin/sh
+d=$(dirname "$0")
+[ "$1" = passwd ] || exit 1
+grep "^$2:" "$d/passwd" 2>/dev/null || exit 2
+`
+	fakeUseradd = `#!/bin/sh
+d=$(dirname "$0")
+printf '%s\0' "$@" >> "$d/useradd.log"
+printf '\n' >> "$d/useradd.log"
+for last; do :; done
+echo "$last:x:998:998:herd executor:/var/lib/herd-exec:/bin/sh" >> "$d/passwd"
+`
+	fakeVisudo = `#!/bin/sh
+d=$(dirname "$0")
+printf '%s\0' "$@" >> "$d/visudo.log"
+printf '\n' >> "$d/visudo.log"
+[ "$1 $2 $3" = "-c -q -f" ] && grep -q "^herd-exec ALL=(root) NOPASSWD: " "$4"
+`
+)
+
 // labBoard is one "board": a real sshd on 127.0.0.1 with a fake systemctl
 // first on its PATH, and its files under root.
 type labBoard struct {
@@ -108,9 +149,16 @@ func (l *lab) addBoard(t *testing.T, name string, conf, known *bytes.Buffer) *la
 	t.Helper()
 	bin := t.TempDir()
 	writeFile(t, bin, "systemctl", []byte(fakeSystemctl), 0o755)
+	for name, script := range map[string]string{"sudo": fakeSudo, "id": fakeID, "getent": fakeGetent, "useradd": fakeUseradd, "visudo": fakeVisudo} {
+		writeFile(t, bin, name, []byte(script), 0o755)
+	}
 	srv := sshdtest.StartWith(t, sshdtest.Options{SetEnv: []string{"PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}})
 	b := &labBoard{name: name, srv: srv, bin: bin, root: filepath.Join(l.root, name)}
 	writeFile(t, b.root, "etc/ssh/ssh_host_ed25519_key.pub", ssh.MarshalAuthorizedKey(srv.HostKey), 0o644)
+	// sudo's drop-in folder, as the sudo package makes it.
+	if err := os.MkdirAll(filepath.Join(b.root, "etc/sudoers.d"), 0o750); err != nil {
+		t.Fatal(err)
+	}
 	_, port, _ := strings.Cut(srv.Addr, ":")
 	fmt.Fprintf(conf, "Host %s\n  HostName 127.0.0.1\n  Port %s\n  User %s\n  IdentityFile %s\n\n", name, port, srv.User, srv.ClientKeyFile)
 	kh, err := os.ReadFile(srv.KnownHostsFile)
@@ -137,8 +185,15 @@ func (c *counting) PutFile(ctx context.Context, node, p string, content []byte, 
 }
 
 func (c *counting) Run(ctx context.Context, node string, argv []string) (sshexec.Result, error) {
-	readOnly := map[string]bool{"id": true, "uname": true, "sha256sum": true, "stat": true}
-	if !readOnly[argv[0]] && !(argv[0] == "systemctl" && slices.Contains([]string{"--version", "is-enabled", "is-active"}, argv[1])) {
+	readOnly := map[string]bool{"id": true, "uname": true, "sha256sum": true, "stat": true, "getent": true, "visudo": true}
+	if slices.Equal(argv, []string{"sudo", "-n", "true"}) {
+		readOnly["sudo"] = true
+	}
+	a := argv
+	if len(a) > 3 && slices.Equal(a[:3], []string{"sudo", "-n", "--"}) { // a sudo user's command
+		a = a[3:]
+	}
+	if !readOnly[a[0]] && !(a[0] == "systemctl" && slices.Contains([]string{"--version", "is-enabled", "is-active"}, a[1])) {
 		c.mu.Lock()
 		c.writes = append(c.writes, "run "+strings.Join(argv, " "))
 		c.mu.Unlock()
@@ -241,7 +296,7 @@ func TestBootstrapEndToEnd(t *testing.T) {
 			RaftBind: "0.0.0.0:7947", RaftAdvertise: "127.0.0.1:7947",
 			APIListen:  []string{"127.0.0.1:7948", "unix:///run/herd/api.sock"},
 			SSHAddress: "127.0.0.1:" + port(name), SSHHostKeyFile: "/etc/ssh/ssh_host_ed25519_key.pub",
-			SSHUser: "root", Labels: map[string]string{"room": "lab"},
+			SSHUser: "herd-exec", Labels: map[string]string{"room": "lab"},
 		}
 		if server {
 			ac.ServerKeyFile, ac.APITokenFile, ac.SSHKeyFile = "/etc/herd/server.key", "/etc/herd/api.token", "/etc/herd/cluster_ssh_key"
@@ -261,10 +316,7 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	for _, name := range []string{"b1", "b2", "b3"} {
 		b := l.boards[name]
 		t.Run("first run/"+name, func(t *testing.T) {
-			authKeys, authMode := []byte(clusterLine), os.FileMode(0o600)
-			if name == "b1" {
-				authKeys, authMode = []byte(userKey+clusterLine), 0o640
-			}
+			authKeys, authMode := []byte(clusterLine), os.FileMode(0o644)
 			type file struct {
 				path    string
 				content []byte
@@ -281,9 +333,16 @@ func TestBootstrapEndToEnd(t *testing.T) {
 					file{"/etc/herd/api.token", sec.APIToken, 0o600})
 			}
 			files = append(files,
+				file{"/etc/sudoers.d/herd", RenderSudoers(), 0o440},
 				file{"/etc/herd/agent.toml", configs[name], 0o644},
 				file{"/etc/systemd/system/herd.service", RenderUnit(), 0o644},
-				file{"/root/.ssh/authorized_keys", authKeys, authMode})
+				file{"/var/lib/herd-exec/.ssh/authorized_keys", authKeys, authMode})
+			if name == "b1" {
+				// The user's own root login is left alone.
+				files = append(files, file{"/root/.ssh/authorized_keys", []byte(userKey), 0o640})
+			} else if _, err := os.Stat(filepath.Join(b.root, "root/.ssh")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("root/.ssh made on %s (%v)", name, err)
+			}
 			if name == "b3" {
 				// A worker holds no server secret.
 				for _, p := range []string{"etc/herd/server.key", "etc/herd/cluster_ssh_key", "etc/herd/api.token", "etc/herd/cluster.key"} {
@@ -301,10 +360,15 @@ func TestBootstrapEndToEnd(t *testing.T) {
 					t.Errorf("%s: mode %04o, want %04o", f.path, mode, f.mode)
 				}
 			}
-			if name != "b1" {
-				if fi, err := os.Stat(filepath.Join(b.root, "root/.ssh")); err != nil || fi.Mode().Perm() != 0o700 {
-					t.Errorf("~/.ssh: %v, %v; want mode 0700", fi.Mode(), err)
-				}
+			if fi, err := os.Stat(filepath.Join(b.root, "var/lib/herd-exec/.ssh")); err != nil || fi.Mode().Perm() != 0o755 {
+				t.Errorf("~herd-exec/.ssh: %v, %v; want mode 0755", fi.Mode(), err)
+			}
+			if got := string(mustRead(t, filepath.Join(b.bin, "useradd.log"))); got != strings.Join(AccountArgv()[1:], "\x00")+"\x00\n" {
+				t.Errorf("useradd calls %q, want one of %q", got, AccountArgv())
+			}
+			stage := filepath.Join(b.root, "etc/herd/sudoers.new")
+			if got := string(mustRead(t, filepath.Join(b.bin, "visudo.log"))); got != "-c\x00-q\x00-f\x00"+stage+"\x00\n" {
+				t.Errorf("visudo calls %q, want one check of %s", got, stage)
 			}
 			leftovers, _ := filepath.Glob(filepath.Join(b.root, "etc/herd/*herd-tmp*"))
 			if len(leftovers) > 0 {
@@ -322,13 +386,18 @@ func TestBootstrapEndToEnd(t *testing.T) {
 				t.Errorf("systemctl calls (-want +got):\n%s", diff)
 			}
 			var wantWrites []string
-			for _, f := range files[:len(files)-1] {
-				wantWrites = append(wantWrites, "put "+filepath.Join(b.root, f.path))
+			for _, f := range files {
+				switch f.path {
+				case "/etc/sudoers.d/herd":
+					wantWrites = append(wantWrites, "put "+stage, "run mv -f -- "+stage+" "+filepath.Join(b.root, f.path))
+				case "/var/lib/herd-exec/.ssh/authorized_keys", "/root/.ssh/authorized_keys":
+				default:
+					wantWrites = append(wantWrites, "put "+filepath.Join(b.root, f.path))
+				}
 			}
-			if name != "b1" {
-				wantWrites = append(wantWrites, "run mkdir -p -m 700 "+filepath.Join(b.root, "root/.ssh"))
-			}
-			wantWrites = append(wantWrites, "put "+filepath.Join(b.root, "root/.ssh/authorized_keys"),
+			wantWrites = append(wantWrites, "run "+strings.Join(AccountArgv(), " "),
+				"run mkdir -p -m 755 -- "+filepath.Join(b.root, "var/lib/herd-exec/.ssh"),
+				"put "+filepath.Join(b.root, "var/lib/herd-exec/.ssh/authorized_keys"),
 				"run systemctl daemon-reload", "run systemctl enable herd.service", "run systemctl start herd.service")
 			if diff := cmp.Diff(wantWrites, remotes[name].take()); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
@@ -375,7 +444,7 @@ func TestBootstrapEndToEnd(t *testing.T) {
 			}
 			l.boards[b.Label].clearLog(t)
 		}
-		got, _ := readMode(t, filepath.Join(l.boards["b1"].root, "root/.ssh/authorized_keys"))
+		got, _ := readMode(t, filepath.Join(l.boards["b1"].root, ExecAuthKeysPath))
 		if strings.Count(string(got), strings.Fields(string(sec.SSHPublicKey))[1]) != 1 {
 			t.Errorf("cluster key appears more than once:\n%s", got)
 		}

@@ -144,7 +144,7 @@ type PlanInput struct {
 	NameFrom string
 	// Labels are given to every board.
 	Labels map[string]string
-	// SSHUser is the user the leader logs in as (root).
+	// SSHUser is the user the leader logs in as (ExecUser).
 	SSHUser string
 }
 
@@ -334,8 +334,12 @@ func NewFile(path string, content []byte, mode os.FileMode) File {
 
 // BoardFiles lists what a board gets, in the order to write them: the
 // binary first, the unit last (so a unit never starts without its files).
-// Every board gets the gossip key; only servers get the server key, the
-// cluster SSH private key and the API token.
+// Every board gets the gossip key and the executor account's sudoers
+// drop-in (SudoersPath, checked with visudo before it is moved into
+// place); only servers get the server key, the cluster SSH private key and
+// the API token. Besides these files a board gets the executor account
+// (ExecUser, AccountArgv) and its authorized_keys (ExecAuthKeysPath,
+// SetAuthorizedKeys).
 func BoardFiles(p BoardPlan, sec Secrets, binary File) ([]File, error) {
 	conf, err := RenderAgentConfig(p.Agent)
 	if err != nil {
@@ -349,6 +353,7 @@ func BoardFiles(p BoardPlan, sec Secrets, binary File) ([]File, error) {
 			NewFile(APITokenPath, sec.APIToken, 0o600))
 	}
 	return append(files,
+		NewFile(SudoersPath, RenderSudoers(), 0o440),
 		NewFile(AgentConfigPath, conf, 0o644),
 		NewFile(UnitPath, RenderUnit(), 0o644)), nil
 }

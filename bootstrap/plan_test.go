@@ -347,9 +347,9 @@ func TestBoardFiles(t *testing.T) {
 	}
 	wantServer := []got{
 		{BinaryPath, 0o755}, {GossipKeyPath, 0o600}, {ServerKeyPath, 0o600}, {ClusterSSHKey, 0o600}, {APITokenPath, 0o600},
-		{AgentConfigPath, 0o644}, {UnitPath, 0o644},
+		{SudoersPath, 0o440}, {AgentConfigPath, 0o644}, {UnitPath, 0o644},
 	}
-	wantWorker := []got{{BinaryPath, 0o755}, {GossipKeyPath, 0o600}, {AgentConfigPath, 0o644}, {UnitPath, 0o644}}
+	wantWorker := []got{{BinaryPath, 0o755}, {GossipKeyPath, 0o600}, {SudoersPath, 0o440}, {AgentConfigPath, 0o644}, {UnitPath, 0o644}}
 	if diff := cmp.Diff(wantServer, files(server)); diff != "" {
 		t.Errorf("server files (-want +got):\n%s", diff)
 	}

@@ -169,7 +169,7 @@ func TestRotateEveryKey(t *testing.T) {
 		oldB64 := strings.Fields(string(ssh.MarshalAuthorizedKey(oldSigner.PublicKey())))[1]
 		newB64 := strings.Fields(string(ssh.MarshalAuthorizedKey(newSigner.PublicKey())))[1]
 		for _, n := range []string{"b1", "b2", "b3"} {
-			ak, _ := readMode(t, filepath.Join(l.boards[n].root, RootAuthKeysPath))
+			ak, _ := readMode(t, filepath.Join(l.boards[n].root, ExecAuthKeysPath))
 			if strings.Contains(string(ak), oldB64) || strings.Count(string(ak), newB64) != 1 {
 				t.Errorf("%s authorized_keys after the rotation:\n%s", n, ak)
 			}
@@ -183,7 +183,7 @@ func TestRotateEveryKey(t *testing.T) {
 		// The real sshd, given b3's authorized_keys: the new key logs in,
 		// the old one is refused.
 		b3 := l.boards["b3"]
-		ak, _ := readMode(t, filepath.Join(b3.root, RootAuthKeysPath))
+		ak, _ := readMode(t, filepath.Join(b3.root, ExecAuthKeysPath))
 		sshdKeys := filepath.Join(b3.srv.Dir, "authorized_keys")
 		saved, _ := readMode(t, sshdKeys)
 		writeFile(t, b3.srv.Dir, "authorized_keys", ak, 0o600)
@@ -325,11 +325,15 @@ func TestBootstrapMigratesOldClusters(t *testing.T) {
 				t.Errorf("%s still has %s (%v)", n, p, err)
 			}
 		}
+		// The old root entry of the cluster key is gone (the user's own
+		// login stays); the executor account holds the restricted one.
 		ak, _ := readMode(t, filepath.Join(l.boards[n].root, RootAuthKeysPath))
-		want := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl me@laptop\n" +
-			`restrict,from="127.0.0.1",command="/usr/local/bin/herd ssh-gate" ` + string(pub)
-		if string(ak) != want {
-			t.Errorf("%s authorized_keys:\n%s\nwant:\n%s", n, ak, want)
+		if want := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl me@laptop\n"; string(ak) != want {
+			t.Errorf("%s root's authorized_keys:\n%s\nwant:\n%s", n, ak, want)
+		}
+		ak, _ = readMode(t, filepath.Join(l.boards[n].root, ExecAuthKeysPath))
+		if want := `restrict,from="127.0.0.1",command="/usr/local/bin/herd ssh-gate" ` + string(pub); string(ak) != want {
+			t.Errorf("%s %s:\n%s\nwant:\n%s", n, ExecAuthKeysPath, ak, want)
 		}
 	}
 	if _, mode := readMode(t, filepath.Join(l.stateDir, "cluster_ssh_key.pub")); mode != 0o600 {

@@ -58,7 +58,10 @@ Each board is reached with your own SSH setup: Host aliases, User, Port and
 IdentityFile from ~/.ssh/config (or -F FILE), keys from -i or ssh-agent, and
 host keys checked against your known_hosts (a board missing from it, or with
 another key, is refused: log in once with ssh first). bootstrap logs in as
-root. On every board it checks systemd and the CPU architecture, installs
+the given user: root, or a user with passwordless sudo (pi@ on Raspberry Pi
+OS), whose every command then runs as "sudo -n -- argv" (a sudo that wants a
+password stops bootstrap with the fix); every board needs the sudo package.
+On every board it checks systemd and the CPU architecture, installs
 the matching herd binary as /usr/local/bin/herd, writes /etc/herd/agent.toml
 and herd.service, and starts the agent. The first --servers boards are the
 Raft servers; the others are workers.
@@ -68,9 +71,13 @@ encryption); servers also get /etc/herd/server.key (Raft and forwarding
 identity), /etc/herd/cluster_ssh_key (the leader's SSH key) and
 /etc/herd/api.token; workers get none of those, and bootstrap removes them
 (and an old /etc/herd/cluster.key) where a board should not hold them.
-Every board authorises the cluster SSH key for root only from the servers'
-addresses and only through "herd ssh-gate" (herd's fixed command wrapper
-and sftp). Your own logins are left as they are.
+The leader logs in as the account herd-exec that bootstrap creates on every
+board (no password; /var/lib/herd-exec/.ssh/authorized_keys holds only the
+cluster SSH key, usable only from the servers' addresses and only through
+"herd ssh-gate", herd's fixed command wrapper and sftp; the sudoers drop-in
+/etc/sudoers.d/herd lets it run only that gate as root). A cluster key that
+older versions authorised for root is removed there. Your own logins are
+left as they are.
 
 The keys are made once and kept with the list of boards in the state folder
 (default ~/.config/herd/clusters/NAME, mode 0700, files 0600): keep it safe,

@@ -52,6 +52,17 @@ func amd64ELF() []byte {
 	return b.Bytes()
 }
 
+// testAccountTools stand in for what bootstrap runs to make the executor
+// account (the test runs as root: the machine's users and sudoers must not
+// change): sudo runs its command as is, getent and useradd keep a passwd
+// file of their own, visudo accepts.
+var testAccountTools = map[string]string{
+	"sudo":    "#!/bin/sh\n[ \"$1\" = -n ] || exit 2\nshift\n[ \"$1\" = -- ] && shift\nexec \"$@\"\n",
+	"getent":  "#!/bin/sh\ngrep \"^$2:\" \"$(dirname \"$0\")/passwd\" 2>/dev/null || exit 2\n",
+	"useradd": "#!/bin/sh\nfor last; do :; done\necho \"$last:x:998:998::/var/lib/herd-exec:/bin/sh\" >> \"$(dirname \"$0\")/passwd\"\n",
+	"visudo":  "#!/bin/sh\nexit 0\n",
+}
+
 func TestBootstrapCommand(t *testing.T) {
 	h := newHarness(t)
 	dir := t.TempDir()
@@ -66,6 +77,12 @@ func TestBootstrapCommand(t *testing.T) {
 		bin := t.TempDir()
 		bins[name] = bin
 		writeTestFile(t, filepath.Join(bin, "systemctl"), []byte(testSystemctl), 0o755)
+		for name, script := range testAccountTools {
+			writeTestFile(t, filepath.Join(bin, name), []byte(script), 0o755)
+		}
+		if err := os.MkdirAll(filepath.Join(root, name, "etc/sudoers.d"), 0o750); err != nil {
+			t.Fatal(err)
+		}
 		srv := sshdtest.StartWith(t, sshdtest.Options{SetEnv: []string{"PATH=" + bin + ":/usr/bin:/bin:/usr/sbin:/sbin"}})
 		if key == "" {
 			key = srv.ClientKeyFile
@@ -106,8 +123,8 @@ func TestBootstrapCommand(t *testing.T) {
 		"b1: checking...",
 		"b2: uploading herd (64 B, missing)",
 		"b1: systemctl start herd.service",
-		"b1: ok: server b1, 8 files written, 3 systemctl steps",
-		"b2: ok: worker b2, 5 files written, 3 systemctl steps",
+		"b1: ok: server b1, 9 files written, 3 systemctl steps", // the sudoers drop-in and herd-exec's authorized_keys included
+		"b2: ok: worker b2, 6 files written, 3 systemctl steps",
 		`cluster "lab": new gossip key, server key, cluster SSH key and API token in ` + filepath.Join(h.env["HOME"], ".config/herd/clusters/lab"),
 		`context "lab" (ssh root@127.0.0.1:`,
 		`cluster "lab" formed: leader b1`,

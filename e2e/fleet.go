@@ -51,6 +51,10 @@ type Fleet struct {
 	// Raft servers, the rest workers.
 	Boards  []string
 	Servers int
+	// LoginUser is who bootstrap logs in as (LoginUser@bN): "pi", the
+	// boards' user with passwordless sudo, as on Raspberry Pi OS. Empty
+	// means the ssh_config's (root).
+	LoginUser string
 	// Logf reports what the harness does; nil is silent.
 	Logf func(format string, args ...any)
 	// LabScript is scripts/lab; empty means Root/scripts/lab. See
@@ -64,7 +68,7 @@ type Fleet struct {
 // NewFleet returns a Fleet of boards b1..bN, the first servers of them Raft
 // servers, working in dir.
 func NewFleet(root, dir string, boards, servers int, logf func(string, ...any)) *Fleet {
-	f := &Fleet{Root: root, Dir: dir, SSHConfig: DefaultSSHConfig, Cluster: "e2e", Servers: servers, Logf: logf}
+	f := &Fleet{Root: root, Dir: dir, SSHConfig: DefaultSSHConfig, Cluster: "e2e", Servers: servers, LoginUser: "pi", Logf: logf}
 	for i := 1; i <= boards; i++ {
 		f.Boards = append(f.Boards, fmt.Sprintf("b%d", i))
 	}
@@ -195,7 +199,12 @@ func (f *Fleet) Start(ctx context.Context) error {
 	args := []string{"--config", f.ConfigPath(), "bootstrap", "-F", f.SSHConfig,
 		"--state-dir", filepath.Join(f.Dir, "state"), "--cluster", f.Cluster,
 		"--herd-binary", filepath.Join(f.Root, "bin", "herd"), "--servers", strconv.Itoa(f.Servers)}
-	args = append(args, f.Boards...)
+	for _, b := range f.Boards {
+		if f.LoginUser != "" {
+			b = f.LoginUser + "@" + b
+		}
+		args = append(args, b)
+	}
 	out, err := f.run(ctx, "", f.herdctlPath(), args...)
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w\n%s", err, out)

@@ -425,16 +425,19 @@ func testHostileWorker(t *testing.T) {
 			if target == b {
 				continue
 			}
+			// root, and the executor account the cluster key is for.
 			for _, k := range keys {
-				opts := "-i " + shQuote(k) + " -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=3 -o LogLevel=ERROR"
-				out, _ := fleet.SSH(ctx, b, "", "ssh "+opts+" root@"+BoardIP(target)+" 'echo HOSTILE-SHELL; id -u' 2>&1; "+
-					"echo 'put /etc/hostname /root/hostile-sftp' | sftp -b - "+opts+" root@"+BoardIP(target)+" >/dev/null 2>&1; true")
-				if strings.Contains(out, "HOSTILE-SHELL") {
-					t.Errorf("%s: a shell as root on %s with %s:\n%s", b, target, k, out)
-				}
-				if _, err := fleet.SSH(ctx, target, "", "test ! -e /root/hostile-sftp"); err != nil {
-					t.Errorf("%s: sftp as root onto %s with %s wrote /root/hostile-sftp", b, target, k)
-					_, _ = fleet.SSH(ctx, target, "", "rm -f /root/hostile-sftp")
+				for _, user := range []string{"root", "herd-exec"} {
+					opts := "-i " + shQuote(k) + " -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=3 -o LogLevel=ERROR"
+					out, _ := fleet.SSH(ctx, b, "", "ssh "+opts+" "+user+"@"+BoardIP(target)+" 'echo HOSTILE-SHELL; id -u' 2>&1; "+
+						"echo 'put /etc/hostname /root/hostile-sftp' | sftp -b - "+opts+" "+user+"@"+BoardIP(target)+" >/dev/null 2>&1; true")
+					if strings.Contains(out, "HOSTILE-SHELL") {
+						t.Errorf("%s: a shell as %s on %s with %s:\n%s", b, user, target, k, out)
+					}
+					if _, err := fleet.SSH(ctx, target, "", "test ! -e /root/hostile-sftp"); err != nil {
+						t.Errorf("%s: sftp as %s onto %s with %s wrote /root/hostile-sftp", b, user, target, k)
+						_, _ = fleet.SSH(ctx, target, "", "rm -f /root/hostile-sftp")
+					}
 				}
 			}
 		}

@@ -11,8 +11,8 @@ import (
 )
 
 func main() {
-	if len(os.Args) == 2 && os.Args[1] == "ssh-gate" {
-		os.Exit(sshgate.Main(os.Environ(), os.Stderr))
+	if len(os.Args) >= 2 && os.Args[1] == "ssh-gate" {
+		os.Exit(sshgate.Main(os.Args[2:], os.Environ(), os.Stderr))
 	}
 	os.Exit(agent.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

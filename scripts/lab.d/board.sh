@@ -60,6 +60,16 @@ provision() {
   touch "$r/root/.ssh/authorized_keys"
   chmod 600 "$r/root/.ssh/authorized_keys"
   grep -qxF "$(cat "$KEY.pub")" "$r/root/.ssh/authorized_keys" || cat "$KEY.pub" >>"$r/root/.ssh/authorized_keys"
+  # and for pi, the sudo user (roots of prep 5 and later have one)
+  local pi_ids; pi_ids=$(awk -F: '$1 == "pi" { print $3 ":" $4 }' "$r/etc/passwd" 2>/dev/null)
+  if [[ -n $pi_ids ]]; then
+    for p in home home/pi home/pi/.ssh; do
+      [[ -L $r/$p ]] && die "$b: /$p on its disk is a symlink; refusing to provision (remove $(board_dir "$b") to start afresh)"
+    done
+    [[ -L $r/home/pi/.ssh/authorized_keys ]] && rm -f "$r/home/pi/.ssh/authorized_keys"
+    install -d -m 700 -o "${pi_ids%:*}" -g "${pi_ids#*:}" "$r/home/pi/.ssh"
+    install -m 600 -o "${pi_ids%:*}" -g "${pi_ids#*:}" "$KEY.pub" "$r/home/pi/.ssh/authorized_keys"
+  fi
   # /etc/hosts: keep what the board wrote itself, replace the lab's block
   local hosts=$r/etc/hosts tmp x
   lab_tmp tmp

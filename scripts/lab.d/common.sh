@@ -29,7 +29,7 @@ KILL_TIMEOUT=${HERD_LAB_KILL_TIMEOUT:-10}   # seconds until a killed board's cgr
 EMU_BOOT_TIMEOUT=${HERD_LAB_EMU_BOOT_TIMEOUT:-180}
 
 # Bump when prep_rootfs changes: a cached root with another stamp is prepared again.
-PREP_VERSION=4
+PREP_VERSION=5
 
 log() { echo "lab: $*" >&2; }
 die() { echo "lab: $*" >&2; exit 1; }

@@ -6,7 +6,16 @@
 # $ROOTFS.tar.zst the same, saved; restoring it takes seconds, not a minute
 # $ROOTFS/etc/herd-lab-rootfs  stamp: "prep N", N = PREP_VERSION
 
-ROOTFS_PACKAGES=systemd,systemd-sysv,dbus,openssh-server,iproute2,python3,procps,iputils-ping,ca-certificates
+ROOTFS_PACKAGES=systemd,systemd-sysv,dbus,openssh-server,iproute2,python3,procps,iputils-ping,ca-certificates,sudo
+
+# root_missing_packages DIR: the packages of ROOTFS_PACKAGES the root in DIR
+# lacks (a root cached before a package was added is built afresh).
+root_missing_packages() {
+  local p
+  for p in ${ROOTFS_PACKAGES//,/ }; do
+    grep -qx "Package: $p" "$1/var/lib/dpkg/status" 2>/dev/null || echo "$p"
+  done
+}
 
 # apt_mirror: the Debian mirror apt uses on this machine (for $SUITE), from
 # /etc/apt/sources.list and sources.list.d (one-line and deb822 formats).
@@ -56,6 +65,10 @@ ensure_rootfs() {
     binfmt_ensure "$arch"
     [[ -d $ROOTFS ]] && ! rootfs_in_use && emu_interpreter_in_root "$ROOTFS" "$arch"
   fi
+  if [[ -d $ROOTFS ]] && ! rootfs_in_use && [[ -n $(root_missing_packages "$ROOTFS") ]]; then
+    log "the cached root lacks $(root_missing_packages "$ROOTFS" | tr '\n' ' ')- building it afresh"
+    rm -rf --one-file-system "$ROOTFS" "$ROOTFS_TAR"
+  fi
   if rootfs_ready; then
     [[ -f $ROOTFS_TAR ]] || save_rootfs_tar
     return 0
@@ -74,6 +87,14 @@ ensure_rootfs() {
       log "restoring the root from $ROOTFS_TAR"
       zstd -dc -q "$ROOTFS_TAR" | tar -C "$tmp" --numeric-owner --xattrs --xattrs-include='*' -xpf - ||
         die "could not unpack $ROOTFS_TAR (remove it to build afresh)"
+    fi
+    if [[ -f $ROOTFS_TAR && -n $(root_missing_packages "$tmp") ]]; then
+      log "$ROOTFS_TAR lacks $(root_missing_packages "$tmp" | tr '\n' ' ')- building the root afresh"
+      rm -rf --one-file-system "$tmp" "$ROOTFS_TAR"
+      mkdir -p "$tmp"
+    fi
+    if [[ -f $ROOTFS_TAR ]]; then
+      : # restored above
     elif [[ $arch != "$ARCH" ]]; then
       need_cmds debootstrap chroot
       emu_debootstrap "$tmp" "$arch" "$(apt_mirror)"
@@ -148,6 +169,18 @@ KbdInteractiveAuthentication no
 UseDNS no
 EOF
   install -d -m 700 "$r/root/.ssh"
+
+  # a first user like Raspberry Pi OS's: pi, passwordless sudo, no password
+  # (keys only; provision adds the lab's key to ~pi/.ssh/authorized_keys).
+  # useradd -R works on the root's files without running its programs, so
+  # a foreign architecture's root is fine.
+  grep -q '^pi:' "$r/etc/passwd" ||
+    useradd -R "$r" --create-home --user-group --groups sudo --shell /bin/bash --password '*' pi
+  echo 'pi ALL=(ALL) NOPASSWD: ALL' >"$r/etc/sudoers.d/010_pi-nopasswd"
+  chmod 0440 "$r/etc/sudoers.d/010_pi-nopasswd"
+  local pi_ids; pi_ids=$(awk -F: '$1 == "pi" { print $3 ":" $4 }' "$r/etc/passwd")
+  install -d -m 700 -o "${pi_ids%:*}" -g "${pi_ids#*:}" "$r/home/pi/.ssh"
+
   # quiets pam_env on every ssh login
   [[ -f $r/etc/default/locale ]] || echo 'LANG=C.UTF-8' >"$r/etc/default/locale"
 

@@ -93,6 +93,14 @@ type Config struct {
 	// into place. It must sit in a tree only root can write. Empty means
 	// DefaultStageDir.
 	StageDir string
+
+	// SFTPCommand, when set, runs the SFTP server as an exec request with
+	// this command line instead of the "sftp" subsystem, and speaks SFTP
+	// over the session's stdin and stdout. bootstrap uses it to reach root
+	// files as a sudo user: "sudo -n /usr/lib/openssh/sftp-server". The
+	// board's login shell parses it, so it must be built from constants
+	// only, never from user data. Empty (the default) uses the subsystem.
+	SFTPCommand string
 }
 
 // Defaults of Config.BoardHelper and Config.StageDir.

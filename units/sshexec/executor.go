@@ -91,6 +91,8 @@ type conn struct {
 
 	sftpMu sync.Mutex
 	sftp   *sftp.Client
+	// sftpCommand is Config.SFTPCommand.
+	sftpCommand string
 }
 
 // New validates cfg and returns an Executor. It dials nothing.
@@ -375,7 +377,7 @@ func (e *Executor) dial(ctx context.Context, n *node) (*conn, error) {
 		}
 		return nil, fmt.Errorf("sshexec: node %s: %w", name, err)
 	}
-	return &conn{node: name, addr: addr, client: client, dead: make(chan struct{})}, nil
+	return &conn{node: name, addr: addr, client: client, dead: make(chan struct{}), sftpCommand: e.cfg.SFTPCommand}, nil
 }
 
 // monitor watches c until it dies: it sends keepalives and closes c when

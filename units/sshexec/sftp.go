@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/pkg/sftp"
 )
@@ -204,6 +205,9 @@ func (c *conn) sftpClient() (*sftp.Client, error) {
 	if c.sftp != nil {
 		return c.sftp, nil
 	}
+	if c.sftpCommand != "" {
+		return c.sftpOverExec()
+	}
 	sc, err := sftp.NewClient(c.client)
 	if err != nil {
 		return nil, err
@@ -214,6 +218,70 @@ func (c *conn) sftpClient() (*sftp.Client, error) {
 		c.dropSFTP(sc)
 	}()
 	return sc, nil
+}
+
+// sftpOverExec starts c.sftpCommand in an exec session and speaks SFTP on
+// its stdin and stdout (Config.SFTPCommand). c.sftpMu is held.
+func (c *conn) sftpOverExec() (*sftp.Client, error) {
+	s, err := c.client.NewSession()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := s.StdinPipe()
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	stdout, err := s.StdoutPipe()
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	stderr := &limitedBuffer{max: 4096}
+	s.Stderr = stderr
+	if err := s.Start(c.sftpCommand); err != nil {
+		s.Close()
+		return nil, err
+	}
+	sc, err := sftp.NewClientPipe(stdout, stdin)
+	if err != nil {
+		s.Close()
+		s.Wait()
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return nil, fmt.Errorf("sftp over %q: %v: %s", c.sftpCommand, err, msg)
+		}
+		return nil, fmt.Errorf("sftp over %q: %w", c.sftpCommand, err)
+	}
+	c.sftp = sc
+	go func() {
+		sc.Wait() // the server ended (its side or Close): start afresh next time
+		c.dropSFTP(sc)
+		s.Close()
+	}()
+	return sc, nil
+}
+
+// limitedBuffer keeps the first max bytes written to it and drops the
+// rest (a misbehaving remote cannot grow it).
+type limitedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.max - len(b.buf); n > 0 {
+		b.buf = append(b.buf, p[:min(n, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }
 
 // dropSFTP closes sc and forgets it if it is still c's client.

@@ -1,5 +1,6 @@
 // Package sshgate is `herd ssh-gate`, the forced command of the cluster SSH
-// key on every board. herdctl bootstrap authorises that key for root as
+// key on every board. herdctl bootstrap authorises that key for the
+// executor account (herd-exec, see package bootstrap) as
 //
 //	restrict,from="<servers' addresses>",command="/usr/local/bin/herd ssh-gate" ssh-ed25519 ...
 //
@@ -20,6 +21,22 @@
 // message on stderr and exit status 1. `restrict` turns off port, agent
 // and X11 forwarding, pty allocation and ~/.ssh/rc; the executor needs
 // none of them (exec and sftp sessions, keepalive requests).
+//
+// # Elevation
+//
+// Run as root (a key authorised for root, as older bootstraps did), the
+// gate execs the admitted program directly. Run as any other user (the
+// executor account), it re-execs itself through sudo, from a fixed path
+// (SudoPaths, never PATH):
+//
+//	sudo -n /usr/local/bin/herd ssh-gate --elevated wrapper|sftp
+//
+// and the sudoers drop-in bootstrap writes admits exactly those two command
+// lines (SudoersCommands), without a password. `--elevated KIND` runs only
+// as root and only those two kinds; it takes nothing from the client (sudo
+// cleared the environment, and the request was classified before sudo).
+// So the account reaches root only through herd's protocol, and admits no
+// more than the gate does as root (Gate).
 //
 // The gate narrows the key to herd's protocol, not to harmless commands:
 // the wrapper runs any argv as root, which is the leader's job. What keeps

@@ -31,29 +31,118 @@ var SFTPServerPaths = []string{
 // ErrRefused: the gate does not admit the requested command.
 var ErrRefused = errors.New("herd ssh-gate: refused")
 
-// Decide returns the argv to exec for the client's request original
-// (SSH_ORIGINAL_COMMAND, present says whether it was set at all). exists
-// reports whether a file exists (os.Stat in Main).
+// Kinds of request the gate admits, as they appear after --elevated.
+const (
+	KindWrapper = "wrapper"
+	KindSFTP    = "sftp"
+)
+
+// Binary is the herd binary the gate re-execs through sudo; it must be
+// the path the sudoers drop-in names.
+const Binary = "/usr/local/bin/herd"
+
+// ElevatedFlag makes the gate run an already admitted request as root.
+const ElevatedFlag = "--elevated"
+
+// SudoPaths are where sudo is looked for, in order. The gate never uses
+// PATH: the path is part of what it runs as root.
+var SudoPaths = []string{"/usr/bin/sudo", "/bin/sudo", "/usr/local/bin/sudo"}
+
+// ElevatedArgv is the sudo command line (after the sudo binary) with which
+// an unprivileged gate re-execs itself for kind. The sudoers drop-in
+// bootstrap writes admits exactly these lines (SudoersCommands).
+func ElevatedArgv(kind string) []string {
+	return []string{"-n", Binary, "ssh-gate", ElevatedFlag, kind}
+}
+
+// SudoersCommands are the commands (with their arguments, as sudoers
+// matches them) the executor account may run as root: the gate's
+// elevated forms and nothing else.
+func SudoersCommands() []string {
+	var out []string
+	for _, k := range []string{KindWrapper, KindSFTP} {
+		out = append(out, strings.Join(ElevatedArgv(k)[1:], " "))
+	}
+	return out
+}
+
+// Decide returns the argv to exec, as root, for the client's request
+// original (SSH_ORIGINAL_COMMAND, present says whether it was set at all).
+// exists reports whether a file exists (os.Stat in Main).
 func Decide(original string, present bool, exists func(string) bool) ([]string, error) {
+	kind, err := Classify(original, present)
+	if err != nil {
+		return nil, err
+	}
+	return argvFor(kind, exists)
+}
+
+// Classify says which admitted request original is (KindWrapper or
+// KindSFTP), or why it is refused.
+func Classify(original string, present bool) (string, error) {
 	if original == sshexec.WrapperCommand {
-		return []string{Shell, "-c", original}, nil
+		return KindWrapper, nil
 	}
 	if !present || strings.TrimSpace(original) == "" {
-		return nil, fmt.Errorf("%w: this key (the herd cluster SSH key) only runs herd's executor and sftp; no login shell", ErrRefused)
+		return "", fmt.Errorf("%w: this key (the herd cluster SSH key) only runs herd's executor and sftp; no login shell", ErrRefused)
 	}
 	if isSFTP(original) {
-		for _, p := range SFTPServerPaths {
-			if exists(p) {
-				return []string{p}, nil
-			}
-		}
-		return nil, fmt.Errorf("herd ssh-gate: sftp requested but no sftp-server found (looked in %s): install openssh-sftp-server", strings.Join(SFTPServerPaths, ", "))
+		return KindSFTP, nil
 	}
 	shown := original
 	if len(shown) > 80 {
 		shown = shown[:80] + "..."
 	}
-	return nil, fmt.Errorf("%w: %q: this key (the herd cluster SSH key) only runs herd's executor and sftp", ErrRefused, shown)
+	return "", fmt.Errorf("%w: %q: this key (the herd cluster SSH key) only runs herd's executor and sftp", ErrRefused, shown)
+}
+
+// argvFor is the program an admitted request of kind runs as root.
+func argvFor(kind string, exists func(string) bool) ([]string, error) {
+	if kind == KindWrapper {
+		return []string{Shell, "-c", sshexec.WrapperCommand}, nil
+	}
+	for _, p := range SFTPServerPaths {
+		if exists(p) {
+			return []string{p}, nil
+		}
+	}
+	return nil, fmt.Errorf("herd ssh-gate: sftp requested but no sftp-server found (looked in %s): install openssh-sftp-server", strings.Join(SFTPServerPaths, ", "))
+}
+
+// Gate decides what `herd ssh-gate ARGS...` runs, for a process with
+// effective uid euid:
+//
+//   - no arguments (the forced command): the request in original is
+//     classified; as root the admitted program runs directly (a key
+//     authorised for root, as older bootstraps did), otherwise the gate
+//     re-execs itself as root with `sudo -n herd ssh-gate --elevated KIND`
+//     (the executor account, whose sudoers entry admits only that);
+//   - `--elevated wrapper|sftp`: as root only, runs that kind's program.
+//     The request was checked by the unprivileged gate; sudo cleared the
+//     environment, so nothing of the client's reaches this one.
+func Gate(args []string, original string, present bool, euid int, exists func(string) bool) ([]string, error) {
+	switch {
+	case len(args) == 0:
+		kind, err := Classify(original, present)
+		if err != nil {
+			return nil, err
+		}
+		if euid == 0 {
+			return argvFor(kind, exists)
+		}
+		for _, p := range SudoPaths {
+			if exists(p) {
+				return append([]string{p}, ElevatedArgv(kind)...), nil
+			}
+		}
+		return nil, fmt.Errorf("herd ssh-gate: running as uid %d and sudo is not installed (looked in %s): the executor account elevates with sudo", euid, strings.Join(SudoPaths, ", "))
+	case len(args) == 2 && args[0] == ElevatedFlag && (args[1] == KindWrapper || args[1] == KindSFTP):
+		if euid != 0 {
+			return nil, fmt.Errorf("%w: %s %s runs only as root (through sudo), not as uid %d", ErrRefused, ElevatedFlag, args[1], euid)
+		}
+		return argvFor(args[1], exists)
+	}
+	return nil, fmt.Errorf("%w: arguments %q: usage: herd ssh-gate [%s %s|%s]", ErrRefused, args, ElevatedFlag, KindWrapper, KindSFTP)
 }
 
 // isSFTP reports whether original is what sshd passes for the sftp
@@ -76,11 +165,11 @@ func isSFTP(original string) bool {
 	return false
 }
 
-// Main is `herd ssh-gate`: it decides from the environment and replaces
-// itself with the admitted program (keeping its PID, so the session's
-// process group and stdin/stdout stay the program's), or prints why not to
-// stderr and returns 1.
-func Main(environ []string, stderr io.Writer) int {
+// Main is `herd ssh-gate ARGS...`: it decides from its arguments and the
+// environment (Gate) and replaces itself with the admitted program
+// (keeping its PID, so the session's process group and stdin/stdout stay
+// the program's), or prints why not to stderr and returns 1.
+func Main(args, environ []string, stderr io.Writer) int {
 	original, present := "", false
 	var env []string
 	for _, kv := range environ {
@@ -90,7 +179,7 @@ func Main(environ []string, stderr io.Writer) int {
 		}
 		env = append(env, kv)
 	}
-	argv, err := Decide(original, present, func(p string) bool {
+	argv, err := Gate(args, original, present, os.Geteuid(), func(p string) bool {
 		st, err := os.Stat(p)
 		return err == nil && st.Mode().IsRegular()
 	})

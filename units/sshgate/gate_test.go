@@ -69,7 +69,7 @@ func TestDecide(t *testing.T) {
 // TestMain lets the test binary act as `herd ssh-gate` for TestGateProcess.
 func TestMain(m *testing.M) {
 	if os.Getenv("HERD_SSHGATE_TEST") == "1" {
-		os.Exit(Main(os.Environ(), os.Stderr))
+		os.Exit(Main(nil, os.Environ(), os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -124,5 +124,67 @@ func TestGateProcess(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the refused command ran")
+	}
+}
+
+// TestGateElevation: as another user than root the gate admits exactly
+// what it admits as root, and turns it into one of the two sudo command
+// lines the sudoers drop-in names; --elevated runs only as root and only
+// for those two kinds.
+func TestGateElevation(t *testing.T) {
+	debian := func(p string) bool { return p == "/usr/lib/openssh/sftp-server" || p == "/usr/bin/sudo" }
+	noSudo := func(p string) bool { return p == "/usr/lib/openssh/sftp-server" }
+	w := sshexec.WrapperCommand
+	sudo := func(kind string) []string {
+		return []string{"/usr/bin/sudo", "-n", "/usr/local/bin/herd", "ssh-gate", "--elevated", kind}
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		original string
+		present  bool
+		euid     int
+		exists   func(string) bool
+		want     []string
+		refused  bool
+	}{
+		{"root wrapper", nil, w, true, 0, debian, []string{"/bin/sh", "-c", w}, false},
+		{"root sftp", nil, "internal-sftp", true, 0, debian, []string{"/usr/lib/openssh/sftp-server"}, false},
+		{"account wrapper", nil, w, true, 998, debian, sudo("wrapper"), false},
+		{"account sftp", nil, "/usr/lib/openssh/sftp-server -l INFO", true, 998, debian, sudo("sftp"), false},
+		{"account login shell", nil, "", false, 998, debian, nil, true},
+		{"account other command", nil, "sudo -n id", true, 998, debian, nil, true},
+		{"account wrapper plus more", nil, w + "; id", true, 998, debian, nil, true},
+		{"account without sudo", nil, w, true, 998, noSudo, nil, false},
+		{"elevated wrapper", []string{"--elevated", "wrapper"}, "", false, 0, debian, []string{"/bin/sh", "-c", w}, false},
+		{"elevated sftp", []string{"--elevated", "sftp"}, "", false, 0, debian, []string{"/usr/lib/openssh/sftp-server"}, false},
+		{"elevated ignores the request", []string{"--elevated", "sftp"}, "id", true, 0, debian, []string{"/usr/lib/openssh/sftp-server"}, false},
+		{"elevated not as root", []string{"--elevated", "wrapper"}, "", false, 998, debian, nil, true},
+		{"elevated other kind", []string{"--elevated", "shell"}, "", false, 0, debian, nil, true},
+		{"elevated extra argument", []string{"--elevated", "wrapper", "id"}, "", false, 0, debian, nil, true},
+		{"other flag", []string{"--shell"}, w, true, 0, debian, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Gate(tc.args, tc.original, tc.present, tc.euid, tc.exists)
+			if tc.want == nil {
+				if err == nil {
+					t.Fatalf("admitted as %q", got)
+				}
+				if errors.Is(err, ErrRefused) != tc.refused {
+					t.Fatalf("err %v, refused %v, want %v", err, errors.Is(err, ErrRefused), tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+		})
+	}
+	want := []string{"/usr/local/bin/herd ssh-gate --elevated wrapper", "/usr/local/bin/herd ssh-gate --elevated sftp"}
+	if diff := cmp.Diff(want, SudoersCommands()); diff != "" {
+		t.Errorf("SudoersCommands (-want +got):\n%s", diff)
 	}
 }
