@@ -196,11 +196,16 @@ func ParseSystemdVersion(out []byte) string {
 //     delegated subtree, can use). A controller the kernel disabled
 //     (cgroup_disable=memory) is not listed there.
 //   - v1 and hybrid: a controller counts when a v1 hierarchy is mounted
-//     with it and, if /proc/cgroups is readable, its "enabled" column is
-//     1. blkio is reported as io.
+//     read-write with it and, if /proc/cgroups is readable, its "enabled"
+//     column is 1. blkio is reported as io.
+//
+// A hierarchy mounted read-only counts for nothing: systemd cannot create a
+// unit's cgroup there, so MemoryMax= and CPUQuota= do nothing. That is
+// what a systemd-nspawn container on a v1 or hybrid host (herd's lab
+// boards) sees.
 func CgroupFacts(mounts, procCgroups, controllers []byte) (layout string, available []string) {
 	var v1 map[string]bool
-	v2root, unified := false, false
+	v2root, v2rw, unified := false, false, false
 	sc := bufio.NewScanner(bytes.NewReader(mounts))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -208,11 +213,15 @@ func CgroupFacts(mounts, procCgroups, controllers []byte) (layout string, availa
 			continue
 		}
 		point, fstype, opts := f[1], f[2], f[3]
+		// A read-only hierarchy is one systemd cannot create the unit's
+		// cgroup in, so its limits do nothing: systemd-nspawn on a
+		// hybrid or v1 host mounts the controllers so.
+		rw := slices.Contains(strings.Split(opts, ","), "rw")
 		switch fstype {
 		case "cgroup2":
 			switch point {
 			case "/sys/fs/cgroup":
-				v2root = true
+				v2root, v2rw = true, rw
 			case "/sys/fs/cgroup/unified":
 				unified = true
 			}
@@ -224,12 +233,15 @@ func CgroupFacts(mounts, procCgroups, controllers []byte) (layout string, availa
 				if o == "blkio" {
 					o = "io"
 				}
-				v1[o] = true
+				v1[o] = v1[o] || rw
 			}
 		}
 	}
 	switch {
 	case v2root:
+		if !v2rw {
+			return api.CgroupV2, nil
+		}
 		have := strings.Fields(string(controllers))
 		for _, c := range resourceControllers {
 			if slices.Contains(have, c) {

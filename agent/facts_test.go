@@ -148,6 +148,12 @@ func TestFactsFromBoards(t *testing.T) {
 		{"herd-ci-host", "amd64", "", 2, Facts{Arch: "amd64", ArchVariant: "amd64", KernelArch: "x86_64", Kernel: "6.18.44-fc-v857",
 			Systemd: "252.39", Cgroup: "hybrid", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
 			MemoryBytes: ParseMemTotal(mustRead(t, "testdata/facts/herd-ci-host/meminfo")), CPUs: 2}, nil},
+		// A lab board: systemd-nspawn on that hybrid host mounts the v1
+		// controllers read-only, so no limit is enforced (measured:
+		// MemoryMax=20M did not stop a 200 MB allocation).
+		{"lab-nspawn", "amd64", "", 2, Facts{Arch: "amd64", ArchVariant: "amd64", KernelArch: "x86_64", Kernel: "6.18.44-fc-v857",
+			Systemd: "252.39", Cgroup: "hybrid",
+			MemoryBytes: ParseMemTotal(mustRead(t, "testdata/facts/lab-nspawn/meminfo")), CPUs: 2}, []string{"no-memory-limits", "no-cpu-limits"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.board, func(t *testing.T) {
@@ -252,6 +258,9 @@ func TestCgroupFacts(t *testing.T) {
 			"memory\t4\t54\t1\n", "", "hybrid", []string{"memory"}},
 		{"unified only at /sys/fs/cgroup/unified, no v1", "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n", "", "", "none", nil},
 		{"nothing mounted", "proc /proc proc rw 0 0\n", "", "", "none", nil},
+		{"v2 mounted read-only", "cgroup2 /sys/fs/cgroup cgroup2 ro,nosuid,nodev,noexec,relatime 0 0\n", "", "cpu memory", "v2", nil},
+		{"hybrid with read-only controllers (nspawn)", "cgroup /sys/fs/cgroup/unified cgroup2 rw,nosuid 0 0\ncgroup /sys/fs/cgroup/memory cgroup ro,nosuid,memory 0 0\ncgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0\n",
+			"memory\t4\t54\t1\ncpu\t1\t1\t1\n", "", "hybrid", []string{"cpu"}},
 		{"short lines ignored", "garbage\n\n" + v2, "", "memory", "v2", []string{"memory"}},
 	}
 	for _, tt := range tests {

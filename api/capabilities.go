@@ -56,12 +56,17 @@ func (s *NodeStatus) UnenforcedLimit(r Resources) string {
 	return ""
 }
 
-// missing says why controller c is unavailable.
+// missing says why controller c is unavailable. On a Raspberry Pi that is
+// the kernel command line; elsewhere it may also be a container whose
+// cgroup hierarchy is read-only, which the facts do not tell apart.
 func (s *NodeStatus) missing(c string) string {
 	if s.Cgroup == CgroupNone {
 		return "no cgroup file system mounted"
 	}
-	return "cgroup " + c + " controller disabled"
+	if s.IsRaspberryPi() {
+		return "cgroup " + c + " controller disabled"
+	}
+	return "cgroup " + c + " controller unavailable"
 }
 
 // IsRaspberryPi reports whether the board's model is a Raspberry Pi.
@@ -81,7 +86,7 @@ func (s *NodeStatus) Warnings() []NodeWarning {
 	}
 	var out []NodeWarning
 	if !s.EnforcesMemoryLimits() {
-		fix := "enable it on the kernel command line (cgroup_enable=memory, and no cgroup_disable=memory)"
+		fix := "enable it on the kernel command line (cgroup_enable=memory, no cgroup_disable=memory), or in a container give it a writable cgroup hierarchy"
 		if s.IsRaspberryPi() {
 			fix = "add cgroup_enable=memory to /boot/firmware/cmdline.txt (/boot/cmdline.txt before bookworm) and reboot"
 		}

@@ -29,7 +29,7 @@ func TestNodeLimitsEnforced(t *testing.T) {
 		{"cpu limit, controller off for memory only", piOff, cpu, "", []string{"no-memory-limits"}},
 		{"allowed", piOff, allowed, "", []string{"no-memory-limits"}},
 		{"memory on", piOn, both, "", nil},
-		{"no cpu controller", noCPU, both, "cannot enforce cpu_limit: cgroup cpu controller disabled", []string{"no-cpu-limits"}},
+		{"no cpu controller", noCPU, both, "cannot enforce cpu_limit: cgroup cpu controller unavailable", []string{"no-cpu-limits"}},
 		{"no cgroup fs", none, mem, "cannot enforce memory_limit: no cgroup file system mounted", []string{"no-memory-limits", "no-cpu-limits"}},
 		{"old agent: unknown counts as enforced", old, both, "", []string{"facts-unknown"}},
 	}
