@@ -32,6 +32,7 @@ type Agent struct {
 	keys   keys
 	tokens *httpapi.TokenFile
 	facts  Facts
+	adv    Advertised
 	store  *raftstore.Store // nil for a gossip-only agent
 	exec   placerExecutor   // nil when the cluster SSH key is missing
 	gossip *gossip.Gossip
@@ -101,15 +102,17 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		}
 	}()
 
-	gossipAdv, err := advertiseAddr(cfg.GossipBind, cfg.GossipAdvertise)
+	adv, err := advertise(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("agent: gossip_advertise: %w", err)
+		return nil, fmt.Errorf("agent: %w", err)
 	}
+	a.adv = adv
+	a.log.Info("advertising", "gossip", adv.Gossip, "raft", adv.Raft, "ssh", adv.SSH, "from", adv.How)
 	hasState, err := a.openStore(base)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.startGossip(opts, gossipAdv, hasState); err != nil {
+	if err := a.startGossip(opts, adv.Gossip, hasState); err != nil {
 		return nil, err
 	}
 	if opts.Executor != nil {
@@ -136,15 +139,11 @@ func (a *Agent) openStore(base *slog.Logger) (hasState bool, err error) {
 	if !cfg.Server {
 		return false, nil
 	}
-	raftAdv, err := advertiseAddr(cfg.RaftBind, cfg.RaftAdvertise)
-	if err != nil {
-		return false, fmt.Errorf("agent: raft_advertise: %w", err)
-	}
 	rc := raftstore.DefaultConfig()
 	rc.NodeID = cfg.Name
 	rc.DataDir = filepath.Join(cfg.DataDir)
 	rc.BindAddr = cfg.RaftBind
-	rc.AdvertiseAddr = raftAdv
+	rc.AdvertiseAddr = a.adv.Raft
 	rc.ServerKey = a.keys.server[0]
 	rc.AcceptServerKeys = a.keys.server[1:]
 	rc.Logger = base
@@ -228,6 +227,12 @@ func (a *Agent) meta(hasState bool) (gossip.Meta, error) {
 		Model:       a.facts.Model,
 		MemoryBytes: a.facts.MemoryBytes,
 		CPUs:        a.facts.CPUs,
+		ArchVariant: a.facts.ArchVariant,
+		KernelArch:  a.facts.KernelArch,
+		Kernel:      a.facts.Kernel,
+		Systemd:     a.facts.Systemd,
+		Cgroup:      a.facts.Cgroup,
+		Controllers: a.facts.Controllers,
 		Labels:      a.cfg.Labels,
 		Version:     Version,
 		Server:      a.cfg.Server,
@@ -240,15 +245,7 @@ func (a *Agent) meta(hasState bool) (gossip.Meta, error) {
 			m.BootstrapExpect = a.cfg.BootstrapExpect
 		}
 	}
-	ssh := a.cfg.SSHAddress
-	if ssh == "" {
-		adv, err := advertiseAddr(a.cfg.GossipBind, a.cfg.GossipAdvertise)
-		if err == nil {
-			h, _, _ := net.SplitHostPort(adv)
-			ssh = net.JoinHostPort(h, "22")
-		}
-	}
-	m.SSHAddr = ssh
+	m.SSHAddr = a.adv.SSH
 	if a.cfg.SSHHostKeyFile != "" {
 		b, err := os.ReadFile(a.cfg.SSHHostKeyFile)
 		if err != nil {
@@ -431,51 +428,6 @@ func parseLevel(s string) slog.Level {
 		return slog.LevelError
 	}
 	return slog.LevelInfo
-}
-
-// advertiseAddr derives the address peers should use: adv when set,
-// otherwise bind, with an unspecified host replaced by this machine's first
-// private IPv4 address.
-func advertiseAddr(bind, adv string) (string, error) {
-	if adv != "" {
-		return adv, nil
-	}
-	host, port, err := net.SplitHostPort(bind)
-	if err != nil {
-		return "", err
-	}
-	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
-		return bind, nil
-	}
-	ip, err := privateIP()
-	if err != nil {
-		return "", err
-	}
-	return net.JoinHostPort(ip, port), nil
-}
-
-func privateIP() (string, error) {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return "", err
-	}
-	var fallback string
-	for _, a := range addrs {
-		ipn, ok := a.(*net.IPNet)
-		if !ok || ipn.IP.To4() == nil || ipn.IP.IsLoopback() {
-			continue
-		}
-		if ipn.IP.IsPrivate() {
-			return ipn.IP.String(), nil
-		}
-		if fallback == "" {
-			fallback = ipn.IP.String()
-		}
-	}
-	if fallback != "" {
-		return fallback, nil
-	}
-	return "", errors.New("no non-loopback IPv4 address found; set the advertise address")
 }
 
 func listenAPI(addr string) (net.Listener, error) {

@@ -68,12 +68,16 @@ type Config struct {
 
 	// GossipBind is the memberlist bind address, host:port.
 	GossipBind string `toml:"gossip_bind"`
-	// GossipAdvertise is the address other boards reach this one on;
-	// default: the bind address, or the first private IP if that is 0.0.0.0.
+	// GossipAdvertise is the address other boards reach this one on:
+	// host:port, or "auto" / "auto:PORT" / empty to let the agent pick the
+	// bind address when it names one, else its local address on the route
+	// to its join peers, else its first private IPv4 address (see
+	// AdvertiseAuto); the port defaults to the bind port.
 	GossipAdvertise string `toml:"gossip_advertise"`
 	// RaftBind is the Raft transport bind address, host:port.
 	RaftBind string `toml:"raft_bind"`
-	// RaftAdvertise is the Raft address other servers use.
+	// RaftAdvertise is the Raft address other servers use: host:port, or
+	// auto (as GossipAdvertise; the gossip host and the raft bind port).
 	RaftAdvertise string `toml:"raft_advertise"`
 
 	// APIListen lists API listeners: host:port or unix:///path.
@@ -89,8 +93,9 @@ type Config struct {
 	// refused (against DNS rebinding).
 	APIHosts []string `toml:"api_hosts"`
 
-	// SSHAddress is where the leader reaches this board's sshd (host:port);
-	// default: the advertise IP, port 22.
+	// SSHAddress is where the leader reaches this board's sshd: host:port,
+	// or auto / auto:PORT / empty for the gossip advertise IP and PORT
+	// (default 22).
 	SSHAddress string `toml:"ssh_address"`
 	// SSHHostKeyFile is this board's sshd public host key, pinned in gossip.
 	SSHHostKeyFile string `toml:"ssh_host_key_file"`
@@ -230,10 +235,7 @@ func (c *Config) Validate() error {
 	for _, kv := range []struct{ key, val string }{
 		{"gossip_advertise", c.GossipAdvertise}, {"raft_advertise", c.RaftAdvertise}, {"ssh_address", c.SSHAddress},
 	} {
-		if kv.val == "" {
-			continue
-		}
-		if err := checkHostPort(kv.val, true); err != nil {
+		if err := checkAdvertise(kv.val); err != nil {
 			add("%s %q: %v", kv.key, kv.val, err)
 		}
 	}

@@ -8,5 +8,9 @@
 // State and Writer over the raftstore and gossip (state.go: a snapshot
 // cached per change, the placer's SSH witnesses kept for the node
 // controller, actions turned into store transactions), the executor
-// adapter and the loops that apply the plans.
+// adapter and the loops that apply the plans. At start it reads the
+// board's facts (facts.go: FactsFrom derives them purely from /proc, /sys,
+// uname and `systemctl --version` samples) and works out the addresses it
+// advertises (advertise.go: resolveAdvertise, the bind address or the
+// source address of the route to its join peers).
 package agent

@@ -1,51 +1,95 @@
 package agent
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"os"
+	"os/exec"
 	"runtime"
-	"strconv"
-	"strings"
+	"runtime/debug"
+	"syscall"
+	"time"
 )
 
 // Facts are what a board tells the cluster about itself through gossip.
+// FactsFrom derives them from file contents; ReadFacts reads those files.
+// Empty fields are unknown (and are left out of gossip).
 type Facts struct {
-	Arch        string
+	// Arch is the agent binary's GOARCH (amd64, arm64, arm).
+	Arch string
+	// ArchVariant is arm64, armv7, armv6 (see ArchVariant) or GOARCH.
+	ArchVariant string
+	// KernelArch is uname's machine: aarch64 with a 64-bit kernel even
+	// under a 32-bit userland.
+	KernelArch string
+	// Kernel is uname's release ("6.6.51+rpt-rpi-v8").
+	Kernel string
+	// Systemd is the installed systemd's version ("252.30").
+	Systemd string
+	// Cgroup is the cgroup layout: api.CgroupV2, CgroupHybrid, CgroupV1 or
+	// CgroupNone.
+	Cgroup string
+	// Controllers are the available resource controllers (see
+	// CgroupFacts); api.NodeStatus.LimitsEnforced decides from them.
+	Controllers []string
 	Model       string
 	MemoryBytes int64
 	CPUs        int
 }
 
-// ReadFacts reads this machine's facts from /proc and /sys.
+// systemctlTimeout bounds `systemctl --version` at agent start.
+const systemctlTimeout = 3 * time.Second
+
+// ReadFacts reads this machine's facts from /proc, /sys, uname(2) and
+// `systemctl --version` (run as argv, bounded by systemctlTimeout). A
+// source that cannot be read leaves its facts empty.
 func ReadFacts() Facts {
-	f := Facts{Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		f.MemoryBytes = ParseMemTotal(b)
-	}
-	for _, p := range []string{"/proc/device-tree/model", "/sys/firmware/devicetree/base/model", "/sys/class/dmi/id/product_name"} {
-		if b, err := os.ReadFile(p); err == nil {
-			if m := strings.TrimSpace(string(bytes.TrimRight(b, "\x00"))); m != "" {
-				f.Model = m
-				break
+	src := FactSources{GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "GOARM" {
+				src.GOARM = s.Value
 			}
 		}
 	}
-	return f
+	var u syscall.Utsname
+	if syscall.Uname(&u) == nil {
+		src.Machine, src.Release = utsString(u.Machine[:]), utsString(u.Release[:])
+	}
+	read := func(p string) []byte {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		return b
+	}
+	src.CPUInfo = read("/proc/cpuinfo")
+	src.MemInfo = read("/proc/meminfo")
+	for _, p := range []string{"/proc/device-tree/model", "/sys/firmware/devicetree/base/model", "/sys/class/dmi/id/product_name"} {
+		if b := read(p); ParseModel(b) != "" {
+			src.Model = b
+			break
+		}
+	}
+	src.Mounts = read("/proc/self/mounts")
+	src.ProcCgroups = read("/proc/cgroups")
+	src.CgroupControllers = read("/sys/fs/cgroup/cgroup.controllers")
+	ctx, cancel := context.WithTimeout(context.Background(), systemctlTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "systemctl", "--version").Output(); err == nil {
+		src.SystemctlVersion = out
+	}
+	return FactsFrom(src)
 }
 
-// ParseMemTotal returns MemTotal from /proc/meminfo content, in bytes, or 0.
-func ParseMemTotal(meminfo []byte) int64 {
-	sc := bufio.NewScanner(bytes.NewReader(meminfo))
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb * 1024
+// utsString converts a NUL-terminated utsname field ([65]int8 or [65]uint8
+// depending on the architecture) to a string.
+func utsString[T int8 | uint8](a []T) string {
+	b := make([]byte, 0, len(a))
+	for _, c := range a {
+		if c == 0 {
+			break
 		}
+		b = append(b, byte(c))
 	}
-	return 0
+	return string(b)
 }

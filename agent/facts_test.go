@@ -2,10 +2,15 @@ package agent
 
 import (
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/herd-dev/herd/api"
 )
 
 func TestParseMemTotal(t *testing.T) {
@@ -72,5 +77,216 @@ func TestReadFacts(t *testing.T) {
 	}
 	if want := ParseMemTotal(b); f.MemoryBytes != want {
 		t.Errorf("MemoryBytes = %d, /proc/meminfo says %d", f.MemoryBytes, want)
+	}
+}
+
+// boardSources reads the samples of testdata/facts/NAME: what ReadFacts
+// reads on that board. The files are written after the formats of real
+// boards (Raspberry Pi OS bookworm unless the name says otherwise); see
+// testdata/facts/README.
+func boardSources(t *testing.T, name, goarch, goarm string, cpus int) FactSources {
+	t.Helper()
+	dir := filepath.Join("testdata", "facts", name)
+	read := func(f string) []byte {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if os.IsNotExist(err) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	src := FactSources{GOARCH: goarch, GOARM: goarm, NumCPU: cpus,
+		CPUInfo: read("cpuinfo"), Model: read("model"), MemInfo: read("meminfo"), Mounts: read("mounts"),
+		ProcCgroups: read("cgroups"), CgroupControllers: read("cgroup.controllers"), SystemctlVersion: read("systemctl-version")}
+	uname := strings.Fields(string(read("uname-rm")))
+	if len(uname) != 2 {
+		t.Fatalf("%s/uname-rm: want \"RELEASE MACHINE\", got %q", dir, uname)
+	}
+	src.Release, src.Machine = uname[0], uname[1]
+	return src
+}
+
+func TestFactsFromBoards(t *testing.T) {
+	tests := []struct {
+		board         string
+		goarch, goarm string
+		cpus          int
+		want          Facts
+		warnings      []string // api.NodeStatus.Warnings, Short
+	}{
+		{"pi3b-armhf", "arm", "6", 4, Facts{Arch: "arm", ArchVariant: "armv7", KernelArch: "armv7l", Kernel: "6.6.51+rpt-rpi-v7",
+			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+			Model: "Raspberry Pi 3 Model B Rev 1.2", MemoryBytes: 921652 << 10, CPUs: 4}, []string{"no-memory-limits"}},
+		{"pi3b-arm64", "arm64", "", 4, Facts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
+			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
+			Model: "Raspberry Pi 3 Model B Rev 1.2", MemoryBytes: 929476 << 10, CPUs: 4}, nil},
+		{"pi3bplus-buster", "arm", "7", 4, Facts{Arch: "arm", ArchVariant: "armv7", KernelArch: "armv7l", Kernel: "5.10.103-v7+",
+			Systemd: "241", Cgroup: "hybrid", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+			Model: "Raspberry Pi 3 Model B Plus Rev 1.3", MemoryBytes: 948280 << 10, CPUs: 4}, []string{"no-memory-limits"}},
+		{"pi4b", "arm64", "", 4, Facts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
+			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+			Model: "Raspberry Pi 4 Model B Rev 1.4", MemoryBytes: 7998404 << 10, CPUs: 4}, []string{"no-memory-limits"}},
+		// Pi OS 32-bit boots the 64-bit kernel on a Pi 4: uname says
+		// aarch64, the userland (and herd) is 32-bit ARM.
+		{"pi4b-armhf", "arm", "6", 4, Facts{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
+			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+			Model: "Raspberry Pi 4 Model B Rev 1.2", MemoryBytes: 3885092 << 10, CPUs: 4}, []string{"no-memory-limits"}},
+		{"pi5", "arm64", "", 4, Facts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-2712",
+			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
+			Model: "Raspberry Pi 5 Model B Rev 1.0", MemoryBytes: 8245952 << 10, CPUs: 4}, nil},
+		// The ARM1176 says "CPU architecture: 7": only uname and the
+		// model name tell armv6.
+		{"pizerow", "arm", "6", 1, Facts{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Kernel: "6.6.51+rpt-rpi-v6",
+			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+			Model: "Raspberry Pi Zero W Rev 1.1", MemoryBytes: 439548 << 10, CPUs: 1}, []string{"no-memory-limits"}},
+		{"pizero2w", "arm64", "", 4, Facts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
+			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+			Model: "Raspberry Pi Zero 2 W Rev 1.0", MemoryBytes: 426988 << 10, CPUs: 4}, []string{"no-memory-limits"}},
+		// The machine CI and the lab run on (hybrid, memory mounted).
+		{"herd-ci-host", "amd64", "", 2, Facts{Arch: "amd64", ArchVariant: "amd64", KernelArch: "x86_64", Kernel: "6.18.44-fc-v857",
+			Systemd: "252.39", Cgroup: "hybrid", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
+			MemoryBytes: ParseMemTotal(mustRead(t, "testdata/facts/herd-ci-host/meminfo")), CPUs: 2}, nil},
+		// A lab board: systemd-nspawn on that hybrid host mounts the v1
+		// controllers read-only, so no limit is enforced (measured:
+		// MemoryMax=20M did not stop a 200 MB allocation).
+		{"lab-nspawn", "amd64", "", 2, Facts{Arch: "amd64", ArchVariant: "amd64", KernelArch: "x86_64", Kernel: "6.18.44-fc-v857",
+			Systemd: "252.39", Cgroup: "hybrid",
+			MemoryBytes: ParseMemTotal(mustRead(t, "testdata/facts/lab-nspawn/meminfo")), CPUs: 2}, []string{"no-memory-limits", "no-cpu-limits"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.board, func(t *testing.T) {
+			got := FactsFrom(boardSources(t, tt.board, tt.goarch, tt.goarm, tt.cpus))
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("FactsFrom (-want +got):\n%s", diff)
+			}
+			st := api.NodeStatus{Model: got.Model, Cgroup: got.Cgroup, CgroupControllers: got.Controllers, Version: "v1"}
+			var shorts []string
+			for _, w := range st.Warnings() {
+				shorts = append(shorts, w.Short)
+			}
+			if diff := cmp.Diff(tt.warnings, shorts); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestArchVariant(t *testing.T) {
+	v6 := []byte("processor\t: 0\nmodel name\t: ARMv6-compatible processor rev 7 (v6l)\nCPU architecture: 7\n")
+	v7 := []byte("processor\t: 0\nmodel name\t: ARMv7 Processor rev 5 (v7l)\nCPU architecture: 7\n")
+	v8compat := []byte("processor\t: 0\nmodel name\t: ARMv8 Processor rev 4 (v8l)\nCPU architecture: 8\n")
+	arm64 := []byte("processor\t: 0\nBogoMIPS\t: 108.00\nCPU architecture: 8\n")
+	tests := []struct {
+		name, goarch, goarm, machine string
+		cpuinfo                      []byte
+		want                         string
+	}{
+		{"arm64", "arm64", "", "aarch64", arm64, "arm64"},
+		{"amd64", "amd64", "", "x86_64", nil, "amd64"},
+		{"riscv", "riscv64", "", "riscv64", nil, "riscv64"},
+		{"armv6 kernel", "arm", "6", "armv6l", v6, "armv6"},
+		{"armv7 kernel", "arm", "7", "armv7l", v7, "armv7"},
+		{"32-bit on 64-bit kernel", "arm", "6", "aarch64", arm64, "armv7"},
+		{"linux32 personality", "arm", "6", "armv8l", v8compat, "armv7"},
+		{"armv6 binary on armv7 cpu", "arm", "6", "armv7l", v7, "armv7"},
+		{"no uname: model name v6l despite architecture 7", "arm", "7", "", v6, "armv6"},
+		{"no uname: v7l", "arm", "6", "", v7, "armv7"},
+		{"no uname: v8l", "arm", "6", "", v8compat, "armv7"},
+		{"nothing but GOARM", "arm", "7", "", nil, "armv7"},
+		{"GOARM with float suffix", "arm", "6,softfloat", "", nil, "armv6"},
+		{"nothing at all", "arm", "", "", nil, "arm"},
+		{"bad GOARM", "arm", "x", "", []byte("garbage"), "arm"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ArchVariant(tt.goarch, tt.goarm, tt.machine, tt.cpuinfo); got != tt.want {
+				t.Errorf("ArchVariant(%q, %q, %q) = %q, want %q", tt.goarch, tt.goarm, tt.machine, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseSystemdVersion(t *testing.T) {
+	tests := []struct{ out, want string }{
+		{"systemd 252 (252.30-1~deb12u2)\n+PAM +AUDIT default-hierarchy=unified\n", "252.30"},
+		{"systemd 241 (241)\n+PAM\n", "241"},
+		{"systemd 247 (247.3-7+rpi1+deb11u6)\n", "247.3"},
+		{"systemd 255 (255.4-1ubuntu8.4)\n", "255.4"},
+		{"systemd 256 (256~rc3-2)\n", "256"},
+		{"systemd 257 (257.1)", "257.1"},
+		{"systemd 252", "252"},
+		{"systemd 252 (something-else)", "252"},
+		{"systemd abc (1)", ""},
+		{"bash: systemctl: command not found", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := ParseSystemdVersion([]byte(tt.out)); got != tt.want {
+			t.Errorf("ParseSystemdVersion(%q) = %q, want %q", tt.out, got, tt.want)
+		}
+	}
+}
+
+func TestCgroupFacts(t *testing.T) {
+	const v2 = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot 0 0\n"
+	tests := []struct {
+		name                             string
+		mounts, procCgroups, controllers string
+		layout                           string
+		want                             []string
+	}{
+		{"v2 all", v2, "", "cpuset cpu io memory hugetlb pids rdma misc\n", "v2", []string{"cpu", "cpuset", "io", "memory", "pids"}},
+		{"v2 memory disabled", v2, "#subsys_name\thierarchy\tnum_cgroups\tenabled\nmemory\t0\t1\t0\n", "cpuset cpu io pids\n", "v2", []string{"cpu", "cpuset", "io", "pids"}},
+		{"v2 empty controllers (delegation off)", v2, "", "", "v2", nil},
+		{"v1 memory mounted but disabled in /proc/cgroups",
+			"cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\ncgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,cpu,cpuacct 0 0\n",
+			"#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t2\t1\t1\nmemory\t3\t1\t0\n", "", "v1", []string{"cpu"}},
+		{"v1 without /proc/cgroups trusts the mounts",
+			"cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\ncgroup /sys/fs/cgroup/blkio cgroup rw,blkio 0 0\n", "", "", "v1", []string{"io", "memory"}},
+		{"hybrid", "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\ncgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n",
+			"memory\t4\t54\t1\n", "", "hybrid", []string{"memory"}},
+		{"unified only at /sys/fs/cgroup/unified, no v1", "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n", "", "", "none", nil},
+		{"nothing mounted", "proc /proc proc rw 0 0\n", "", "", "none", nil},
+		{"v2 mounted read-only", "cgroup2 /sys/fs/cgroup cgroup2 ro,nosuid,nodev,noexec,relatime 0 0\n", "", "cpu memory", "v2", nil},
+		{"hybrid with read-only controllers (nspawn)", "cgroup /sys/fs/cgroup/unified cgroup2 rw,nosuid 0 0\ncgroup /sys/fs/cgroup/memory cgroup ro,nosuid,memory 0 0\ncgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0\n",
+			"memory\t4\t54\t1\ncpu\t1\t1\t1\n", "", "hybrid", []string{"cpu"}},
+		{"short lines ignored", "garbage\n\n" + v2, "", "memory", "v2", []string{"memory"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			layout, got := CgroupFacts([]byte(tt.mounts), []byte(tt.procCgroups), []byte(tt.controllers))
+			if layout != tt.layout {
+				t.Errorf("layout = %q, want %q", layout, tt.layout)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("controllers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFactsFromClipsAndUnknowns(t *testing.T) {
+	long := strings.Repeat("x", 200)
+	f := FactsFrom(FactSources{GOARCH: "arm64", Machine: long, Release: long, Model: []byte(long + "\x00"),
+		SystemctlVersion: []byte("systemd 252 (252." + long + ")")})
+	if len(f.Kernel) != maxKernelLen || len(f.Model) != maxModelLen || len(f.KernelArch) != maxMachineLen || len(f.Systemd) > maxSystemdLen {
+		t.Errorf("long facts not clipped: %+v", f)
+	}
+	if f.Cgroup != "" || f.Controllers != nil {
+		t.Errorf("no mount table: cgroup facts = %q %v, want unknown", f.Cgroup, f.Controllers)
+	}
+	if got := clip("Raspberry Pi \u00e9", 14); got != "Raspberry Pi " {
+		t.Errorf("clip split a rune: %q", got)
 	}
 }

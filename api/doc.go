@@ -10,7 +10,9 @@
 // selectors (Node.MatchesNodeSelector), quantities and what a pod reserves
 // (ParseMemory, ParseCPU, Resources.Request), default port names
 // (PodTemplate.PortName), phases (PodPhase.Terminal, Occupies) and file
-// modes (File.Perm).
+// modes (File.Perm), and what a board can enforce (capabilities.go:
+// NodeStatus.UnenforcedLimit, which the scheduler applies, and
+// NodeStatus.Warnings, which herdctl prints).
 //
 // The API's wire types live here as well (wire.go: request and response
 // bodies, ClusterStatus, APIError and its codes; token.go: the API token

@@ -175,6 +175,8 @@ type manifestResources struct {
 	CPULimit      string `toml:"cpu_limit"`
 	MemoryRequest string `toml:"memory_request"`
 	CPURequest    string `toml:"cpu_request"`
+	// AllowUnenforcedLimits is Resources.AllowUnenforcedLimits.
+	AllowUnenforcedLimits bool `toml:"allow_unenforced_limits"`
 }
 
 type manifestProbe struct {

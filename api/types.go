@@ -149,6 +149,12 @@ type Resources struct {
 	// CPURequest is reserved by the scheduler ("25%" of a core); defaults to
 	// CPULimit.
 	CPURequest string `json:"cpuRequest,omitempty" toml:"cpu_request,omitempty"`
+	// AllowUnenforcedLimits lets the scheduler place the pod on a board
+	// that cannot enforce its MemoryLimit or CPULimit (the cgroup
+	// controller is off, see NodeStatus.UnenforcedLimit): the limit is
+	// then written to the unit but does nothing. It needs a limit to be
+	// set.
+	AllowUnenforcedLimits bool `json:"allowUnenforcedLimits,omitempty" toml:"allow_unenforced_limits,omitempty"`
 }
 
 // RestartPolicy says when systemd restarts a pod's process.
@@ -221,6 +227,24 @@ type NodeStatus struct {
 	HostKey string `json:"hostKey,omitempty"`
 	// Arch is GOARCH-style (amd64, arm64, arm).
 	Arch string `json:"arch,omitempty"`
+	// ArchVariant tells ARM boards apart: arm64, armv7 or armv6 (a 32-bit
+	// userland on a 64-bit kernel is armv7); GOARCH for other boards.
+	// Empty from agents that predate board facts, as are the fields below
+	// down to CgroupControllers.
+	ArchVariant string `json:"archVariant,omitempty"`
+	// KernelArch is the kernel's machine (uname -m): aarch64, armv7l,
+	// armv6l, x86_64.
+	KernelArch string `json:"kernelArch,omitempty"`
+	// Kernel is the kernel release (uname -r).
+	Kernel string `json:"kernel,omitempty"`
+	// Systemd is the board's systemd version ("252.30").
+	Systemd string `json:"systemd,omitempty"`
+	// Cgroup is the cgroup layout: v2, hybrid, v1 or none; empty when the
+	// agent did not say (see UnenforcedLimit).
+	Cgroup string `json:"cgroup,omitempty"`
+	// CgroupControllers are the resource controllers available to the
+	// board's systemd, among cpu, cpuset, io, memory and pids.
+	CgroupControllers []string `json:"cgroupControllers,omitempty"`
 	// Model is the board model (e.g. "Raspberry Pi 4 Model B").
 	Model string `json:"model,omitempty"`
 	// MemoryBytes is the board's total memory.

@@ -626,6 +626,10 @@ func (v *validator) resources(p fieldPath, r Resources, requests bool) {
 	if limits {
 		return
 	}
+	if r.AllowUnenforcedLimits && r.MemoryLimit == "" && r.CPULimit == "" {
+		v.addf(p.field("allowUnenforcedLimits", "allow_unenforced_limits"),
+			"is set but there is no memory_limit or cpu_limit for it to allow: remove it, or set a limit")
+	}
 	if r.MemoryRequest != "" {
 		mp := p.field("memoryRequest", "memory_request")
 		switch b, pct, err := ParseMemory(r.MemoryRequest); {

@@ -132,6 +132,9 @@ func TestValidateRules(t *testing.T) {
 			d.Spec.Selector = map[string]string{"app": "w b"}
 			d.Spec.Template.Labels = map[string]string{"app": "w b"}
 		}), "spec.selector[app]", "invalid label value"},
+		{"allow unenforced without a limit", dep(func(d *Deployment) {
+			d.Spec.Template.Resources = Resources{AllowUnenforcedLimits: true, MemoryRequest: "8M"}
+		}), "spec.template.resources.allowUnenforcedLimits", "no memory_limit or cpu_limit"},
 		// service
 		{"service selector", svc(func(s *Service) { s.Spec.Selector = nil }), "spec.selector", "required"},
 		{"service ports", svc(func(s *Service) { s.Spec.Ports = nil }), "spec.ports", "at least one port"},

@@ -64,6 +64,9 @@ type Options struct {
 	NameFrom string
 	// Labels are given to every board.
 	Labels map[string]string
+	// Advertise maps board arguments to the IP they advertise
+	// (--advertise, see ParseAdvertise); others advertise "auto".
+	Advertise map[string]string
 	// Binaries say where the herd binaries come from.
 	Binaries Binaries
 	// Parallel bounds how many boards are worked on at once. Default 4.
@@ -254,6 +257,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// Plan names, roles and configurations from what was found.
 	probes := make([]*Probe, len(boards))
 	for i, b := range boards {
+		if ip := o.Advertise[targets[i].Arg]; ip != "" && b.probe != nil {
+			b.probe.Address, b.probe.Advertised = ip, true
+		}
 		probes[i] = b.probe
 	}
 	plans, perr := Plan(PlanInput{Targets: targets, Roles: roles, Probes: probes, State: st,

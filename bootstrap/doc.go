@@ -36,7 +36,8 @@
 //     key beside the old, switch to it, drop the old, each phase on every
 //     recorded board before the next, resumable from the recorded phase;
 //   - pure functions deciding everything: architecture mapping (GoArch),
-//     roles and join lists (Plan), the agent configuration and systemd unit
+//     roles and join lists (Plan: join lists are IPs; agents advertise
+//     "auto" unless --advertise BOARD=IP, ParseAdvertise), the agent configuration and systemd unit
 //     (RenderAgentConfig, RenderUnit), which files differ (FilesToWrite),
 //     the phases' secrets (PhaseSecrets) and systemctl steps
 //     (ServiceSteps);

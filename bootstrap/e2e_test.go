@@ -292,10 +292,10 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	wantConfig := func(name string, server bool, expect int, join []string) []byte {
 		ac := AgentConfig{
 			Name: name, DataDir: "/var/lib/herd", Server: server, BootstrapExpect: expect, Join: join,
-			GossipKeyFile: "/etc/herd/gossip.key", GossipBind: "0.0.0.0:7946", GossipAdvertise: "127.0.0.1:7946",
-			RaftBind: "0.0.0.0:7947", RaftAdvertise: "127.0.0.1:7947",
+			GossipKeyFile: "/etc/herd/gossip.key", GossipBind: "0.0.0.0:7946", GossipAdvertise: "auto",
+			RaftBind: "0.0.0.0:7947", RaftAdvertise: "auto",
 			APIListen:  []string{"127.0.0.1:7948", "unix:///run/herd/api.sock"},
-			SSHAddress: "127.0.0.1:" + port(name), SSHHostKeyFile: "/etc/ssh/ssh_host_ed25519_key.pub",
+			SSHAddress: "auto:" + port(name), SSHHostKeyFile: "/etc/ssh/ssh_host_ed25519_key.pub",
 			SSHUser: "herd-exec", Labels: map[string]string{"room": "lab"},
 		}
 		if server {

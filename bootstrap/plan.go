@@ -33,9 +33,16 @@ type Probe struct {
 	Machine, Arch string
 	// Systemd is systemd's version ("252").
 	Systemd string
-	// Address is the IP address the board was reached at: what the other
-	// boards use for gossip and Raft.
+	// Address is the IP address the board was reached at (an IP even when
+	// the board was given by host name, mDNS name or ssh_config alias),
+	// or the one --advertise gave: what the other boards join and what
+	// the cluster SSH key is allowed from.
 	Address string
+	// Advertised is true when Address came from --advertise: the board's
+	// agent then advertises it. Otherwise the agent picks its address on
+	// the route to its join peers ("auto"), which is Address when the
+	// boards reach each other the way herdctl reached them.
+	Advertised bool
 	// HostKeyFile is the board's sshd public host key file, HostKey its
 	// content.
 	HostKeyFile string
@@ -160,7 +167,13 @@ type BoardPlan struct {
 // entry per target (zero where the probe failed) and one error per target
 // for boards that cannot be configured (a bad or duplicate name). The join
 // list of every board is the founding servers' gossip addresses, without
-// the board itself: from this run's probes, else from the state.
+// the board itself: from this run's probes (the IP each was reached at, or
+// its --advertise IP), else from the state; always IP addresses, so a
+// board needs no name resolution to join. Each agent advertises "auto" (its
+// address on the route to those peers) unless its probe was Advertised,
+// and its SSH address follows its advertised IP with the SSH port
+// herdctl used ("auto:PORT"), so the leader's executor reaches sshd on the
+// address the boards see.
 func Plan(in PlanInput) ([]BoardPlan, []error) {
 	plans := make([]BoardPlan, len(in.Targets))
 	errs := make([]error, len(in.Targets))
@@ -231,6 +244,12 @@ func Plan(in PlanInput) ([]BoardPlan, []error) {
 			}
 		}
 		r := in.Roles[i]
+		gossipAdv, raftAdv, sshAddr := AdvertiseAuto, AdvertiseAuto, AdvertiseAuto+":"+strconv.Itoa(t.Port)
+		if p.Advertised {
+			gossipAdv = net.JoinHostPort(p.Address, strconv.Itoa(GossipPort))
+			raftAdv = net.JoinHostPort(p.Address, strconv.Itoa(RaftPort))
+			sshAddr = net.JoinHostPort(p.Address, strconv.Itoa(t.Port))
+		}
 		ac := AgentConfig{
 			Name:            names[i],
 			DataDir:         DataDir,
@@ -239,11 +258,11 @@ func Plan(in PlanInput) ([]BoardPlan, []error) {
 			Join:            join,
 			GossipKeyFile:   GossipKeyPath,
 			GossipBind:      net.JoinHostPort("0.0.0.0", strconv.Itoa(GossipPort)),
-			GossipAdvertise: net.JoinHostPort(p.Address, strconv.Itoa(GossipPort)),
+			GossipAdvertise: gossipAdv,
 			RaftBind:        net.JoinHostPort("0.0.0.0", strconv.Itoa(RaftPort)),
-			RaftAdvertise:   net.JoinHostPort(p.Address, strconv.Itoa(RaftPort)),
+			RaftAdvertise:   raftAdv,
 			APIListen:       []string{APIAddr, "unix://" + APISocket},
-			SSHAddress:      net.JoinHostPort(p.Address, strconv.Itoa(t.Port)),
+			SSHAddress:      sshAddr,
 			SSHHostKeyFile:  p.HostKeyFile,
 			SSHUser:         orDefault(in.SSHUser, "root"),
 			Labels:          in.Labels,
@@ -313,6 +332,42 @@ func ParseLabels(pairs []string) (map[string]string, error) {
 			return nil, fmt.Errorf("bootstrap: --label %s given twice (%q and %q)", k, old, v)
 		}
 		out[k] = v
+	}
+	return out, nil
+}
+
+// AdvertiseAuto is the agent configuration value that lets an agent pick
+// its advertised address (agent.AdvertiseAuto).
+const AdvertiseAuto = "auto"
+
+// ParseAdvertise parses --advertise BOARD=IP values: BOARD is a board
+// argument exactly as given in boards, IP an IPv4 or IPv6 address (not
+// unspecified, multicast or with a zone). The result maps BOARD to IP in
+// canonical form; nil for no values.
+func ParseAdvertise(pairs, boards []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, p := range pairs {
+		b, v, ok := strings.Cut(p, "=")
+		if !ok || b == "" || v == "" {
+			return nil, fmt.Errorf("bootstrap: --advertise %q: want BOARD=IP", p)
+		}
+		if !slices.Contains(boards, b) {
+			return nil, fmt.Errorf("bootstrap: --advertise %q: %q is not one of the boards given (%s)", p, b, strings.Join(boards, " "))
+		}
+		ip := net.ParseIP(v)
+		switch {
+		case ip == nil:
+			return nil, fmt.Errorf("bootstrap: --advertise %q: %q is not an IP address (names are not advertised: give the address the other boards reach it at)", p, v)
+		case ip.IsUnspecified(), ip.IsMulticast():
+			return nil, fmt.Errorf("bootstrap: --advertise %q: %s cannot be a board's address", p, v)
+		}
+		if old, dup := out[b]; dup && old != ip.String() {
+			return nil, fmt.Errorf("bootstrap: --advertise %s given twice (%s and %s)", b, old, ip)
+		}
+		out[b] = ip.String()
 	}
 	return out, nil
 }

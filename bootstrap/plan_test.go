@@ -113,11 +113,13 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("board %d: %v", i, err)
 		}
 	}
-	full := func(name string, r Role, join []string, ip, sshPort string) AgentConfig {
+	// Addresses are left to the agents ("auto": the address on the route
+	// to their peers); the join list holds the probed seed IPs.
+	full := func(name string, r Role, join []string, sshPort string) AgentConfig {
 		c := AgentConfig{Name: name, DataDir: DataDir, Server: r.Server, BootstrapExpect: r.BootstrapExpect, Join: join,
-			GossipKeyFile: GossipKeyPath, GossipBind: "0.0.0.0:7946", GossipAdvertise: ip + ":7946",
-			RaftBind: "0.0.0.0:7947", RaftAdvertise: ip + ":7947", APIListen: []string{APIAddr, "unix://" + APISocket},
-			SSHAddress: ip + ":" + sshPort, SSHHostKeyFile: HostKeyFiles[0], SSHUser: "root",
+			GossipKeyFile: GossipKeyPath, GossipBind: "0.0.0.0:7946", GossipAdvertise: "auto",
+			RaftBind: "0.0.0.0:7947", RaftAdvertise: "auto", APIListen: []string{APIAddr, "unix://" + APISocket},
+			SSHAddress: "auto:" + sshPort, SSHHostKeyFile: HostKeyFiles[0], SSHUser: "root",
 			Labels: map[string]string{"room": "attic"}}
 		if r.Server {
 			c.ServerKeyFile, c.APITokenFile, c.SSHKeyFile = ServerKeyPath, APITokenPath, ClusterSSHKey
@@ -125,9 +127,9 @@ func TestPlan(t *testing.T) {
 		return c
 	}
 	want := []BoardPlan{
-		{Target: ts[0], Role: roles[0], Name: "b1", Agent: full("b1", roles[0], []string{"10.0.0.3:7946"}, "10.0.0.2", "22")},
-		{Target: ts[1], Role: roles[1], Name: "b2", Agent: full("b2", roles[1], []string{"10.0.0.2:7946"}, "10.0.0.3", "22")},
-		{Target: ts[2], Role: roles[2], Name: "b3", Agent: full("b3", roles[2], []string{"10.0.0.2:7946", "10.0.0.3:7946"}, "10.0.0.4", "2222")},
+		{Target: ts[0], Role: roles[0], Name: "b1", Agent: full("b1", roles[0], []string{"10.0.0.3:7946"}, "22")},
+		{Target: ts[1], Role: roles[1], Name: "b2", Agent: full("b2", roles[1], []string{"10.0.0.2:7946"}, "22")},
+		{Target: ts[2], Role: roles[2], Name: "b3", Agent: full("b3", roles[2], []string{"10.0.0.2:7946", "10.0.0.3:7946"}, "2222")},
 		{}, // probe failed
 	}
 	if diff := cmp.Diff(want, plans); diff != "" {
@@ -145,6 +147,22 @@ func TestPlan(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{"10.0.0.2:7946"}, plans[0].Agent.Join); diff != "" {
 			t.Errorf("join (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("--advertise: the board advertises it and the others join it", func(t *testing.T) {
+		b1 := probe("b1", "10.0.0.2")
+		b1.Address, b1.Advertised = "192.168.7.2", true // herdctl reached it over a VPN
+		plans, errs := Plan(PlanInput{Targets: targets(t, "b1", "b2:2222"), Roles: []Role{{true, 2}, {true, 2}}, State: &State{},
+			Probes: []*Probe{b1, probe("b2", "10.0.0.3")}})
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatal(errs)
+		}
+		a := plans[0].Agent
+		if a.GossipAdvertise != "192.168.7.2:7946" || a.RaftAdvertise != "192.168.7.2:7947" || a.SSHAddress != "192.168.7.2:22" {
+			t.Errorf("b1 addresses: %s %s %s", a.GossipAdvertise, a.RaftAdvertise, a.SSHAddress)
+		}
+		if b := plans[1].Agent; b.GossipAdvertise != "auto" || b.SSHAddress != "auto:2222" || !cmp.Equal(b.Join, []string{"192.168.7.2:7946"}) {
+			t.Errorf("b2: advertise %s, ssh %s, join %v", b.GossipAdvertise, b.SSHAddress, b.Join)
 		}
 	})
 	t.Run("single server joins nobody", func(t *testing.T) {
@@ -442,5 +460,37 @@ func TestHumanSize(t *testing.T) {
 		if got := humanSize(n); got != want {
 			t.Errorf("humanSize(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+func TestParseAdvertise(t *testing.T) {
+	boards := []string{"pi@pi1.local", "pi2", "10.0.0.4"}
+	got, err := ParseAdvertise([]string{"pi@pi1.local=192.168.7.2", "pi2=fd00::0005", "pi2=fd00::5"}, boards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"pi@pi1.local": "192.168.7.2", "pi2": "fd00::5"}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if got, err := ParseAdvertise(nil, boards); got != nil || err != nil {
+		t.Errorf("no values: %v, %v", got, err)
+	}
+	for _, tt := range []struct{ val, want string }{
+		{"pi2", "want BOARD=IP"},
+		{"=10.0.0.1", "want BOARD=IP"},
+		{"pi2=", "want BOARD=IP"},
+		{"pi9=10.0.0.1", `"pi9" is not one of the boards given`},
+		{"pi1.local=10.0.0.1", "is not one of the boards given"}, // the argument was pi@pi1.local
+		{"pi2=pi2.lan", "is not an IP address"},
+		{"pi2=10.0.0.1:7946", "is not an IP address"},
+		{"pi2=0.0.0.0", "cannot be a board's address"},
+		{"pi2=224.0.0.1", "cannot be a board's address"},
+	} {
+		if _, err := ParseAdvertise([]string{tt.val}, boards); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseAdvertise(%q) = %v, want %q", tt.val, err, tt.want)
+		}
+	}
+	if _, err := ParseAdvertise([]string{"pi2=10.0.0.1", "pi2=10.0.0.2"}, boards); err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("twice: %v", err)
 	}
 }

@@ -37,6 +37,7 @@ type bootstrapFlags struct {
 	add        bool
 	server     bool
 	labels     []string
+	advertise  []string
 	nameFrom   string
 	herdBinary string
 	dist       string
@@ -117,6 +118,7 @@ to join, through that SSH tunnel.`,
 	fl.BoolVar(&f.add, "add", false, "add the boards to the existing cluster (as workers unless --server)")
 	fl.BoolVar(&f.server, "server", false, "with --add: make the new boards Raft servers")
 	fl.StringArrayVar(&f.labels, "label", nil, "node label KEY=VALUE for every board (repeatable)")
+	fl.StringArrayVar(&f.advertise, "advertise", nil, "BOARD=IP: the address BOARD's agent advertises to the others, for a board they reach at another address than herdctl does (repeatable; default: each agent's address on the route to its peers)")
 	fl.StringVar(&f.nameFrom, "name-from", bootstrap.NameFromHostname, "node names from the board's host name or from the alias given (hostname|alias)")
 	fl.StringVar(&f.herdBinary, "herd-binary", "", "herd binary to install on every board (one architecture)")
 	fl.StringVar(&f.dist, "dist", "", "release folder with herd-linux-amd64, -arm64, -armv7, -armv6")
@@ -207,6 +209,9 @@ func (a *app) runBootstrap(cmd *cobra.Command, f bootstrapFlags, args []string) 
 	}
 	o.Servers, o.Add, o.AddServers = f.servers, f.add, f.server
 	if o.Labels, err = bootstrap.ParseLabels(f.labels); err != nil {
+		return usageError{err}
+	}
+	if o.Advertise, err = bootstrap.ParseAdvertise(f.advertise, args); err != nil {
 		return usageError{err}
 	}
 	if f.nameFrom != bootstrap.NameFromHostname && f.nameFrom != bootstrap.NameFromAlias {

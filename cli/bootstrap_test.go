@@ -188,6 +188,8 @@ func TestBootstrapCommand(t *testing.T) {
 			{[]string{"bootstrap", "--server", "b1"}, "--server only applies with --add"},
 			{[]string{"bootstrap", "--label", "bad", "b1"}, "want key=value"},
 			{[]string{"bootstrap", "--name-from", "mac", "b1"}, "--name-from"},
+			{[]string{"bootstrap", "--advertise", "b2=10.0.0.2", "b1"}, `"b2" is not one of the boards given`},
+			{[]string{"bootstrap", "--advertise", "b1=b1.local", "b1"}, "is not an IP address"},
 			{[]string{"bootstrap", "--cluster", "Bad_Name", "b1"}, "cluster name"},
 			{[]string{"bootstrap", "--herd-binary", herd, "--dist", dir, "b1"}, "not both"},
 			{[]string{"bootstrap", "-F", sshConf, "root@host:99999"}, "want 1-65535"},

@@ -243,8 +243,11 @@ func (p printer) describe(o api.Object, pods []*api.Pod) string {
 		d.kv(0, "SSH Address", st.SSHAddress)
 		d.kv(0, "Host Key", hostKeyFingerprint(st.HostKey))
 		d.opt(0, "Raft Address", st.RaftAddress)
-		d.kv(0, "Arch", st.Arch)
+		d.kv(0, "Arch", nodeArch(st))
 		d.kv(0, "Model", st.Model)
+		d.kv(0, "Kernel", st.Kernel)
+		d.kv(0, "Systemd", st.Systemd)
+		d.kv(0, "Cgroup", nodeCgroup(st))
 		cpus := ""
 		if st.CPUs > 0 {
 			cpus = strconv.Itoa(st.CPUs)
@@ -256,6 +259,11 @@ func (p printer) describe(o api.Object, pods []*api.Pod) string {
 		}
 		d.kv(0, "Memory", mem)
 		d.kv(0, "Version", st.Version)
+		var warns []string
+		for _, w := range st.Warnings() {
+			warns = append(warns, w.Message)
+		}
+		d.kv(0, "Warnings", strings.Join(warns, "\n"))
 		conds = st.Conditions
 	}
 	if len(conds) == 0 {
@@ -334,6 +342,9 @@ func (p printer) template(d *descBuilder, t api.PodTemplate) {
 		if x[1] != "" {
 			res = append(res, x[0]+" "+x[1])
 		}
+	}
+	if r.AllowUnenforcedLimits {
+		res = append(res, "allowed unenforced")
 	}
 	d.opt(1, "Resources", strings.Join(res, ", "))
 	restart := string(t.RestartPolicy)

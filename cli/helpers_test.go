@@ -458,6 +458,13 @@ func fixtures() map[api.Kind][]api.Object {
 				Conditions:  []api.Condition{cond(api.ConditionReady, api.ConditionStatus(map[api.NodePhase]string{api.NodeReady: "True", api.NodeNotReady: "False"}[phase]), "Gossip", "member "+strings.ToLower(string(phase)), 4*time.Minute)},
 			}}
 	}
+	// pi1 runs a herd that reports board facts (stock Pi OS: memory
+	// controller off); pi2 an older one that reports none.
+	pi1 := node("pi1", "10.0.0.11", true, api.NodeReady)
+	pi1.Status.Model = "Raspberry Pi 4 Model B Rev 1.4"
+	pi1.Status.ArchVariant, pi1.Status.KernelArch = "arm64", "aarch64"
+	pi1.Status.Kernel, pi1.Status.Systemd = "6.6.51+rpt-rpi-v8", "252.30"
+	pi1.Status.Cgroup, pi1.Status.CgroupControllers = "v2", []string{"cpu", "cpuset", "io", "pids"}
 	pi2 := node("pi2", "10.0.0.12", false, api.NodeNotReady)
 	pi2.Spec.Unschedulable = true
 	pi2.Status.MemoryBytes = 1536 << 20
@@ -466,7 +473,7 @@ func fixtures() map[api.Kind][]api.Object {
 		api.KindDaemon:     {exporter},
 		api.KindPod:        pods,
 		api.KindService:    {empty, svc},
-		api.KindNode:       {node("pi1", "10.0.0.11", true, api.NodeReady), pi2},
+		api.KindNode:       {pi1, pi2},
 	}
 }
 

@@ -106,7 +106,7 @@ func (p printer) header(kind api.Kind) []string {
 	case api.KindNode:
 		h := []string{"NAME", "STATUS", "ROLES", "ADDRESS", "ARCH", "AGE"}
 		if p.Wide {
-			h = append(h, "MODEL", "CPUS", "MEMORY", "VERSION")
+			h = append(h, "MODEL", "VARIANT", "KERNEL", "SYSTEMD", "CGROUP", "CPUS", "MEMORY", "VERSION", "WARNINGS")
 		}
 		return h
 	}
@@ -166,7 +166,13 @@ func (p printer) row(o api.Object) []string {
 			if o.Status.CPUs > 0 {
 				cpus = strconv.Itoa(o.Status.CPUs)
 			}
-			r = append(r, orNone(o.Status.Model), cpus, humanBytes(o.Status.MemoryBytes), orNone(o.Status.Version))
+			st := &o.Status
+			var warns []string
+			for _, w := range st.Warnings() {
+				warns = append(warns, w.Short)
+			}
+			r = append(r, orNone(st.Model), orNone(st.ArchVariant), orNone(st.Kernel), orNone(st.Systemd), orNone(st.Cgroup),
+				cpus, humanBytes(st.MemoryBytes), orNone(st.Version), orNone(strings.Join(warns, ",")))
 		}
 		return r
 	}
@@ -212,6 +218,33 @@ func nodeStatus(n *api.Node) string {
 		s += ",SchedulingDisabled"
 	}
 	return s
+}
+
+// nodeArch is Arch with the variant and kernel machine when they add
+// something: "arm (armv7, aarch64 kernel)".
+func nodeArch(st api.NodeStatus) string {
+	var extra []string
+	if st.ArchVariant != "" && st.ArchVariant != st.Arch {
+		extra = append(extra, st.ArchVariant)
+	}
+	if st.KernelArch != "" && !(st.Arch == "arm64" && st.KernelArch == "aarch64") && !(st.Arch == "amd64" && st.KernelArch == "x86_64") {
+		extra = append(extra, st.KernelArch+" kernel")
+	}
+	if len(extra) == 0 {
+		return st.Arch
+	}
+	return st.Arch + " (" + strings.Join(extra, ", ") + ")"
+}
+
+// nodeCgroup is the cgroup layout and its controllers: "v2 (cpu io pids)".
+func nodeCgroup(st api.NodeStatus) string {
+	if st.Cgroup == "" {
+		return ""
+	}
+	if len(st.CgroupControllers) == 0 {
+		return st.Cgroup + " (no controllers)"
+	}
+	return st.Cgroup + " (" + strings.Join(st.CgroupControllers, " ") + ")"
 }
 
 func nodeRole(n *api.Node) string {

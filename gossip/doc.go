@@ -1,7 +1,9 @@
 // Package gossip owns membership and liveness for herd: which boards are in
 // the cluster, which are alive, dead or gone, and the facts each board
 // announces about itself (Meta: raft and SSH addresses, SSH host key, arch,
-// model, memory, CPUs, labels, agent version, server role).
+// model, memory, CPUs, labels, agent version, server role, and the board
+// facts arch variant, kernel, systemd, cgroup layout and controllers, all
+// optional so that agents of different versions understand each other).
 //
 // It is a thin shell over hashicorp/memberlist (SWIM with Lifeguard): gossip
 // is encrypted and authenticated with the 32-byte gossip key every member

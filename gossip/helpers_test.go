@@ -38,6 +38,10 @@ func testMeta(name string) Meta {
 	return Meta{
 		SSHAddr:     "127.0.0.1:22",
 		Arch:        "arm64",
+		ArchVariant: "arm64",
+		KernelArch:  "aarch64",
+		Cgroup:      "v2",
+		Controllers: []string{"cpu", "memory"},
 		Model:       "test board " + name,
 		MemoryBytes: 1 << 30,
 		CPUs:        4,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,6 +47,22 @@ type Meta struct {
 	MemoryBytes int64
 	// CPUs is the number of CPUs.
 	CPUs int
+	// ArchVariant is arm64, armv7, armv6 or GOARCH (api.NodeStatus).
+	// It and the board facts below are optional: agents before them
+	// send none, and older agents ignore them.
+	ArchVariant string
+	// KernelArch is uname's machine (aarch64, armv7l, armv6l, x86_64).
+	KernelArch string
+	// Kernel is uname's release.
+	Kernel string
+	// Systemd is the board's systemd version ("252.30").
+	Systemd string
+	// Cgroup is the cgroup layout (v2, hybrid, v1, none).
+	Cgroup string
+	// Controllers are the available cgroup resource controllers, among
+	// cpu, cpuset, io, memory and pids (the only ones Validate accepts),
+	// listed in that order after a decode.
+	Controllers []string
 	// Labels are user labels of the board.
 	Labels map[string]string
 	// Version is the agent version.
@@ -61,13 +78,21 @@ type Meta struct {
 // metaWire is the encoded form of Meta: short keys, empty fields left out.
 // Unknown keys are ignored on decode so that newer agents can add fields.
 type metaWire struct {
-	RaftAddr        string            `json:"r,omitempty"`
-	SSHAddr         string            `json:"s,omitempty"`
-	HostKey         string            `json:"k,omitempty"`
-	Arch            string            `json:"a,omitempty"`
-	Model           string            `json:"m,omitempty"`
-	MemoryBytes     int64             `json:"b,omitempty"`
-	CPUs            int               `json:"c,omitempty"`
+	RaftAddr    string `json:"r,omitempty"`
+	SSHAddr     string `json:"s,omitempty"`
+	HostKey     string `json:"k,omitempty"`
+	Arch        string `json:"a,omitempty"`
+	Model       string `json:"m,omitempty"`
+	MemoryBytes int64  `json:"b,omitempty"`
+	CPUs        int    `json:"c,omitempty"`
+	// ArchVariant and KernelArch are left out when Arch implies them
+	// (see impliedArch); Controllers are one letter each (controllerCodes).
+	ArchVariant     string            `json:"av,omitempty"`
+	KernelArch      string            `json:"km,omitempty"`
+	Kernel          string            `json:"kr,omitempty"`
+	Systemd         string            `json:"sd,omitempty"`
+	Cgroup          string            `json:"cg,omitempty"`
+	Controllers     string            `json:"cc,omitempty"`
 	Labels          map[string]string `json:"l,omitempty"`
 	Version         string            `json:"v,omitempty"`
 	Server          bool              `json:"sv,omitempty"`
@@ -90,6 +115,12 @@ func (m Meta) wire(leaving bool) metaWire {
 		Model:           m.Model,
 		MemoryBytes:     m.MemoryBytes,
 		CPUs:            m.CPUs,
+		ArchVariant:     unlessImplied(m.ArchVariant, impliedArch[m.Arch].variant),
+		KernelArch:      unlessImplied(m.KernelArch, impliedArch[m.Arch].machine),
+		Kernel:          m.Kernel,
+		Systemd:         m.Systemd,
+		Cgroup:          m.Cgroup,
+		Controllers:     encodeControllers(m.Controllers),
 		Labels:          m.Labels,
 		Version:         m.Version,
 		Server:          m.Server,
@@ -107,11 +138,77 @@ func (w metaWire) meta() Meta {
 		Model:           w.Model,
 		MemoryBytes:     w.MemoryBytes,
 		CPUs:            w.CPUs,
+		ArchVariant:     orImplied(w.ArchVariant, impliedArch[w.Arch].variant),
+		KernelArch:      orImplied(w.KernelArch, impliedArch[w.Arch].machine),
+		Kernel:          w.Kernel,
+		Systemd:         w.Systemd,
+		Cgroup:          w.Cgroup,
+		Controllers:     decodeControllers(w.Controllers),
 		Labels:          w.Labels,
 		Version:         w.Version,
 		Server:          w.Server,
 		BootstrapExpect: w.BootstrapExpect,
 	}
+}
+
+// impliedArch is, per GOARCH, the arch variant and kernel machine that a
+// binary of that GOARCH always has: a 64-bit binary runs only on its own
+// 64-bit kernel, and its variant is GOARCH. They are left out of the wire
+// and filled in on decode (also for agents that predate them, truly).
+// 32-bit arm has no implied values: armv6/armv7 and a 32- or 64-bit
+// kernel must be sent.
+var impliedArch = map[string]struct{ variant, machine string }{
+	"arm64": {"arm64", "aarch64"},
+	"amd64": {"amd64", "x86_64"},
+}
+
+func unlessImplied(v, implied string) string {
+	if v == implied {
+		return ""
+	}
+	return v
+}
+
+func orImplied(v, implied string) string {
+	if v == "" {
+		return implied
+	}
+	return v
+}
+
+type controllerCode struct {
+	code byte
+	name string
+}
+
+// controllerCodes are the one-letter wire codes of the cgroup controllers
+// Meta.Controllers may hold, in the order decode lists them. Codes are
+// never reused; a letter a decoder does not know is skipped.
+var controllerCodes = []controllerCode{
+	{'c', "cpu"}, {'s', "cpuset"}, {'i', "io"}, {'m', "memory"}, {'p', "pids"},
+}
+
+func encodeControllers(cs []string) string {
+	var b []byte
+	for _, cc := range controllerCodes {
+		for _, c := range cs {
+			if c == cc.name {
+				b = append(b, cc.code)
+				break
+			}
+		}
+	}
+	return string(b)
+}
+
+func decodeControllers(s string) []string {
+	var out []string
+	for _, cc := range controllerCodes {
+		if strings.IndexByte(s, cc.code) >= 0 {
+			out = append(out, cc.name)
+		}
+	}
+	return out
 }
 
 // Validate checks the fields of m (addresses, host key, counts). It does not
@@ -145,6 +242,11 @@ func (m Meta) Validate() error {
 	}
 	if m.BootstrapExpect > 0 && !m.Server {
 		problems = append(problems, "BootstrapExpect is set but Server is false")
+	}
+	for _, c := range m.Controllers {
+		if !slices.ContainsFunc(controllerCodes, func(cc controllerCode) bool { return cc.name == c }) {
+			problems = append(problems, fmt.Sprintf("Controllers: %q is not one of cpu, cpuset, io, memory, pids", c))
+		}
 	}
 	for k := range m.Labels {
 		if k == "" {

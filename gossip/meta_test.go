@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -20,6 +21,12 @@ func fullMeta() Meta {
 		Model:           "Raspberry Pi 4 Model B Rev 1.4",
 		MemoryBytes:     8 << 30,
 		CPUs:            4,
+		ArchVariant:     "arm64",
+		KernelArch:      "aarch64",
+		Kernel:          "6.6.51+rpt-rpi-v8",
+		Systemd:         "252.30",
+		Cgroup:          "v2",
+		Controllers:     []string{"cpu", "cpuset", "io", "pids"},
 		Labels:          map[string]string{"zone": "shelf-1", "gpio": "yes"},
 		Version:         "v0.1.0",
 		Server:          true,
@@ -69,8 +76,9 @@ func TestMetaIsCompact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A full server entry leaves about half the budget for labels.
-	if len(b) > 250 {
+	// A full server entry with board facts leaves about 40% of the
+	// budget for labels.
+	if len(b) > 300 {
 		t.Errorf("full meta without labels encodes to %d bytes: %s", len(b), b)
 	}
 }
@@ -152,6 +160,8 @@ func TestMetaValidate(t *testing.T) {
 		want string // substring of the error; "" means valid
 	}{
 		{"ok", func(*Meta) {}, ""},
+		{"unknown controller", func(m *Meta) { m.Controllers = []string{"freezer"} }, "Controllers"},
+		{"empty controller", func(m *Meta) { m.Controllers = []string{""} }, "Controllers"},
 		{"raft no port", func(m *Meta) { m.RaftAddr = "10.0.0.1" }, "RaftAddr"},
 		{"raft bad port", func(m *Meta) { m.RaftAddr = "10.0.0.1:99999" }, "bad port"},
 		{"server no raft", func(m *Meta) { m.RaftAddr = "" }, "RaftAddr is required"},
@@ -241,4 +251,106 @@ func FuzzDecodeMeta(f *testing.F) {
 			t.Fatalf("(-first +second):\n%s", diff)
 		}
 	})
+}
+
+// TestMetaLongestRealistic measures the metadata of a server whose facts
+// take the longest values real boards report (agent.FactsFrom clips longer
+// ones), so that the budget left for labels is known and stays sizeable.
+func TestMetaLongestRealistic(t *testing.T) {
+	m := Meta{
+		RaftAddr:        "192.168.100.200:7000",
+		SSHAddr:         "192.168.100.200:22",
+		HostKey:         testHostKey,
+		Arch:            "arm64",
+		Model:           "Raspberry Pi Compute Module 4S Rev 1.0", // 48 bytes max after clipping
+		MemoryBytes:     16 << 30,
+		CPUs:            4,
+		ArchVariant:     "arm64",
+		KernelArch:      "aarch64",
+		Kernel:          "6.12.25+rpt-rpi-2712", // 40 max after clipping
+		Systemd:         "257.10",
+		Cgroup:          "hybrid",
+		Controllers:     []string{"cpu", "cpuset", "io", "memory", "pids"},
+		Version:         "v1.12.3-rc.1-4-gabcdef0",
+		Server:          true,
+		BootstrapExpect: 5,
+	}
+	b, err := EncodeMeta(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := MetaMaxSize - leavingOverhead - len(b)
+	t.Logf("longest realistic meta without labels: %d bytes, %d left for labels: %s", len(b), left, b)
+	if left < 160 {
+		t.Errorf("only %d bytes left for labels (meta %d bytes): %s", left, len(b), b)
+	}
+	// Clipped maximums (48-byte model, 40-byte kernel, 16-byte systemd
+	// and machine) still fit with no labels.
+	m.Model, m.Kernel = strings.Repeat("M", 48), strings.Repeat("k", 40)
+	m.Systemd, m.KernelArch = strings.Repeat("s", 16), strings.Repeat("a", 16)
+	if b, err := EncodeMeta(m); err != nil {
+		t.Errorf("clipped maximum facts: %v", err)
+	} else {
+		t.Logf("clipped maximum facts: %d bytes", len(b))
+	}
+}
+
+// TestMetaMixedVersions: an agent that predates board facts decodes a new
+// agent's metadata (unknown keys ignored) and a new agent decodes an old
+// one's with the facts empty.
+func TestMetaMixedVersions(t *testing.T) {
+	b, err := EncodeMeta(fullMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old struct {
+		RaftAddr string `json:"r"`
+		Arch     string `json:"a"`
+		CPUs     int    `json:"c"`
+	}
+	if err := json.Unmarshal(b, &old); err != nil || old.RaftAddr != "192.168.1.10:7000" || old.Arch != "arm64" || old.CPUs != 4 {
+		t.Errorf("old decoder: %+v, %v", old, err)
+	}
+	got, err := DecodeMeta([]byte(`{"r":"10.0.0.1:7000","a":"arm","c":1,"v":"v0.1.0","sv":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Meta{RaftAddr: "10.0.0.1:7000", Arch: "arm", CPUs: 1, Version: "v0.1.0", Server: true}
+	// An old arm64 agent's variant and kernel machine follow from its Arch.
+	got64, err := DecodeMeta([]byte(`{"a":"arm64"}`))
+	if err != nil || got64.ArchVariant != "arm64" || got64.KernelArch != "aarch64" || got64.Kernel != "" {
+		t.Errorf("old arm64 meta: %+v, %v", got64, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("old meta (-want +got):\n%s", diff)
+	}
+	if got.Controllers != nil {
+		t.Errorf("Controllers = %#v, want nil", got.Controllers)
+	}
+}
+
+// TestMetaArmFactsTravel: a 32-bit ARM board's variant and kernel machine
+// are not implied by its Arch and must survive the wire, as must every
+// controller.
+func TestMetaArmFactsTravel(t *testing.T) {
+	for _, m := range []Meta{
+		{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Cgroup: "v2", Controllers: []string{"cpu", "io", "pids"}},
+		{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Cgroup: "hybrid", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"}},
+		{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Cgroup: "none"},
+	} {
+		b, err := EncodeMeta(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeMeta(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(m, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", b, diff)
+		}
+	}
+	if got := decodeControllers("pmzc"); !cmp.Equal(got, []string{"cpu", "memory", "pids"}) {
+		t.Errorf("decodeControllers skips unknown codes and sorts: got %v", got)
+	}
 }

@@ -76,6 +76,14 @@ type NodeFacts struct {
 	Model       string
 	MemoryBytes int64
 	CPUs        int
+	// ArchVariant, KernelArch, Kernel, Systemd, Cgroup and Controllers
+	// are the board facts of api.NodeStatus; empty from older agents.
+	ArchVariant string
+	KernelArch  string
+	Kernel      string
+	Systemd     string
+	Cgroup      string
+	Controllers []string
 	Version     string
 	Server      bool
 	// Labels are the board's user labels (agent configuration); the node
@@ -175,6 +183,8 @@ func ReconcileNode(now time.Time, node *api.Node, m MemberInfo, pods []*api.Pod)
 		st.Address, st.RaftAddress, st.SSHAddress, st.HostKey = m.Addr, f.RaftAddress, f.SSHAddress, f.HostKey
 		st.Arch, st.Model, st.MemoryBytes, st.CPUs = f.Arch, f.Model, f.MemoryBytes, f.CPUs
 		st.Version, st.Server = f.Version, f.Server
+		st.ArchVariant, st.KernelArch, st.Kernel, st.Systemd = f.ArchVariant, f.KernelArch, f.Kernel, f.Systemd
+		st.Cgroup, st.CgroupControllers = f.Cgroup, slices.Clone(f.Controllers)
 	}
 
 	switch {

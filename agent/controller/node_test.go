@@ -253,3 +253,33 @@ func TestNewNodeFencedBeforeReady(t *testing.T) {
 		t.Errorf("phase after an empty listing = %s, want Ready", got)
 	}
 }
+
+// TestReconcileNodeBoardFacts: the board facts a new agent gossips land on
+// the Node once, and an old agent's (none) leave them empty.
+func TestReconcileNodeBoardFacts(t *testing.T) {
+	m := member("a", MemberAlive)
+	node := storedNode(m, api.NodeReady)
+	node.Status.Arch, node.Status.Model, node.Status.MemoryBytes, node.Status.CPUs = m.Facts.Arch, m.Facts.Model, m.Facts.MemoryBytes, m.Facts.CPUs
+	if acts := ReconcileNode(t0, node, m, nil); len(acts) != 0 {
+		t.Fatalf("old agent, facts unchanged: %v", acts)
+	}
+	m.Facts.ArchVariant, m.Facts.KernelArch, m.Facts.Kernel, m.Facts.Systemd = "arm64", "aarch64", "6.6.51+rpt-rpi-v8", "252.30"
+	m.Facts.Cgroup, m.Facts.Controllers = "v2", []string{"cpu", "io", "pids"}
+	acts := ReconcileNode(t0, node, m, nil)
+	if len(acts) != 1 || acts[0].Type != ActionUpdateStatus || acts[0].Reason != "board facts changed" {
+		t.Fatalf("acts = %v, want one status update", acts)
+	}
+	got := acts[0].Object.(*api.Node).Status
+	want := node.Status
+	want.ArchVariant, want.KernelArch, want.Kernel, want.Systemd = "arm64", "aarch64", "6.6.51+rpt-rpi-v8", "252.30"
+	want.Cgroup, want.CgroupControllers = "v2", []string{"cpu", "io", "pids"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+	if got.EnforcesMemoryLimits() {
+		t.Errorf("a board without the memory controller enforces memory limits?")
+	}
+	if acts := ReconcileNode(t0, acts[0].Object.(*api.Node), m, nil); len(acts) != 0 {
+		t.Errorf("second pass: %v, want nothing", acts)
+	}
+}

@@ -17,7 +17,11 @@
 //     node Ready, not cordoned (spec.unschedulable), node selector
 //     (api.Node.MatchesNodeSelector: node labels plus the well-known
 //     herd.dev/node, herd.dev/arch and herd.dev/model; "arch" and "model"
-//     are shorthands), fixed host ports
+//     are shorthands), limits the board can enforce
+//     (api.NodeStatus.UnenforcedLimit: a memory_limit needs the cgroup
+//     memory controller, a cpu_limit the cpu controller, unless the
+//     template says allow_unenforced_limits; a board whose agent reports
+//     no cgroup facts counts as enforcing), fixed host ports
 //     free (same port and protocol), memory and CPU requests within what the
 //     node has left, and a free port in the dynamic range for every port 0;
 //   - scores, in this order: spread (fewest pods of the same owner on the

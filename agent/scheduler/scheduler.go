@@ -329,6 +329,9 @@ func (st *state) filter(ni int32, pod *api.Pod, req api.Request) string {
 	if !n.node.MatchesNodeSelector(pod.Spec.Template.NodeSelector) {
 		return "node selector mismatch"
 	}
+	if r := n.node.Status.UnenforcedLimit(pod.Spec.Template.Resources); r != "" {
+		return r
+	}
 	for i := range pod.Spec.Template.Ports {
 		p := &pod.Spec.Template.Ports[i]
 		if p.Port <= 0 {

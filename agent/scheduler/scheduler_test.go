@@ -79,6 +79,19 @@ func selector(kv ...string) func(*api.Pod) {
 }
 func pinned(n string) func(*api.Pod) { return func(p *api.Pod) { p.Spec.Node = n } }
 
+// cgroup sets the board's reported cgroup facts.
+func cgroup(layout string, controllers ...string) func(*api.Node) {
+	return func(n *api.Node) { n.Status.Cgroup, n.Status.CgroupControllers = layout, controllers }
+}
+
+// memLimit sets a memory limit; allow also sets allow_unenforced_limits.
+func memLimit(l string, allow bool) func(*api.Pod) {
+	return func(p *api.Pod) {
+		p.Spec.Template.Resources.MemoryLimit = l
+		p.Spec.Template.Resources.AllowUnenforcedLimits = allow
+	}
+}
+
 func TestPlaceFilters(t *testing.T) {
 	http := api.Port{Name: "http", Port: 8080}
 	tests := []struct {
@@ -89,6 +102,48 @@ func TestPlaceFilters(t *testing.T) {
 		wantNode string
 		wantErr  string
 	}{
+		{
+			name:     "memory limit: board without the memory controller skipped",
+			nodes:    []*api.Node{node("a", cgroup("v2", "cpu", "io", "pids"), mem(4*gib)), node("b", cgroup("v2", "cpu", "memory"))},
+			pod:      pod("p", memLimit("64M", false)),
+			wantNode: "b",
+		},
+		{
+			name:    "memory limit: no board enforces it",
+			nodes:   []*api.Node{node("a", cgroup("v2", "cpu", "io", "pids")), node("b", cgroup("none")), node("c", notReady)},
+			pod:     pod("p", memLimit("64M", false)),
+			wantErr: "0/3 boards: 1 cannot enforce memory_limit: cgroup memory controller disabled, 1 cannot enforce memory_limit: no cgroup file system mounted, 1 not ready",
+		},
+		{
+			name:     "memory limit allowed unenforced",
+			nodes:    []*api.Node{node("a", cgroup("v2", "cpu", "io", "pids"), mem(4*gib)), node("b", cgroup("v2", "cpu", "memory"))},
+			pod:      pod("p", memLimit("64M", true)),
+			wantNode: "a",
+		},
+		{
+			name:     "no limit: any board",
+			nodes:    []*api.Node{node("a", cgroup("v2", "cpu"), mem(4*gib)), node("b", cgroup("v2", "cpu", "memory"))},
+			pod:      pod("p"),
+			wantNode: "a",
+		},
+		{
+			name:     "old agent without cgroup facts counts as enforcing",
+			nodes:    []*api.Node{node("a", mem(4*gib)), node("b", cgroup("v2", "cpu", "memory"))},
+			pod:      pod("p", memLimit("64M", false)),
+			wantNode: "a",
+		},
+		{
+			name:    "cpu limit needs the cpu controller",
+			nodes:   []*api.Node{node("a", cgroup("v1", "memory"))},
+			pod:     pod("p", func(p *api.Pod) { p.Spec.Template.Resources.CPULimit = "50%" }),
+			wantErr: "0/1 boards: 1 cannot enforce cpu_limit: cgroup cpu controller disabled",
+		},
+		{
+			name:    "pinned daemon pod on a board that cannot enforce",
+			nodes:   []*api.Node{node("a", cgroup("v2", "cpu")), node("b")},
+			pod:     pod("p", pinned("a"), memLimit("16M", false)),
+			wantErr: "0/1 boards: 1 cannot enforce memory_limit: cgroup memory controller disabled",
+		},
 		{
 			name:     "only ready node",
 			nodes:    []*api.Node{node("a", notReady), node("b")},

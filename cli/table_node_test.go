@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/herd-dev/herd/api"
+)
+
+// TestNodeArchAndCgroup: describe node spells out what a 32-bit board runs
+// on, and the wide table tells armv6 from armv7.
+func TestNodeArchAndCgroup(t *testing.T) {
+	for _, tt := range []struct {
+		st        api.NodeStatus
+		arch, cg  string
+		wideCells []string
+	}{
+		{api.NodeStatus{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Cgroup: "v2", CgroupControllers: []string{"cpu", "io"}},
+			"arm (armv6, armv6l kernel)", "v2 (cpu io)", []string{"armv6", "v2", "no-memory-limits"}},
+		{api.NodeStatus{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Cgroup: "hybrid", CgroupControllers: []string{"cpu", "memory"}},
+			"arm (armv7, aarch64 kernel)", "hybrid (cpu memory)", []string{"armv7", "hybrid", "<none>"}},
+		{api.NodeStatus{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Cgroup: "none"},
+			"arm64", "none (no controllers)", []string{"arm64", "none", "no-memory-limits,no-cpu-limits"}},
+		{api.NodeStatus{Arch: "amd64"}, "amd64", "", []string{"<none>", "facts-unknown"}},
+	} {
+		if got := nodeArch(tt.st); got != tt.arch {
+			t.Errorf("nodeArch(%+v) = %q, want %q", tt.st, got, tt.arch)
+		}
+		if got := nodeCgroup(tt.st); got != tt.cg {
+			t.Errorf("nodeCgroup(%+v) = %q, want %q", tt.st, got, tt.cg)
+		}
+		row := printer{Wide: true}.row(&api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "b"}, Status: tt.st})
+		for _, c := range tt.wideCells {
+			if !slices.Contains(row, c) {
+				t.Errorf("wide row %q lacks %q", row, c)
+			}
+		}
+	}
+}
