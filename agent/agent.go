@@ -371,7 +371,7 @@ const statusLeaderTimeout = 2 * time.Second
 // ctx (a frozen or cut-off leader that was deposed is not named, even by
 // itself); Leader is empty when none did.
 func (a *Agent) Status(ctx context.Context) api.ClusterStatus {
-	st := api.ClusterStatus{Node: a.cfg.Name, Version: Version}
+	st := api.ClusterStatus{Node: a.cfg.Name, Version: Version, StateFormat: raftstore.StateFormat}
 	for _, m := range a.gossip.Members() {
 		st.Members = append(st.Members, api.GossipMember{Name: m.Name, Addr: m.Address(), State: string(m.State), Server: m.Meta.Server})
 	}
@@ -384,6 +384,8 @@ func (a *Agent) Status(ctx context.Context) api.ClusterStatus {
 			a.log.Debug("status: no leader confirmed itself", "err", err)
 		}
 		st.Leader = leaderID
+		rs := a.store.Stats()
+		st.CommitIndex, st.AppliedIndex = rs.CommitIndex, rs.AppliedIndex
 		if servers, err := a.store.Configuration(); err == nil {
 			for _, s := range servers {
 				suf := "nonvoter"
