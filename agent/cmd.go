@@ -144,7 +144,22 @@ one to ` + devTokenHint + `, and removes it on exit.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return a.Run(ctx)
+			// RestartSignal: stop without leaving the cluster, for
+			// systemd to start the agent again (herdctl upgrade).
+			restart := make(chan os.Signal, 1)
+			signal.Notify(restart, RestartSignal)
+			defer signal.Stop(restart)
+			rctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				select {
+				case <-restart:
+					a.restarting.Store(true)
+					cancel()
+				case <-rctx.Done():
+				}
+			}()
+			return a.Run(rctx)
 		},
 	}
 	f := cmd.Flags()

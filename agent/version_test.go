@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/bootstrap"
 	"github.com/herd-dev/herd/raftstore"
 )
 
@@ -28,5 +31,11 @@ func TestVersionJSON(t *testing.T) {
 	}
 	if code := Main([]string{"version", "-o", "yaml"}, &out, &errOut); code == 0 {
 		t.Error("-o yaml accepted")
+	}
+}
+
+func TestRestartSignalName(t *testing.T) {
+	if got := unix.SignalName(RestartSignal); got != bootstrap.RestartSignal {
+		t.Errorf("agent.RestartSignal is %s, bootstrap.RestartSignal says %s", got, bootstrap.RestartSignal)
 	}
 }

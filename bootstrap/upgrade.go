@@ -20,6 +20,16 @@ import (
 // folder is atomic).
 const NewBinaryPath = BinaryPath + ".new"
 
+// RestartSignal is agent.RestartSignal by name (for systemctl kill -s):
+// the agent stops without leaving gossip and systemd starts it again, so
+// the cluster sees a short absence, not a board that left.
+const RestartSignal = "SIGUSR1"
+
+// restartWait bounds waiting for an agent to exit on RestartSignal; an
+// agent older than it ignores the signal and is then killed (SIGKILL is as
+// safe for the state and the workloads: systemd restarts the agent).
+const restartWait = 10 * time.Second
+
 // firstStateFormat is the state format of agents that do not report one
 // (raftstore.StateFormat 1 predates the field).
 const firstStateFormat = 1
@@ -437,9 +447,8 @@ func (o Options) upgradeBoard(ctx context.Context, uo UpgradeOptions, st *State,
 			return fail(err)
 		}
 	}
-	say("systemctl restart " + UnitName)
 	start := time.Now()
-	if err := runOK(ctx, r, node, []string{"systemctl", "restart", UnitName}); err != nil {
+	if err := restartAgent(ctx, r, node, say); err != nil {
 		return fail(err)
 	}
 	gctx, cancel := context.WithTimeout(ctx, uo.GateTimeout)
@@ -470,6 +479,57 @@ func (o Options) upgradeBoard(ctx context.Context, uo UpgradeOptions, st *State,
 		case <-tick.C:
 		}
 	}
+}
+
+// restartAgent restarts herd.service without the agent leaving the
+// cluster: RestartSignal to its main process, which exits for systemd to
+// start it again; SIGKILL if it is still the same process after
+// restartWait (an agent older than RestartSignal ignores it); a plain
+// restart when the service does not run.
+func restartAgent(ctx context.Context, r Remote, node string, say func(string)) error {
+	pid, err := mainPID(ctx, r, node)
+	if err != nil {
+		return err
+	}
+	if pid == "0" {
+		say("systemctl restart " + UnitName + " (it was not running)")
+		return runOK(ctx, r, node, []string{"systemctl", "restart", UnitName})
+	}
+	for _, sig := range []string{RestartSignal, "SIGKILL"} {
+		say(fmt.Sprintf("restarting the agent (systemctl kill -s %s, MainPID %s)", sig, pid))
+		if err := runOK(ctx, r, node, []string{"systemctl", "kill", "--kill-whom=main", "-s", sig, UnitName}); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(restartWait)
+		for time.Now().Before(deadline) {
+			now, err := mainPID(ctx, r, node)
+			if err != nil {
+				return err
+			}
+			if now != pid {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		say(fmt.Sprintf("the agent is still MainPID %s %v after %s (a herd older than %s ignores it)", pid, restartWait, sig, RestartSignal))
+	}
+	return fmt.Errorf("bootstrap: %s: herd.service kept MainPID %s after %s and SIGKILL", node, pid, RestartSignal)
+}
+
+// mainPID is herd.service's MainPID ("0" when it does not run).
+func mainPID(ctx context.Context, r Remote, node string) (string, error) {
+	res, err := r.Run(ctx, node, []string{"systemctl", "show", "-p", "MainPID", "--value", UnitName})
+	if err != nil {
+		return "", err
+	}
+	if res.ExitStatus != 0 {
+		return "", fmt.Errorf("bootstrap: %s: systemctl show %s: exit status %d: %s", node, UnitName, res.ExitStatus, strings.TrimSpace(string(res.Stderr)))
+	}
+	return strings.TrimSpace(string(res.Stdout)), nil
 }
 
 // leaderCommit is the leader's commit index now: from the leader's own
