@@ -301,14 +301,18 @@ func (o Options) removeBoard(ctx context.Context, st *State, sb StateBoard, say 
 		return rb, err
 	}
 	have := ParseModes(modes, root)
+	var shown []string
 	for _, p := range paths {
 		if _, ok := have[p]; ok {
 			rb.Removed = append(rb.Removed, p)
 			rm = append(rm, root+p)
+			if !slices.ContainsFunc(shown, func(d string) bool { return strings.HasPrefix(p, d+"/") }) {
+				shown = append(shown, p)
+			}
 		}
 	}
 	if len(rm) > 0 {
-		say("removing " + strings.Join(rb.Removed, ", "))
+		say("removing " + strings.Join(shown, ", "))
 		if err := runOK(ctx, r, node, append([]string{"rm", "-rf", "--"}, rm...)); err != nil {
 			return rb, err
 		}

@@ -34,13 +34,13 @@ import (
 func TestUpgrade(t *testing.T) {
 	converge(t)
 	ctx := testCtx(t, 4*time.Minute)
-	restoreLab(t)
 	oldVersion := boardVersion(t, ctx, fleet.Boards[0])
 	newVersion := oldVersion + "-upgrade-e2e"
 	bin := buildHerd(t, ctx, newVersion)
 
 	leader := waitLeader(t, ctx, viaExcept())
 	out := upgradeCmd(t, ctx, "--herd-binary", bin, "--dry-run")
+	t.Logf("dry run:\n%s", out)
 	order := regexp.MustCompile(`(?m)^(b\d+): \[\d+/\d+\]`).FindAllStringSubmatch(out, -1)
 	var got []string
 	for _, m := range order {
@@ -106,9 +106,23 @@ func TestUpgrade(t *testing.T) {
 	testRemoveWorker(t, ctx)
 }
 
-// testRemoveWorker removes b4 with bootstrap --remove.
+// testRemoveWorker removes b4 with bootstrap --remove, web scaled to one
+// pod a board first so that b4 runs one.
 func testRemoveWorker(t *testing.T, ctx context.Context) {
 	const gone = "b4"
+	w := Web
+	w.Replicas = len(fleet.Boards)
+	scaleTo(t, viaExcept(), w.Replicas)
+	if _, _, err := fleet.WaitConverged(ctx, viaExcept(), w); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := fleet.UnitPIDs(ctx, gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) == 0 {
+		t.Fatalf("%s runs no herd unit with web at %d", gone, w.Replicas)
+	}
 	t0 := time.Now()
 	out, err := fleet.Herdctl(ctx, "", "", "bootstrap", "-F", fleet.SSHConfig, "--state-dir", filepath.Join(fleet.Dir, "state"),
 		"--cluster", fleet.Cluster, "--remove", gone)
@@ -137,16 +151,16 @@ true`)
 		if n := s.Node(gone); n != nil && n.Status.Phase != api.NodeLeft {
 			return false, gone + " is " + string(n.Status.Phase)
 		}
-		units, err := fleet.FleetUnits(ctx, rest, Web.UnitPattern())
+		units, err := fleet.FleetUnits(ctx, rest, w.UnitPattern())
 		if err != nil {
 			return false, err.Error()
 		}
-		return Web.Converged(s, units, rest)
+		return w.Converged(s, units, rest)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("web back at %d on %v %.1fs after the removal began", Web.Replicas, rest, time.Since(t0).Seconds())
+	t.Logf("web back at %d on %v %.1fs after the removal of %s (which ran %v) began", w.Replicas, rest, time.Since(t0).Seconds(), gone, pods)
 	st, err := os.ReadFile(filepath.Join(fleet.Dir, "state", "boards.toml"))
 	if err != nil {
 		t.Fatal(err)
