@@ -9,4 +9,10 @@
 // cached per change, the placer's SSH witnesses kept for the node
 // controller, actions turned into store transactions), the executor
 // adapter and the loops that apply the plans.
+//
+// Stopping: SIGTERM/SIGINT leave gossip, hand over Raft leadership and
+// close the store; RestartSignal (SIGUSR1, sent by herdctl upgrade) does the
+// same without leaving gossip, for systemd to start the agent again, so the
+// cluster sees a short absence and not a board that left. `herd version -o
+// json` prints api.VersionInfo (the version and raftstore.StateFormat).
 package agent

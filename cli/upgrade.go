@@ -221,14 +221,14 @@ func orDash(s string) string {
 
 // upgradeFleet runs bootstrap.Upgrade for herdctl upgrade.
 func (a *app) upgradeFleet(ctx context.Context, f bootstrapFlags, o bootstrap.Options, sshCfg *bootstrap.SSHConfig, auth *bootstrap.Auth, say func(string, ...any)) error {
+	if f.gateTimeout <= 0 {
+		return usagef("--gate-timeout %v: must be > 0", f.gateTimeout)
+	}
 	fa, _, err := a.newFleetAPI(o, sshCfg, auth, say)
 	if err != nil {
 		return err
 	}
 	defer fa.Close()
-	if f.gateTimeout <= 0 {
-		return usagef("--gate-timeout %v: must be > 0", f.gateTimeout)
-	}
 	uo := bootstrap.UpgradeOptions{Status: fa.Status, BoardStatus: fa.BoardStatus, DryRun: f.dryRun, GateTimeout: f.gateTimeout}
 	start := time.Now()
 	if f.dryRun {
