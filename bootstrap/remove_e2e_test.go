@@ -93,7 +93,9 @@ func TestRemoveBoard(t *testing.T) {
 	}
 	calls := b2.systemctlCalls(t)
 	if !slices.ContainsFunc(calls, func(c []string) bool { return slices.Equal(c, []string{"disable", "--now", UnitName}) }) ||
-		!slices.ContainsFunc(calls, func(c []string) bool { return slices.Equal(c, append([]string{"disable", "--now", "--"}, wantUnits...)) }) {
+		!slices.ContainsFunc(calls, func(c []string) bool {
+			return slices.Equal(c, append([]string{"disable", "--now", "--"}, wantUnits...))
+		}) {
 		t.Errorf("systemctl calls %q: want herd.service and both units disabled --now", calls)
 	}
 	for _, p := range append(BoardPaths(), "/etc/systemd/system/herd-web-x2b4z.service", "/etc/herd/env/herd-web-x2b4z.env") {
