@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -269,8 +270,47 @@ func (a *app) removeBoards(ctx context.Context, f bootstrapFlags, o bootstrap.Op
 		say("warning: %v (--force: removing without the cluster)", err)
 	}
 	removed, err := bootstrap.Remove(ctx, o, bootstrap.RemoveOptions{Status: status, Force: f.force})
+	var servers []string
 	for _, r := range removed {
 		say("%s: herd removed (%d workload units stopped); dropped from %s", r.Board.Name, len(r.Units), o.StateDir)
+		if r.Board.Server {
+			servers = append(servers, r.Board.Target)
+		}
+	}
+	if len(servers) > 0 {
+		name := a.contextName
+		if name == "" {
+			name = o.Cluster
+		}
+		if cerr := a.dropContextHosts(name, servers); cerr != nil {
+			say("warning: context %q: %v", name, cerr)
+		}
 	}
 	return err
+}
+
+// dropContextHosts removes the hosts whose SSH target (host:port) is one
+// of targets from context name's ssh table: a removed server no longer
+// serves the API. A context without an ssh table is left alone.
+func (a *app) dropContextHosts(name string, targets []string) error {
+	cfg, path, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	c, ok := cfg.context(name)
+	if !ok || c.SSH == nil {
+		return nil
+	}
+	before := len(c.SSH.Hosts)
+	c.SSH.Hosts = slices.DeleteFunc(c.SSH.Hosts, func(h string) bool {
+		_, host, port, err := bootstrap.SplitTarget(h)
+		if port == 0 {
+			port = 22
+		}
+		return err == nil && slices.Contains(targets, bootstrap.Target{Host: host, Port: port}.Addr())
+	})
+	if len(c.SSH.Hosts) == before {
+		return nil
+	}
+	return saveConfig(path, cfg)
 }

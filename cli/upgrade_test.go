@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,5 +31,27 @@ func TestUpgradeAndRemoveUsage(t *testing.T) {
 		if !strings.Contains(errOut, "no cluster") {
 			t.Errorf("herdctl %s: stderr %q does not say there is no cluster", strings.Join(args, " "), errOut)
 		}
+	}
+}
+
+func TestDropContextHosts(t *testing.T) {
+	h := newHarness(t)
+	if code, _, errOut := h.run("config", "set-context", "lab", "--addr", "http://127.0.0.1:1"); code != 0 {
+		t.Fatal(errOut)
+	}
+	a := &app{env: env{getenv: func(k string) string { return h.env[k] }}}
+	if err := a.writeSSHContext("lab", sshConfig{User: "root", Hosts: []string{"10.0.0.1", "pi@10.0.0.2:2222", "10.0.0.3"}}, "/tok"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.dropContextHosts("lab", []string{"10.0.0.1:22", "10.0.0.2:2222"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := a.loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := cfg.context("lab")
+	if !ok || c.SSH == nil || !slices.Equal(c.SSH.Hosts, []string{"10.0.0.3"}) {
+		t.Errorf("context after dropping two servers: %+v", c)
 	}
 }
