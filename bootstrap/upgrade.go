@@ -25,10 +25,10 @@ const NewBinaryPath = BinaryPath + ".new"
 // the cluster sees a short absence, not a board that left.
 const RestartSignal = "SIGUSR1"
 
-// restartWait bounds waiting for an agent to exit on RestartSignal; an
-// agent older than it ignores the signal and is then killed (SIGKILL is as
-// safe for the state and the workloads: systemd restarts the agent).
-const restartWait = 10 * time.Second
+// DefaultRestartWait bounds waiting for an agent to exit on RestartSignal;
+// an agent older than it ignores the signal and is then killed (SIGKILL is
+// as safe for the state and the workloads: systemd restarts the agent).
+const DefaultRestartWait = 10 * time.Second
 
 // firstStateFormat is the state format of agents that do not report one
 // (raftstore.StateFormat 1 predates the field).
@@ -267,6 +267,9 @@ type UpgradeOptions struct {
 	// GateTimeout bounds waiting for one board to come back (default
 	// 2m); GateInterval is how often the gate looks (default 250ms).
 	GateTimeout, GateInterval time.Duration
+	// RestartWait bounds waiting for the agent to exit on RestartSignal
+	// before it is killed (default DefaultRestartWait).
+	RestartWait time.Duration
 }
 
 // UpgradeBoard is what Upgrade did with one board.
@@ -310,6 +313,9 @@ func Upgrade(ctx context.Context, o Options, uo UpgradeOptions) (*UpgradeResult,
 	}
 	if uo.GateInterval <= 0 {
 		uo.GateInterval = 250 * time.Millisecond
+	}
+	if uo.RestartWait <= 0 {
+		uo.RestartWait = DefaultRestartWait
 	}
 	progress := o.Progress
 	if progress == nil {
@@ -448,7 +454,7 @@ func (o Options) upgradeBoard(ctx context.Context, uo UpgradeOptions, st *State,
 		}
 	}
 	start := time.Now()
-	if err := restartAgent(ctx, r, node, say); err != nil {
+	if err := restartAgent(ctx, r, node, uo.RestartWait, say); err != nil {
 		return fail(err)
 	}
 	gctx, cancel := context.WithTimeout(ctx, uo.GateTimeout)
@@ -484,9 +490,9 @@ func (o Options) upgradeBoard(ctx context.Context, uo UpgradeOptions, st *State,
 // restartAgent restarts herd.service without the agent leaving the
 // cluster: RestartSignal to its main process, which exits for systemd to
 // start it again; SIGKILL if it is still the same process after
-// restartWait (an agent older than RestartSignal ignores it); a plain
-// restart when the service does not run.
-func restartAgent(ctx context.Context, r Remote, node string, say func(string)) error {
+// wait (an agent older than RestartSignal ignores it); a plain restart
+// when the service does not run.
+func restartAgent(ctx context.Context, r Remote, node string, wait time.Duration, say func(string)) error {
 	pid, err := mainPID(ctx, r, node)
 	if err != nil {
 		return err
@@ -500,7 +506,7 @@ func restartAgent(ctx context.Context, r Remote, node string, say func(string)) 
 		if err := runOK(ctx, r, node, []string{"systemctl", "kill", "--kill-whom=main", "-s", sig, UnitName}); err != nil {
 			return err
 		}
-		deadline := time.Now().Add(restartWait)
+		deadline := time.Now().Add(wait)
 		for time.Now().Before(deadline) {
 			now, err := mainPID(ctx, r, node)
 			if err != nil {
@@ -515,7 +521,7 @@ func restartAgent(ctx context.Context, r Remote, node string, say func(string)) 
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
-		say(fmt.Sprintf("the agent is still MainPID %s %v after %s (a herd older than %s ignores it)", pid, restartWait, sig, RestartSignal))
+		say(fmt.Sprintf("the agent is still MainPID %s %v after %s (a herd older than %s ignores it)", pid, wait, sig, RestartSignal))
 	}
 	return fmt.Errorf("bootstrap: %s: herd.service kept MainPID %s after %s and SIGKILL", node, pid, RestartSignal)
 }

@@ -1,13 +1,19 @@
 package bootstrap
 
 import (
+	"context"
 	"errors"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/units/sshexec"
 )
 
 func names(bs []StateBoard) []string {
@@ -147,6 +153,77 @@ func TestParseVersionOutput(t *testing.T) {
 		got, err := ParseVersionOutput([]byte(tt.out))
 		if (err != nil) != tt.err || got != tt.want {
 			t.Errorf("ParseVersionOutput(%q) = %+v, %v; want %+v, error %v", tt.out, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+// fakeAgentRemote plays systemd with one herd.service: MainPID changes
+// when the agent is sent a signal it obeys.
+type fakeAgentRemote struct {
+	pid    int
+	obeys  map[string]bool // signal → the agent exits on it
+	calls  [][]string
+	failOn string
+}
+
+func (f *fakeAgentRemote) Run(_ context.Context, _ string, argv []string) (sshexec.Result, error) {
+	f.calls = append(f.calls, argv)
+	switch {
+	case slices.Equal(argv, []string{"systemctl", "show", "-p", "MainPID", "--value", UnitName}):
+		return sshexec.Result{Stdout: []byte(strconv.Itoa(f.pid) + "\n")}, nil
+	case len(argv) == 6 && argv[1] == "kill" && argv[2] == "--kill-whom=main" && argv[3] == "-s" && argv[5] == UnitName:
+		if f.obeys[argv[4]] {
+			f.pid++
+		}
+		return sshexec.Result{}, nil
+	case slices.Equal(argv, []string{"systemctl", "restart", UnitName}):
+		f.pid = 100
+		return sshexec.Result{}, nil
+	}
+	return sshexec.Result{ExitStatus: 1, Stderr: []byte("unexpected")}, nil
+}
+
+func (f *fakeAgentRemote) PutFile(context.Context, string, string, []byte, os.FileMode, ...sshexec.PutFileOptions) error {
+	return errors.New("unexpected PutFile")
+}
+
+func (f *fakeAgentRemote) ReadFile(context.Context, string, string) ([]byte, error) {
+	return nil, errors.New("unexpected ReadFile")
+}
+
+func TestRestartAgent(t *testing.T) {
+	kills := func(f *fakeAgentRemote) []string {
+		var out []string
+		for _, c := range f.calls {
+			if len(c) > 4 && c[1] == "kill" {
+				out = append(out, c[4])
+			}
+			if len(c) > 1 && c[1] == "restart" {
+				out = append(out, "restart")
+			}
+		}
+		return out
+	}
+	ctx := context.Background()
+	say := func(msg string) { t.Log(msg) }
+	tests := []struct {
+		name string
+		f    *fakeAgentRemote
+		want []string
+		err  bool
+	}{
+		{"new agent", &fakeAgentRemote{pid: 7, obeys: map[string]bool{RestartSignal: true, "SIGKILL": true}}, []string{RestartSignal}, false},
+		{"old agent ignores SIGUSR1", &fakeAgentRemote{pid: 7, obeys: map[string]bool{"SIGKILL": true}}, []string{RestartSignal, "SIGKILL"}, false},
+		{"not running", &fakeAgentRemote{pid: 0}, []string{"restart"}, false},
+		{"stuck", &fakeAgentRemote{pid: 7, obeys: map[string]bool{}}, []string{RestartSignal, "SIGKILL"}, true},
+	}
+	for _, tt := range tests {
+		err := restartAgent(ctx, tt.f, "b1", 300*time.Millisecond, say)
+		if (err != nil) != tt.err {
+			t.Errorf("%s: err %v, want error %v", tt.name, err, tt.err)
+		}
+		if diff := cmp.Diff(tt.want, kills(tt.f)); diff != "" {
+			t.Errorf("%s: signals (-want +got):\n%s", tt.name, diff)
 		}
 	}
 }
