@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/herd-dev/herd/agent/httpapi"
@@ -27,6 +29,10 @@ var Version = "dev"
 
 // Agent is one running herd agent.
 type Agent struct {
+	// restarting is set by RestartSignal: Run then stops without leaving
+	// gossip.
+	restarting atomic.Bool
+
 	cfg    Config
 	log    *slog.Logger
 	keys   keys
@@ -261,8 +267,18 @@ func (a *Agent) meta(hasState bool) (gossip.Meta, error) {
 	return m, nil
 }
 
+// RestartSignal makes `herd agent` stop for a restart (systemd's
+// Restart=always starts it again, herdctl upgrade sends it): it hands over
+// Raft leadership and closes the store as on SIGTERM, but does not leave
+// gossip, so the cluster sees an agent that is briefly away (its board
+// Ready, its pods kept) rather than a board that left (its pods replaced,
+// a server taken out of Raft). bootstrap.RestartSignal names it for
+// systemctl kill.
+const RestartSignal = syscall.SIGUSR1
+
 // Run runs the agent until ctx ends, then stops it gracefully: it leaves
-// gossip, hands over Raft leadership when it holds it, and closes the store.
+// gossip (unless RestartSignal stopped it), hands over Raft leadership
+// when it holds it, and closes the store.
 func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting", "version", Version, "server", a.cfg.Server, "gossip", a.gossip.LocalMember().Address())
 	var wg sync.WaitGroup
@@ -303,10 +319,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 
 	<-ctx.Done()
-	a.log.Info("agent stopping")
 	cancel()
-	if err := a.gossip.Leave(2 * time.Second); err != nil {
-		a.log.Warn("gossip leave", "err", err)
+	if a.restarting.Load() {
+		a.log.Info("agent stopping for a restart: staying a gossip member")
+	} else {
+		a.log.Info("agent stopping")
+		if err := a.gossip.Leave(2 * time.Second); err != nil {
+			a.log.Warn("gossip leave", "err", err)
+		}
 	}
 	if a.store != nil && a.store.IsLeader() && a.otherVoters() {
 		if err := a.store.LeadershipTransfer(); err != nil {
@@ -392,7 +412,7 @@ const statusLeaderTimeout = 2 * time.Second
 // ctx (a frozen or cut-off leader that was deposed is not named, even by
 // itself); Leader is empty when none did.
 func (a *Agent) Status(ctx context.Context) api.ClusterStatus {
-	st := api.ClusterStatus{Node: a.cfg.Name, Version: Version}
+	st := api.ClusterStatus{Node: a.cfg.Name, Version: Version, StateFormat: raftstore.StateFormat}
 	for _, m := range a.gossip.Members() {
 		st.Members = append(st.Members, api.GossipMember{Name: m.Name, Addr: m.Address(), State: string(m.State), Server: m.Meta.Server})
 	}
@@ -405,6 +425,8 @@ func (a *Agent) Status(ctx context.Context) api.ClusterStatus {
 			a.log.Debug("status: no leader confirmed itself", "err", err)
 		}
 		st.Leader = leaderID
+		rs := a.store.Stats()
+		st.CommitIndex, st.AppliedIndex = rs.CommitIndex, rs.AppliedIndex
 		if servers, err := a.store.Configuration(); err == nil {
 			for _, s := range servers {
 				suf := "nonvoter"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/raftstore"
 	"github.com/herd-dev/herd/units/sshexec/boardfs"
 )
 
@@ -141,7 +144,22 @@ one to ` + devTokenHint + `, and removes it on exit.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return a.Run(ctx)
+			// RestartSignal: stop without leaving the cluster, for
+			// systemd to start the agent again (herdctl upgrade).
+			restart := make(chan os.Signal, 1)
+			signal.Notify(restart, RestartSignal)
+			defer signal.Stop(restart)
+			rctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				select {
+				case <-restart:
+					a.restarting.Store(true)
+					cancel()
+				case <-rctx.Done():
+				}
+			}()
+			return a.Run(rctx)
 		},
 	}
 	f := cmd.Flags()
@@ -245,13 +263,28 @@ func keygenCmd(stdout io.Writer) *cobra.Command {
 }
 
 func versionCmd(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the agent version",
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version [-o json]",
+		Short: "Print the agent version (-o json: with its state format)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintln(stdout, "herd", Version)
-			return err
+			switch output {
+			case "":
+				_, err := fmt.Fprintln(stdout, "herd", Version)
+				return err
+			case "json":
+				b, err := json.Marshal(api.VersionInfo{Version: Version, StateFormat: raftstore.StateFormat,
+					GoVersion: runtime.Version(), Arch: runtime.GOARCH})
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(stdout, "%s\n", b)
+				return err
+			}
+			return fmt.Errorf("herd version: -o %q: want json", output)
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json")
+	return cmd
 }

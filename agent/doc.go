@@ -13,4 +13,10 @@
 // uname and `systemctl --version` samples) and works out the addresses it
 // advertises (advertise.go: resolveAdvertise, the bind address or the
 // source address of the route to its join peers).
+//
+// Stopping: SIGTERM/SIGINT leave gossip, hand over Raft leadership and
+// close the store; RestartSignal (SIGUSR1, sent by herdctl upgrade) does the
+// same without leaving gossip, for systemd to start the agent again, so the
+// cluster sees a short absence and not a board that left. `herd version -o
+// json` prints api.VersionInfo (the version and raftstore.StateFormat).
 package agent

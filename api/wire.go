@@ -96,6 +96,15 @@ type ClusterStatus struct {
 	Servers []RaftServer   `json:"servers"`
 	Members []GossipMember `json:"members"`
 	Version string         `json:"version"`
+	// StateFormat is the answering agent's raftstore.StateFormat (0 from
+	// agents older than the field).
+	StateFormat int `json:"stateFormat,omitempty"`
+	// CommitIndex and AppliedIndex are the answering server's Raft commit
+	// and applied index (0 on a worker, and from older agents): herdctl
+	// upgrade waits for a restarted server to apply what the leader had
+	// committed.
+	CommitIndex  uint64 `json:"commitIndex,omitempty"`
+	AppliedIndex uint64 `json:"appliedIndex,omitempty"`
 }
 
 // RaftServer is a Raft server in ClusterStatus.
@@ -153,4 +162,14 @@ func ParseSince(s string, loc *time.Location) (ago time.Duration, at time.Time, 
 		return 0, t, true, nil
 	}
 	return 0, time.Time{}, false, fmt.Errorf("since %q: want a duration such as 10m or 1h30m, or a time such as 2025-06-01T10:00:00Z or \"2025-06-01 10:00:00\"", s)
+}
+
+// VersionInfo is what `herd version -o json` prints: the binary's version
+// and the raftstore.StateFormat it reads and writes. herdctl upgrade runs
+// a new binary on the board with it before installing it.
+type VersionInfo struct {
+	Version     string `json:"version"`
+	StateFormat int    `json:"stateFormat"`
+	GoVersion   string `json:"goVersion,omitempty"`
+	Arch        string `json:"arch,omitempty"`
 }

@@ -41,9 +41,24 @@
 //     (RenderAgentConfig, RenderUnit), which files differ (FilesToWrite),
 //     the phases' secrets (PhaseSecrets) and systemctl steps
 //     (ServiceSteps);
-//   - the thin shell applying them (Run) through a small Remote interface
-//     implemented by units/sshexec, and waiting for the cluster to form
-//     (WaitForCluster).
+//   - rolling upgrades (upgrade.go, Upgrade, herdctl upgrade): the boards
+//     one at a time in UpgradeOrder (workers, servers, the leader last);
+//     the new binary uploaded as NewBinaryPath and asked its version and
+//     state format on the board (herd version -o json), Decide (skip a
+//     board on the version, refuse a downgrade across a state format
+//     change), rename over BinaryPath, the agent restarted with
+//     RestartSignal (it stays a gossip member, so no pod moves), then Gate
+//     (the new version answering, alive in gossip, a leader, a server's
+//     applied index at the leader's commit index of the restart);
+//   - removing boards (remove.go, Remove, --remove): CheckRemoval (not the
+//     last server, not a voter whose leaving breaks the quorum, unless
+//     forced), the cluster key's authorized_keys line dropped, herd.service
+//     stopped (the agent leaves the cluster), the workload units
+//     (api.PodFromUnitName) and BoardPaths removed, the board dropped from
+//     the state once the cluster shows it Gone;
+//   - the thin shell applying them (Run, Upgrade, Remove) through a small
+//     Remote interface implemented by units/sshexec, and waiting for the
+//     cluster to form (WaitForCluster).
 //
 // Idempotence: every file is compared (sha256 and mode) before it is written
 // and systemd is only told to act when something changed or the service is

@@ -44,6 +44,12 @@ type bootstrapFlags struct {
 	parallel   int
 	noWait     bool
 	rotate     string
+	// remove and force: --remove BOARD... (bootstrap/remove.go).
+	remove, force bool
+	// upgrade, dryRun, gateTimeout: herdctl upgrade (cli/upgrade.go).
+	upgrade     bool
+	dryRun      bool
+	gateTimeout time.Duration
 }
 
 func (a *app) bootstrapCmd() *cobra.Command {
@@ -93,6 +99,15 @@ the old one dropped, each phase on every board before the next (the token
 is switched in one phase). A rotation stopped by an unreachable board goes
 on where it stopped when run again.
 
+--remove BOARD... takes herd off recorded boards (by node name or the
+argument they were bootstrapped with), one at a time: the cluster SSH key's
+authorized_keys line, herd.service (the agent leaves the cluster: a server
+leaves Raft, a worker's pods are replaced elsewhere), every herd-*.service
+unit, and herd's files, keys and state (/usr/local/bin/herd, /etc/herd,
+/var/lib/herd, herd.service); the board is dropped from the state folder.
+Removing the last server, or a server whose leaving breaks the quorum, is
+refused without --force.
+
 Boards are worked on in parallel; a board that fails is reported and the
 others go on (exit status 1). bootstrap then writes a context (--context,
 default the cluster name) that reaches the servers through SSH, makes it
@@ -101,7 +116,8 @@ to join, through that SSH tunnel.`,
 		Example: `  herdctl bootstrap root@10.0.0.2 root@10.0.0.3 root@10.0.0.4 root@10.0.0.5
   herdctl bootstrap --cluster attic --dist ./dist pi1 pi2 pi3      # ~/.ssh/config aliases
   herdctl bootstrap --cluster attic --add --label room=attic pi4
-  herdctl bootstrap --cluster attic --rotate server`,
+  herdctl bootstrap --cluster attic --rotate server
+  herdctl bootstrap --cluster attic --remove pi4`,
 		Args:              argsBetween(0, -1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -125,6 +141,8 @@ to join, through that SSH tunnel.`,
 	fl.IntVar(&f.parallel, "parallel", def.Parallel, "boards worked on at once")
 	fl.BoolVar(&f.noWait, "no-wait", false, "do not wait for the cluster to form")
 	fl.StringVar(&f.rotate, "rotate", "", "replace one key on every recorded board: "+strings.Join(bootstrap.RotateKeys, ", "))
+	fl.BoolVar(&f.remove, "remove", false, "take herd off the given recorded boards (units, agent, files, keys) and out of the cluster")
+	fl.BoolVar(&f.force, "force", false, "with --remove: remove the last server, or a server whose leaving breaks the quorum")
 	cmd.RegisterFlagCompletionFunc("name-from", cobra.FixedCompletions([]string{bootstrap.NameFromHostname, bootstrap.NameFromAlias}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -171,7 +189,13 @@ func (a *app) runBootstrap(cmd *cobra.Command, f bootstrapFlags, args []string) 
 		return usagef("--rotate works on every recorded board: give no boards")
 	case f.rotate != "" && (f.add || f.server):
 		return usagef("--rotate cannot be combined with --add or --server")
-	case f.rotate == "" && len(args) == 0:
+	case f.remove && (f.rotate != "" || f.add || f.server):
+		return usagef("--remove cannot be combined with --rotate, --add or --server")
+	case f.remove && len(args) == 0:
+		return usagef("herdctl bootstrap --remove: missing arguments: want the boards to remove")
+	case f.force && !f.remove:
+		return usagef("--force only applies with --remove")
+	case f.rotate == "" && len(args) == 0 && !f.upgrade:
 		return usagef("herdctl bootstrap: missing arguments: want [user@]host[:port]... (or --rotate KEY)")
 	case f.rotate != "" && !slices.Contains(bootstrap.RotateKeys, f.rotate):
 		return usagef("--rotate %q: want one of %s", f.rotate, strings.Join(bootstrap.RotateKeys, ", "))
@@ -250,8 +274,13 @@ func (a *app) runBootstrap(cmd *cobra.Command, f bootstrapFlags, args []string) 
 	o.Progress = func(board, msg string) { say("%s: %s", board, msg) }
 
 	ctx := cmd.Context()
-	if f.rotate != "" {
+	switch {
+	case f.rotate != "":
 		return a.rotateKey(ctx, f, o, sshCfg, auth, say)
+	case f.remove:
+		return a.removeBoards(ctx, f, o, sshCfg, auth, say)
+	case f.upgrade:
+		return a.upgradeFleet(ctx, f, o, sshCfg, auth, say)
 	}
 	res, err := bootstrap.Run(ctx, o)
 	if err != nil {

@@ -262,6 +262,7 @@ never taken from the command line.`,
 		a.configCmd(),
 		a.completionCmd(),
 		a.bootstrapCmd(),
+		a.upgradeCmd(),
 	)
 	return root
 }

@@ -92,6 +92,17 @@
 //
 // Run them alone with: go test -tags e2e -count=1 -run TestFaults -v ./e2e/
 //
+// TestUpgrade (e2e/upgrade_test.go) runs last: it leaves every agent on
+// another version and b4 without herd. It builds herd with another
+// agent.Version and runs `herdctl upgrade --herd-binary` over the converged
+// fleet (after a --dry-run whose order must be b4 first, the leader last):
+// every node and every board's binary then report the new version, every
+// herd unit kept its MainPID and NRestarts, the boards' systemd ran exactly
+// 3 web pods throughout (sampled), and a second run skips every board.
+// Then web is scaled to 4 (so b4 runs one) and `herdctl bootstrap --remove
+// b4` must leave nothing of herd on b4 (files, units, the cluster key's
+// line) while web comes back at 4 on b1-b3.
+//
 // Command chaostool (scripts/chaos) is the nemesis: N mixed fault cycles on
 // a lab of five boards with the same ground truth, scale writes during each
 // fault, and a report (docs/lab.md, "The nemesis").

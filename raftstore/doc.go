@@ -54,6 +54,12 @@
 // send them: an older leader rejects a forwarded write with an id as
 // invalid, and an older FSM would apply a resend again.
 //
+// StateFormat (fsm.go) versions the replicated state's encoding (the
+// snapshot and the log's commands); snapshots carry it and Restore refuses
+// a newer format with an error naming it. Agents report it (herd version
+// -o json, GET /v1/status) so that herdctl upgrade can refuse a downgrade
+// across a format change.
+//
 // The transaction rules live once, in the FSM (fsm.go): MemStore (mem.go)
 // runs that same FSM and watch hub in memory without Raft, for tests of
 // the API and its clients, and Preview computes what a transaction would

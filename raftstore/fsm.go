@@ -409,8 +409,15 @@ func cloneRaw(o api.RawObject) api.RawObject {
 	return o
 }
 
+// StateFormat is the version of the replicated state's encoding: the
+// snapshot (snapshotData) and the log's commands. An agent refuses to
+// restore a snapshot of another format, so a fleet must never go back to
+// a herd of a lower StateFormat once a higher one ran (herdctl upgrade
+// refuses such a downgrade); raise it with every incompatible change.
+const StateFormat = 1
+
 // snapshotFormat is the version of the persisted snapshot encoding.
-const snapshotFormat = 1
+const snapshotFormat = StateFormat
 
 // snapshotData is the persisted snapshot (Persist streams it object by
 // object).
@@ -507,8 +514,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := json.NewDecoder(bufio.NewReader(rc)).Decode(&data); err != nil {
 		return fmt.Errorf("raftstore: restore snapshot: decode: %w", err)
 	}
+	if data.Format > snapshotFormat {
+		return fmt.Errorf("raftstore: restore snapshot: state format %d is newer than this herd's %d: run a herd of state format %d or later", data.Format, snapshotFormat, data.Format)
+	}
 	if data.Format != snapshotFormat {
-		return fmt.Errorf("raftstore: restore snapshot: format %d, want %d", data.Format, snapshotFormat)
+		return fmt.Errorf("raftstore: restore snapshot: state format %d, want %d", data.Format, snapshotFormat)
 	}
 	kinds := make(map[api.Kind]map[string]*api.RawObject, len(api.Kinds))
 	for i, o := range data.Objects {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -497,5 +498,22 @@ func TestFSMDeterminism(t *testing.T) {
 	objs, _ := a.list("")
 	if len(objs) == 0 {
 		t.Fatal("random log left no objects; the test proves little")
+	}
+}
+
+func TestFSMSnapshotCarriesStateFormat(t *testing.T) {
+	f := newFSM(newHub(8, 8))
+	apply(t, f, 1, op(OpCreate, obj(api.KindPod, "a", 0, `{}`, "", nil)))
+	var data snapshotData
+	if err := json.Unmarshal(persist(t, f), &data); err != nil {
+		t.Fatal(err)
+	}
+	if data.Format != StateFormat {
+		t.Errorf("snapshot format %d, want StateFormat %d", data.Format, StateFormat)
+	}
+	newer := fmt.Sprintf(`{"format":%d,"index":1,"objects":[]}`, StateFormat+1)
+	err := newFSM(newHub(8, 8)).Restore(io.NopCloser(strings.NewReader(newer)))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("state format %d is newer", StateFormat+1)) {
+		t.Errorf("restore of a newer format: %v, want an error naming the format", err)
 	}
 }
