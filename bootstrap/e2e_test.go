@@ -73,6 +73,19 @@ printf '\n' >> "$d/useradd.log"
 for last; do :; done
 echo "$last:x:998:998:herd executor:/var/lib/herd-exec:/bin/sh" >> "$d/passwd"
 `
+	fakePkill = `#!/bin/sh
+d=$(dirname "$0")
+printf '%s\0' "$@" >> "$d/pkill.log"
+printf '\n' >> "$d/pkill.log"
+exit 1
+`
+	fakeUserdel = `#!/bin/sh
+d=$(dirname "$0")
+printf '%s\0' "$@" >> "$d/userdel.log"
+printf '\n' >> "$d/userdel.log"
+for last; do :; done
+grep -v "^$last:" "$d/passwd" > "$d/passwd.new"; mv "$d/passwd.new" "$d/passwd"
+`
 	fakeVisudo = `#!/bin/sh
 d=$(dirname "$0")
 printf '%s\0' "$@" >> "$d/visudo.log"
@@ -149,7 +162,7 @@ func (l *lab) addBoard(t *testing.T, name string, conf, known *bytes.Buffer) *la
 	t.Helper()
 	bin := t.TempDir()
 	writeFile(t, bin, "systemctl", []byte(fakeSystemctl), 0o755)
-	for name, script := range map[string]string{"sudo": fakeSudo, "id": fakeID, "getent": fakeGetent, "useradd": fakeUseradd, "visudo": fakeVisudo} {
+	for name, script := range map[string]string{"sudo": fakeSudo, "id": fakeID, "getent": fakeGetent, "useradd": fakeUseradd, "visudo": fakeVisudo, "pkill": fakePkill, "userdel": fakeUserdel} {
 		writeFile(t, bin, name, []byte(script), 0o755)
 	}
 	srv := sshdtest.StartWith(t, sshdtest.Options{SetEnv: []string{"PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}})

@@ -27,7 +27,7 @@ var ErrRemove = errors.New("bootstrap: remove")
 // socket's folder). Sorted; folders are removed with what they hold.
 func BoardPaths() []string {
 	files, _ := BoardFiles(BoardPlan{Role: Role{Server: true}}, Secrets{}, File{Path: BinaryPath})
-	out := []string{NewBinaryPath, ConfigDir, units.EnvDir, DataDir, path.Dir(APISocket)}
+	out := []string{NewBinaryPath, ConfigDir, units.EnvDir, DataDir, path.Dir(APISocket), ExecHome}
 	for _, f := range files {
 		out = append(out, f.Path)
 	}
@@ -250,21 +250,39 @@ func (o Options) removeBoard(ctx context.Context, st *State, sb StateBoard, say 
 	}
 	node, r, root := b.res.Label, b.remote, b.root
 
-	// The leader's access first, so that it cannot put units back.
-	cur, err := r.ReadFile(ctx, node, root+RootAuthKeysPath)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return rb, err
+	// The leader's access first, so that it cannot put units back: the
+	// cluster key's line in the executor account's authorized_keys and in
+	// root's (a board bootstrapped before the executor account).
+	managed, err := st.Secrets.PublicKeys()
+	if err != nil {
+		return rb, fmt.Errorf("%w: cluster ssh key: %v", ErrState, err)
 	}
-	if err == nil {
-		managed, err := st.Secrets.PublicKeys()
+	for _, p := range []string{ExecAuthKeysPath, RootAuthKeysPath} {
+		cur, err := r.ReadFile(ctx, node, root+p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
 		if err != nil {
-			return rb, fmt.Errorf("%w: cluster ssh key: %v", ErrState, err)
+			return rb, err
 		}
 		if out, changed := SetAuthorizedKeys(cur, sshKeyComment(o.Cluster), managed, nil); changed {
-			say("removing the cluster SSH key from " + RootAuthKeysPath)
-			if err := r.PutFile(ctx, node, root+RootAuthKeysPath, out, 0o600); err != nil {
+			say("removing the cluster SSH key from " + p)
+			if err := r.PutFile(ctx, node, root+p, out, 0o600); err != nil {
 				return rb, err
 			}
+		}
+	}
+
+	// Sessions the executor account still has (the leader's pooled
+	// connection) end now: the key is gone, and userdel below refuses an
+	// account in use.
+	hasAccount, err := hasExecAccount(ctx, r, node)
+	if err != nil {
+		return rb, err
+	}
+	if hasAccount {
+		if _, err := runTolerant(ctx, r, node, []string{"pkill", "-KILL", "-u", ExecUser}); err != nil {
+			return rb, err
 		}
 	}
 
@@ -317,12 +335,28 @@ func (o Options) removeBoard(ctx context.Context, st *State, sb StateBoard, say 
 			return rb, err
 		}
 	}
+	if hasAccount {
+		if err := runOK(ctx, r, node, []string{"userdel", "--", ExecUser}); err != nil {
+			return rb, err
+		}
+	}
 	if err := runOK(ctx, r, node, []string{"systemctl", "daemon-reload"}); err != nil {
 		return rb, err
 	}
 	// Forget failed units of the removed files; nothing to forget is fine.
 	r.Run(ctx, node, append([]string{"systemctl", "reset-failed", "--", UnitName}, rb.Units...))
 	return rb, nil
+}
+
+// hasExecAccount says whether the board has herd's executor account (the
+// one ensureAccount made; an account of that name with another home is not
+// herd's and is left alone).
+func hasExecAccount(ctx context.Context, r Remote, node string) (bool, error) {
+	res, err := r.Run(ctx, node, []string{"getent", "passwd", ExecUser})
+	if err != nil {
+		return false, err
+	}
+	return res.ExitStatus == 0 && CheckAccount(res.Stdout) == nil, nil
 }
 
 func prefixed(root string, paths []string) []string {

@@ -47,11 +47,10 @@ func TestRemoveBoard(t *testing.T) {
 	b2 := l.boards["b2"]
 	userKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(b2.srv.ClientSigner.PublicKey()))) + " me@laptop\n"
 	ak := filepath.Join(b2.root, "root/.ssh/authorized_keys")
-	cur, err := os.ReadFile(ak)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(filepath.Join(b2.root, ExecAuthKeysPath)); err != nil {
+		t.Fatalf("the executor account's authorized_keys after bootstrap: %v", err)
 	}
-	writeFile(t, b2.root, "root/.ssh/authorized_keys", append([]byte(userKey), cur...), 0o600)
+	writeFile(t, b2.root, "root/.ssh/authorized_keys", []byte(userKey), 0o600)
 	writeFile(t, b2.root, "etc/systemd/system/herd-web-x2b4z.service", []byte("[Service]\n"), 0o644)
 	writeFile(t, b2.root, "etc/herd/env/herd-web-x2b4z.env", []byte("A=b\n"), 0o600)
 	writeFile(t, b2.root, "usr/local/bin/herd.new", []byte("x"), 0o755)
@@ -109,6 +108,9 @@ func TestRemoveBoard(t *testing.T) {
 	}
 	if string(got) != userKey {
 		t.Errorf("authorized_keys after removal:\n%s\nwant only the user's line:\n%s", got, userKey)
+	}
+	if got := string(mustRead(t, filepath.Join(b2.bin, "userdel.log"))); got != "--\x00"+ExecUser+"\x00\n" {
+		t.Errorf("userdel calls %q, want one for %s", got, ExecUser)
 	}
 	st, _, err := LoadState(l.stateDir, "lab", false)
 	if err != nil {

@@ -21,11 +21,13 @@ func TestBoardPaths(t *testing.T) {
 		"/etc/herd/env",
 		"/etc/herd/gossip.key",
 		"/etc/herd/server.key",
+		"/etc/sudoers.d/herd",
 		"/etc/systemd/system/herd.service",
 		"/run/herd",
 		"/usr/local/bin/herd",
 		"/usr/local/bin/herd.new",
 		"/var/lib/herd",
+		"/var/lib/herd-exec",
 	}
 	if diff := cmp.Diff(want, BoardPaths()); diff != "" {
 		t.Errorf("BoardPaths (-want +got):\n%s", diff)
