@@ -229,7 +229,9 @@ board_power_off() {
   [[ ${RESET_NET:-1} == 1 && -d $(board_dir "$b") ]] && net_board_reset "$b"
   rm -f "$(board_dir "$b")/pid"
   [[ -d $(board_dir "$b") ]] && echo "--- $(date -Is) power pulled" >>"$(board_dir "$b")/console.log"
-  log "$b: power off in $(since "$t0") s (disk kept: $(board_dir "$b")/upper)"
+  local disk; disk=$(board_dir "$b")/upper
+  board_is_vm "$b" && disk=$(board_dir "$b")/disk.qcow2
+  log "$b: power off in $(since "$t0") s (disk kept: $disk)"
 }
 
 # stray_nspawns: PIDs of systemd-nspawn processes booting a lab board.
