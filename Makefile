@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X github.com/herd-dev/herd/agent.Version=$(VERSION) -X github.
 GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 TEST_TIMEOUT ?= 8m
 
-.PHONY: all build test unit lint deps demo demo-local bench clean
+.PHONY: all build test unit lint deps demo demo-local demo-pi bench clean
 
 all: build
 
@@ -44,6 +44,12 @@ bench:
 ## example applied, the power pulled on a board and back (needs root).
 demo: build
 	scripts/demo
+
+## demo-pi: 3 amd64 servers + 2 arm64 VM boards set up like Raspberry Pi OS
+## (needs root; first run builds the VM images): bootstrap as pi@, a
+## deployment and a daemon on the VMs, power pulled on a VM and back, fenced.
+demo-pi: build
+	scripts/demo-pi
 
 ## demo-local: 3 agents on 127.0.0.1-3, no boards: kill -9 the leader.
 demo-local: build

@@ -104,23 +104,33 @@ EOF
   echo "$2" >"$r/etc/herd-lab-arch"
 }
 
-# Which board gets which architecture: `up N --arm64 K` (or HERD_LAB_ARM64=K)
-# makes the last K of b1..bN arm64. A board's architecture is fixed when its
-# disk is made; asking for another one for an existing disk is an error
-# (scripts/lab down removes the disks). Without --arm64, existing boards keep
-# theirs and new ones get the host's.
+# Which board gets which architecture: `up N --vm J` (or HERD_LAB_VM=J)
+# makes the last J of b1..bN VM boards (arm64-vm, see vm.sh), and `--arm64
+# K` (or HERD_LAB_ARM64=K) the last K of the others arm64 nspawn boards. A
+# board's architecture is fixed when its disk is made; asking for another one
+# for an existing disk is an error (scripts/lab down removes the disks).
+# Without --arm64, existing boards that are not VMs keep theirs and new ones
+# get the host's.
 declare -A UP_ARCH=()
 
-# up_plan_arch N K: fill UP_ARCH for b1..bN; dies on a conflict with a disk.
+# board_has_disk bN: the board's disk exists (an nspawn upper dir or a VM's qcow2).
+board_has_disk() { [[ -d $(board_dir "$1")/upper || -f $(board_dir "$1")/disk.qcow2 ]]; }
+
+# up_plan_arch N K J: fill UP_ARCH for b1..bN (K arm64, J VM boards; K
+# empty: keep existing disks' architecture); dies on a conflict with a disk.
 up_plan_arch() {
-  local n=$1 k=$2 i b want have bad=()
+  local n=$1 k=$2 j=${3:-0} i b want have bad=()
   for ((i = 1; i <= n; i++)); do
-    b=b$i want=$ARCH
-    ((i > n - k)) && want=arm64
-    if [[ -d $(board_dir "$b")/upper ]]; then
-      have=$(board_arch "$b")
-      [[ $have == "$want" ]] || bad+=("$b is $have, not $want")
+    b=b$i want=$ARCH have=""
+    board_has_disk "$b" && have=$(board_arch "$b")
+    if ((i > n - j)); then
+      want=$VM_KIND
+    elif [[ -n $k ]]; then
+      ((i > n - j - k)) && want=arm64
+    elif [[ -n $have && $have != "$VM_KIND" ]]; then
+      want=$have
     fi
+    [[ -z $have || $have == "$want" ]] || bad+=("$b is $have, not $want")
     UP_ARCH[$b]=$want
   done
   ((${#bad[@]} == 0)) || die "up: boards keep the architecture of their disk: $(printf '%s; ' "${bad[@]}")scripts/lab down removes the disks"
@@ -136,14 +146,14 @@ board_set_arch() {
 }
 
 # boards_ensure_foreign_roots bN...: binfmt and the shared root of every
-# foreign architecture among these boards.
+# foreign architecture among these boards; the VM images for VM boards.
 boards_ensure_foreign_roots() {
   local b a seen=" "
   for b in "$@"; do
     a=$(planned_arch "$b")
     [[ $a == "$ARCH" || $seen == *" $a "* ]] && continue
     seen+="$a "
-    ensure_rootfs "$a"
+    if [[ $a == "$VM_KIND" ]]; then vm_ensure_images; else ensure_rootfs "$a"; fi
   done
 }
 

@@ -95,11 +95,14 @@ write_ssh_files() {
   } >"$cfg"
   for b in $(boards); do
     pub=$(board_dir "$b")/upper/etc/ssh/ssh_host_ed25519_key.pub
+    # a VM board: the key the lab made and lab-init writes onto its disk at
+    # every boot (the host cannot read the qcow2 disk without a mount)
+    board_is_vm "$b" && pub=$(board_dir "$b")/ssh/ssh_host_ed25519_key.pub
     [[ -f $pub ]] && echo "$b,$(board_ip "$b") $(cut -d' ' -f1,2 "$pub")" >>"$kh"
     cat >>"$cfg" <<EOF
 Host $b
   HostName $(board_ip "$b")
-  User root
+  User $(board_user "$b")
   IdentityFile $KEY
   IdentitiesOnly yes
   UserKnownHostsFile $KNOWN_HOSTS
@@ -120,6 +123,7 @@ EOF
 board_start() {
   local b=$1 d; d=$(board_dir "$1")
   [[ $(board_state "$b") == running ]] && return 0
+  if board_is_vm "$b"; then vm_start "$b"; return; fi
   board_cleanup "$b" # leftovers of a crash: cgroup folders, propagate dir
   mkdir -p "$d"
   net_board_up "$b"
@@ -140,9 +144,11 @@ board_start() {
 # logs in over ssh; prints the seconds it took after T0 (env), or fails with
 # the console's tail.
 board_wait() {
-  local b=$1 deadline=$2 timeout=${3:-$BOOT_TIMEOUT} ct=1
+  local b=$1 deadline=$2 timeout=${3:-$BOOT_TIMEOUT} ct=1 pause=0.1
   # under qemu-user sshd's fork + re-exec alone can take a second
   board_is_foreign "$b" && ct=3
+  # a VM board: tens of seconds of kernel and systemd under TCG first
+  board_is_vm "$b" && pause=0.5
   until ssh_board "$b" -o ConnectTimeout=$ct true 2>/dev/null; do
     if (($(date +%s) >= deadline)); then
       log "$b: ssh does not answer at $(board_ip "$b") after ${timeout}s; console ($(board_dir "$b")/console.log):"
@@ -154,7 +160,7 @@ board_wait() {
       tail -n 15 "$(board_dir "$b")/console.log" >&2
       return 1
     fi
-    sleep 0.1
+    sleep "$pause"
   done
 }
 
@@ -172,7 +178,7 @@ boards_boot() {
   done
   write_ssh_files
   deadline=$(($(date +%s) + BOOT_TIMEOUT))
-  local emu_deadline=$(($(date +%s) + EMU_BOOT_TIMEOUT))
+  local emu_deadline=$(($(date +%s) + EMU_BOOT_TIMEOUT)) vm_deadline=$(($(date +%s) + VM_BOOT_TIMEOUT))
   for b in "$@"; do
     if [[ -f $(board_dir "$b")/partition ]]; then
       log "$b is partitioned ($(cat "$(board_dir "$b")/partition")): not waiting for ssh (scripts/lab heal)"
@@ -180,7 +186,9 @@ boards_boot() {
     fi
     (
       exec 9>&-
-      if board_is_foreign "$b"; then
+      if board_is_vm "$b"; then
+        board_wait "$b" "$vm_deadline" "$VM_BOOT_TIMEOUT" || exit 1
+      elif board_is_foreign "$b"; then
         board_wait "$b" "$emu_deadline" "$EMU_BOOT_TIMEOUT" || exit 1
       else
         board_wait "$b" "$deadline" || exit 1
@@ -211,7 +219,8 @@ board_cleanup() {
 }
 
 # board_power_off bN: pull the plug. Link down first (silent, nothing is
-# sent), then SIGKILL to every process of the board at once; the disk stays.
+# sent), then SIGKILL to every process of the board at once (a VM board:
+# qemu, no shutdown); the disk stays.
 board_power_off() {
   local b=$1 t0; t0=$(now)
   net_link_down "$b"
@@ -221,7 +230,7 @@ board_power_off() {
   fi
   # a nspawn that escaped its cgroup (should not happen): by PID, if it is ours
   local pid; pid=$(cat "$(board_dir "$b")/pid" 2>/dev/null || true)
-  if [[ -n $pid ]] && grep -qaF -- "$(board_dir "$b")/root" "/proc/$pid/cmdline" 2>/dev/null; then
+  if [[ -n $pid ]] && grep -qaF -- "$(board_dir "$b")/" "/proc/$pid/cmdline" 2>/dev/null; then
     kill -9 "$pid" 2>/dev/null || true
   fi
   board_cleanup "$b"
@@ -230,7 +239,9 @@ board_power_off() {
   [[ ${RESET_NET:-1} == 1 && -d $(board_dir "$b") ]] && net_board_reset "$b"
   rm -f "$(board_dir "$b")/pid"
   [[ -d $(board_dir "$b") ]] && echo "--- $(date -Is) power pulled" >>"$(board_dir "$b")/console.log"
-  log "$b: power off in $(since "$t0") s (disk kept: $(board_dir "$b")/upper)"
+  local disk; disk=$(board_dir "$b")/upper
+  board_is_vm "$b" && disk=$(board_dir "$b")/disk.qcow2
+  log "$b: power off in $(since "$t0") s (disk kept: $disk)"
 }
 
 # stray_nspawns: PIDs of systemd-nspawn processes booting a lab board.

@@ -56,6 +56,7 @@ net_board_up() {
 # not wake up with the link (a FIN-WAIT socket would send its FIN to the
 # peers on the next boot). Netem settings are the link's: put back.
 net_board_reset() {
+  if board_is_vm "$1"; then vm_net_reset "$1"; return; fi
   nfq_stop_delayer "$1"
   net_board_del "$1"
   net_board_up "$1" down

@@ -68,7 +68,7 @@ st_nothing_left() {
   ! grep -qE " $LAB_DIR/| /run/netns/$NETNS_PREFIX" /proc/self/mountinfo &&
     ! ip netns list | grep -q "^$NETNS_PREFIX" &&
     ! ip -o link show | grep -qE ": ($BRIDGE|$VETH_PREFIX)" &&
-    [[ -z $(stray_nspawns) && -z $(netem_stray_delayers) ]] &&
+    [[ -z $(stray_nspawns) && -z $(netem_stray_delayers) && -z $(stray_qemus) ]] &&
     [[ -z $(ls -d /sys/fs/cgroup/*/"$CG_NAME" /sys/fs/cgroup/"$CG_NAME" /sys/fs/cgroup/"$CG_NAME".slice 2>/dev/null) ]] &&
     [[ ! -e $BOARDS_DIR ]]
 }
@@ -84,6 +84,9 @@ cmd_selftest() {
   t=$(now)
   cmd_up 3 >>"$ST_TMP/log" 2>&1 || { cat "$ST_TMP/log"; die "selftest: up failed"; }
   echo "time  up 3: $(since "$t") s"
+  for b in b1 b2; do
+    board_is_vm "$b" && die "selftest: $b is a VM board; the selftest needs nspawn boards b1 and b2 (VM boards are checked after them: scripts/lab up 4 --vm 1)"
+  done
   for b in b1 b2 b3; do
     st_check "$b: ssh as root, host key pinned (StrictHostKeyChecking yes)" ssh_board "$b" true
     st_check "$b: systemd is PID 1" st_pid1 "$b"
@@ -100,7 +103,7 @@ cmd_selftest() {
   st_check "b1 -> outside world unreachable (no route out of the lab)" st_not ssh_board b1 "ping -c1 -W1 192.0.2.1"
 
   echo "== a unit on b1"
-  ssh_board b1 "cat >/etc/systemd/system/$ST_UNIT <<EOF
+  ssh_board_root b1 "cat >/etc/systemd/system/$ST_UNIT <<EOF
 [Unit]
 Description=scripts/lab selftest web server
 [Service]
@@ -166,8 +169,10 @@ systemctl daemon-reload && systemctl enable --now $ST_UNIT" >/dev/null 2>&1 || s
   st_check "netem b1 survives kill + boot: RTT ${rtt:-?} ms in [48, 150]" st_between "${rtt:-0}" 48 150
   net_netem b1 clear 2>/dev/null
 
+  for b in $(boards); do board_is_vm "$b" && st_vm "$b"; done
+
   echo "== clean up"
-  ssh_board b1 "systemctl disable --now $ST_UNIT; rm -f /etc/systemd/system/$ST_UNIT; systemctl daemon-reload" >/dev/null 2>&1 ||
+  ssh_board_root b1 "systemctl disable --now $ST_UNIT; rm -f /etc/systemd/system/$ST_UNIT; systemctl daemon-reload" >/dev/null 2>&1 ||
     st_fail "remove $ST_UNIT from b1"
 
   if ((down)); then
@@ -188,3 +193,43 @@ systemctl daemon-reload && systemctl enable --now $ST_UNIT" >/dev/null 2>&1 || s
 # st_tcp_ns FROM TO: like st_tcp but run from the host inside FROM's netns
 # (the host cannot ssh into a board cut off with others).
 st_tcp_ns() { ip netns exec "$(board_netns "$1")" timeout 1 bash -c "exec 3<>/dev/tcp/$(board_ip "$2")/22" 2>/dev/null; }
+
+# st_vm bN: the promises of a VM board (docs/lab.md, "VM boards"), its
+# power pulled and back.
+st_vm() {
+  local b=$1 t mid ver
+  echo "== VM board $b"
+  st_check "$b: ssh as pi, host key pinned" ssh_board "$b" true
+  st_check "$b: root login refused" st_not ssh_board "$b" -o User=root -o ConnectTimeout=5 true
+  st_check "$b: sudo -n without a password" ssh_board "$b" sudo -n true
+  st_check "$b: sshd says permitrootlogin no" ssh_board_root "$b" "sshd -T | grep -qix 'permitrootlogin no'"
+  st_check "$b: systemd-detect-virt = qemu" st_out qemu ssh_board "$b" systemd-detect-virt
+  st_check "$b: uname -m = aarch64" st_out aarch64 ssh_board "$b" uname -m
+  ver=$(sed -n 's/^kernel //p' "$VM_CACHE/stamp")
+  st_check "$b: its own kernel, uname -r = $ver" st_out "$ver" ssh_board "$b" uname -r
+  st_check "$b: systemd is PID 1" st_pid1 "$b"
+  st_check "$b: is-system-running = running|degraded" st_running "$b"
+  st_check "$b: cgroup_disable=memory, no memory controller" ssh_board "$b" "grep -qw cgroup_disable=memory /proc/cmdline && ! grep -qw memory /sys/fs/cgroup/cgroup.controllers"
+  st_check "$b: address $(board_ip "$b") on eth0" st_addr "$b"
+  st_check "b1 -> $b ssh port (TCP)" st_tcp b1 "$b" 22
+  st_check "$b -> b1 ssh port (TCP)" st_tcp "$b" b1 22
+  mid=$(ssh_board "$b" cat /etc/machine-id)
+  ssh_board_root "$b" "echo lab-selftest >/var/lib/lab-selftest && sync" >/dev/null 2>&1 || st_fail "$b: write a file"
+  t=$(now)
+  cmd_kill "$b" >>"$ST_TMP/log" 2>&1
+  echo "time  kill $b: $(since "$t") s"
+  st_check "$b is off, no qemu left" st_vm_gone "$b"
+  st_check "$b: its tap is down" st_out down net_link_state "$b"
+  st_check "b1 cannot reach $b" st_not st_tcp b1 "$b" 22
+  t=$(now)
+  cmd_boot "$b" >>"$ST_TMP/log" 2>&1 || st_fail "boot $b"
+  echo "time  boot $b (to ssh): $(since "$t") s"
+  st_check "$b kept its machine-id" st_same_id "$b" "$mid"
+  st_check "$b kept a file synced before the power pull" st_out lab-selftest ssh_board "$b" cat /var/lib/lab-selftest
+  st_check "$b's journal kept the previous boot" st_prev_boot "$b"
+  ssh_board_root "$b" "rm -f /var/lib/lab-selftest" >/dev/null 2>&1 || true
+}
+
+# st_out WANT CMD...: CMD prints WANT (one line).
+st_out() { local w=$1; shift; [[ $("$@" 2>/dev/null) == "$w" ]]; }
+st_vm_gone() { st_off "$1" && [[ -z $(cg_pids "$1") && -z $(stray_qemus "$1") ]]; }
