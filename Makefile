@@ -55,12 +55,13 @@ demo-pi: build
 demo-local: build
 	scripts/demo-local
 
-## e2e: the end-to-end suite on a lab of 4 boards (needs root; ~5 min):
+## e2e: the end-to-end suite on a lab of 4 boards and an arm64 VM board
+## (needs root; ~10 min, +8 min once to build the VM images):
 ## power pulls, partition, kill -9, packet loss. The lab is taken down at
 ## the end, pass or fail. See e2e/doc.go.
 .PHONY: e2e
 e2e: build
-	scripts/lab deps
+	scripts/lab deps --vm
 	$(GO) test -tags e2e -count=1 -timeout 40m -v ./e2e/; rc=$$?; scripts/lab down >/dev/null 2>&1; exit $$rc
 
 ## chaos: the nemesis on a lab of 5 boards (needs root; ~20 s a cycle):

@@ -92,7 +92,7 @@
 //
 // Run them alone with: go test -tags e2e -count=1 -run TestFaults -v ./e2e/
 //
-// TestUpgrade (e2e/upgrade_test.go) runs last: it leaves every agent on
+// TestUpgrade (e2e/upgrade_test.go) runs next to last: it leaves every agent on
 // another version and b4 without herd. It builds herd with another
 // agent.Version and runs `herdctl upgrade --herd-binary` over the converged
 // fleet (after a --dry-run whose order must be b4 first, the leader last):
@@ -102,6 +102,21 @@
 // Then web is scaled to 4 (so b4 runs one) and `herdctl bootstrap --remove
 // b4` must leave nothing of herd on b4 (files, units, the cluster key's
 // line) while web comes back at 4 on b1-b3.
+//
+// TestVMBoard (e2e/vm_test.go) runs last, on what TestUpgrade left:
+// `scripts/lab up 5 --vm 1` powers on b5, a full-system arm64 VM under
+// qemu-system-aarch64 set up like stock Raspberry Pi OS Lite (pi with
+// passwordless sudo, root login refused, cgroup_disable=memory). It checks
+// systemd-detect-virt = qemu and uname -m = aarch64 there, bootstraps it
+// with `herdctl bootstrap --add --dist` as pi@b5 (herd for amd64 and arm64
+// built by the test), expects the node to be arm64 and to warn
+// no-memory-limits, places one pod of a four-replica deployment on it,
+// pulls its power (the pod comes back on b1-b3), powers it on (Ready means
+// fenced: none of its stale units left; exactly 4 units on the boards),
+// runs an arm64-only daemon there and rolls `herdctl upgrade --dist` over
+// b1-b3 and the VM with no unit restarted. HERD_E2E_VM=0 skips it. A cold
+// machine first builds the arm64 root and the VM images (≈8 min, cached in
+// /var/cache/herd-lab; docs/lab.md "VM boards").
 //
 // Command chaostool (scripts/chaos) is the nemesis: N mixed fault cycles on
 // a lab of five boards with the same ground truth, scale writes during each
