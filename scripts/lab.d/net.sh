@@ -3,6 +3,8 @@
 #   host namespace:  bridge herdlab0 ($HOST_IP/24), one veth end herdlab-bN per board
 #   netns herd-bN:   lo, eth0 = $NET.(10+N)/24, default route "dev eth0" (on-link,
 #                    no gateway: the host does not route, nothing leaves the bridge)
+#   VM board bN:     no netns; a tap device herdlab-bN on the bridge, the guest's
+#                    eth0 configured the same way by its initramfs (vm.sh)
 #
 # Faults: a pulled plug or a cut cable is the host end going down (the board's
 # eth0 loses carrier, packets vanish silently); a partition group is a set of
