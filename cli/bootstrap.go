@@ -447,7 +447,7 @@ func (a *app) waitBootstrapped(ctx context.Context, res *bootstrap.Result, o boo
 		tg := b.Target
 		if !ok || b.Err != nil {
 			var err error
-			if tg, err = sshCfg.Resolve(s.User + "@" + s.Target); err != nil {
+			if tg, err = sshCfg.Resolve(s.BoardArg()); err != nil {
 				problems = append(problems, err.Error())
 				continue
 			}
