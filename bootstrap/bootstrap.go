@@ -190,33 +190,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if progress == nil {
 		progress = func(string, string) {}
 	}
-	targets := make([]Target, len(o.Boards))
-	for i, arg := range o.Boards {
-		t, err := o.SSHConfig.Resolve(arg)
-		if err != nil {
-			return nil, err
-		}
-		targets[i] = t
-	}
-	st, _, err := LoadState(o.StateDir, o.Cluster, false)
-	if errors.Is(err, ErrNoCluster) && !o.Add {
-		st, err = &State{Dir: o.StateDir, Cluster: o.Cluster}, nil
-	}
+	targets, st, err := o.runTargets()
 	if err != nil {
 		return nil, err
-	}
-	if o.Add && o.AddServers {
-		// A new server changes every board's from= list: visit them all.
-		for _, b := range st.Boards {
-			if slices.ContainsFunc(targets, func(t Target) bool { return t.Addr() == b.Target }) {
-				continue
-			}
-			t, err := o.SSHConfig.Resolve(b.BoardArg())
-			if err != nil {
-				return nil, err
-			}
-			targets = append(targets, t)
-		}
 	}
 	roles, err := Roles(RolesInput{Targets: targets, State: st, Servers: o.Servers, Add: o.Add, AddServers: o.AddServers})
 	if err != nil {
@@ -246,7 +222,63 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}()
 
-	// Phase 1: connect and look at every board.
+	// Phase 1: connect and look at every board, and plan from what was found.
+	plans := o.probeAndPlan(ctx, boards, targets, roles, st, progress)
+	// Phase 2: install.
+	o.installAll(ctx, boards, plans, st, progress)
+
+	for i, b := range boards {
+		if b.res.Err != nil {
+			continue
+		}
+		st.Record(StateBoard{Name: plans[i].Name, Target: targets[i].Addr(), User: targets[i].User, Arg: targets[i].Arg,
+			Address: b.probe.Address, Server: roles[i].Server, BootstrapExpect: roles[i].BootstrapExpect})
+	}
+	if err := st.Save(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// runTargets resolves the boards of o and reads the state folder (an
+// empty state for a new cluster); when adding servers it adds every
+// recorded board, whose from= list changes.
+func (o Options) runTargets() ([]Target, *State, error) {
+	targets := make([]Target, len(o.Boards))
+	for i, arg := range o.Boards {
+		t, err := o.SSHConfig.Resolve(arg)
+		if err != nil {
+			return nil, nil, err
+		}
+		targets[i] = t
+	}
+	st, _, err := LoadState(o.StateDir, o.Cluster, false)
+	if errors.Is(err, ErrNoCluster) && !o.Add {
+		st, err = &State{Dir: o.StateDir, Cluster: o.Cluster}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.Add && o.AddServers {
+		// A new server changes every board's from= list: visit them all.
+		for _, b := range st.Boards {
+			if slices.ContainsFunc(targets, func(t Target) bool { return t.Addr() == b.Target }) {
+				continue
+			}
+			t, err := o.SSHConfig.Resolve(b.BoardArg())
+			if err != nil {
+				return nil, nil, err
+			}
+			targets = append(targets, t)
+		}
+	}
+	return targets, st, nil
+}
+
+// probeAndPlan connects to and looks at every board, then plans names,
+// roles and configurations from what was found; a board that fails either
+// step has its error set.
+func (o Options) probeAndPlan(ctx context.Context, boards []*board, targets []Target, roles []Role, st *State, progress func(string, string)) []BoardPlan {
 	forEach(ctx, o.Parallel, boards, func(b *board) {
 		b.res.Err = o.probe(ctx, b, func(msg string) { progress(b.res.Label, msg) })
 		if b.res.Err != nil {
@@ -254,7 +286,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	})
 
-	// Plan names, roles and configurations from what was found.
 	probes := make([]*Probe, len(boards))
 	for i, b := range boards {
 		if ip := o.Advertise[targets[i].Arg]; ip != "" && b.probe != nil {
@@ -273,8 +304,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			b.res.Name, b.res.Server, b.res.Address = plans[i].Name, plans[i].Role.Server, probes[i].Address
 		}
 	}
+	return plans
+}
 
-	// Phase 2: install.
+// installAll installs the boards that have not failed, in parallel.
+func (o Options) installAll(ctx context.Context, boards []*board, plans []BoardPlan, st *State, progress func(string, string)) {
 	bins := &binaryCache{files: map[string]binaryEntry{}}
 	var live []*board
 	for i, b := range boards {
@@ -291,18 +325,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			say("failed: " + b.res.Err.Error())
 		}
 	})
-
-	for i, b := range boards {
-		if b.res.Err != nil {
-			continue
-		}
-		st.Record(StateBoard{Name: plans[i].Name, Target: targets[i].Addr(), User: targets[i].User, Arg: targets[i].Arg,
-			Address: b.probe.Address, Server: roles[i].Server, BootstrapExpect: roles[i].BootstrapExpect})
-	}
-	if err := st.Save(); err != nil {
-		return res, err
-	}
-	return res, nil
 }
 
 // ServerAddresses are the addresses the cluster SSH key may be used from
