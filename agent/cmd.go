@@ -101,65 +101,7 @@ Every API listener needs a token. Without api_token_file the agent uses
 one to ` + devTokenHint + `, and removes it on exit.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var cfg Config
-			var key []byte
-			if dev {
-				dir, err := os.MkdirTemp("", "herd-dev-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(dir)
-				cfg = DevConfig(dir)
-				key = make([]byte, 32)
-				if _, err := rand.Read(key); err != nil {
-					return err
-				}
-			} else {
-				cfg = DefaultConfig()
-				if configFile != "" {
-					if err := LoadConfigFile(&cfg, configFile); err != nil {
-						return err
-					}
-				}
-			}
-			applyFlags(cmd, &cfg, &fc)
-			if err := cfg.Validate(); err != nil {
-				return usageError{err}
-			}
-			if dev && cfg.APITokenFile == "" {
-				path, remove, err := writeDevToken(os.Getenv)
-				if err != nil {
-					return err
-				}
-				defer remove()
-				cfg.APITokenFile = path
-			}
-			logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
-			a, err := New(cfg, Options{ClusterKey: key, Logger: logger})
-			if err != nil {
-				return err
-			}
-			if dev {
-				logger.Info("dev agent ready", "api", a.APIAddrs(), "dataDir", cfg.DataDir, "tokenFile", a.APITokenFile(), "hint", "herdctl apply -f examples/web.toml")
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			// RestartSignal: stop without leaving the cluster, for
-			// systemd to start the agent again (herdctl upgrade).
-			restart := make(chan os.Signal, 1)
-			signal.Notify(restart, RestartSignal)
-			defer signal.Stop(restart)
-			rctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			go func() {
-				select {
-				case <-restart:
-					a.restarting.Store(true)
-					cancel()
-				case <-rctx.Done():
-				}
-			}()
-			return a.Run(rctx)
+			return runAgent(cmd, stderr, configFile, dev, &fc)
 		},
 	}
 	f := cmd.Flags()
@@ -187,6 +129,71 @@ one to ` + devTokenHint + `, and removes it on exit.`,
 	f.StringVar(&fc.SSHKeyFile, "ssh-key-file", fc.SSHKeyFile, "cluster SSH private key the leader uses")
 	f.StringVar(&fc.LogLevel, "log-level", fc.LogLevel, "debug, info, warn or error")
 	return cmd
+}
+
+// runAgent runs herd agent: the configuration from -dev or configFile
+// and the flags set (fc), then the agent until SIGINT or SIGTERM (leaving
+// the cluster) or RestartSignal (staying in it).
+func runAgent(cmd *cobra.Command, stderr io.Writer, configFile string, dev bool, fc *Config) error {
+	var cfg Config
+	var key []byte
+	if dev {
+		dir, err := os.MkdirTemp("", "herd-dev-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg = DevConfig(dir)
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return err
+		}
+	} else {
+		cfg = DefaultConfig()
+		if configFile != "" {
+			if err := LoadConfigFile(&cfg, configFile); err != nil {
+				return err
+			}
+		}
+	}
+	applyFlags(cmd, &cfg, fc)
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	if dev && cfg.APITokenFile == "" {
+		path, remove, err := writeDevToken(os.Getenv)
+		if err != nil {
+			return err
+		}
+		defer remove()
+		cfg.APITokenFile = path
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
+	a, err := New(cfg, Options{ClusterKey: key, Logger: logger})
+	if err != nil {
+		return err
+	}
+	if dev {
+		logger.Info("dev agent ready", "api", a.APIAddrs(), "dataDir", cfg.DataDir, "tokenFile", a.APITokenFile(), "hint", "herdctl apply -f examples/web.toml")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// RestartSignal: stop without leaving the cluster, for
+	// systemd to start the agent again (herdctl upgrade).
+	restart := make(chan os.Signal, 1)
+	signal.Notify(restart, RestartSignal)
+	defer signal.Stop(restart)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-restart:
+			a.restarting.Store(true)
+			cancel()
+		case <-rctx.Done():
+		}
+	}()
+	return a.Run(rctx)
 }
 
 // applyFlags copies the flags the user set over cfg.

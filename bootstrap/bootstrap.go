@@ -190,33 +190,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if progress == nil {
 		progress = func(string, string) {}
 	}
-	targets := make([]Target, len(o.Boards))
-	for i, arg := range o.Boards {
-		t, err := o.SSHConfig.Resolve(arg)
-		if err != nil {
-			return nil, err
-		}
-		targets[i] = t
-	}
-	st, _, err := LoadState(o.StateDir, o.Cluster, false)
-	if errors.Is(err, ErrNoCluster) && !o.Add {
-		st, err = &State{Dir: o.StateDir, Cluster: o.Cluster}, nil
-	}
+	targets, st, err := o.runTargets()
 	if err != nil {
 		return nil, err
-	}
-	if o.Add && o.AddServers {
-		// A new server changes every board's from= list: visit them all.
-		for _, b := range st.Boards {
-			if slices.ContainsFunc(targets, func(t Target) bool { return t.Addr() == b.Target }) {
-				continue
-			}
-			t, err := o.SSHConfig.Resolve(b.BoardArg())
-			if err != nil {
-				return nil, err
-			}
-			targets = append(targets, t)
-		}
 	}
 	roles, err := Roles(RolesInput{Targets: targets, State: st, Servers: o.Servers, Add: o.Add, AddServers: o.AddServers})
 	if err != nil {
@@ -246,7 +222,63 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}()
 
-	// Phase 1: connect and look at every board.
+	// Phase 1: connect and look at every board, and plan from what was found.
+	plans := o.probeAndPlan(ctx, boards, targets, roles, st, progress)
+	// Phase 2: install.
+	o.installAll(ctx, boards, plans, st, progress)
+
+	for i, b := range boards {
+		if b.res.Err != nil {
+			continue
+		}
+		st.Record(StateBoard{Name: plans[i].Name, Target: targets[i].Addr(), User: targets[i].User, Arg: targets[i].Arg,
+			Address: b.probe.Address, Server: roles[i].Server, BootstrapExpect: roles[i].BootstrapExpect})
+	}
+	if err := st.Save(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// runTargets resolves the boards of o and reads the state folder (an
+// empty state for a new cluster); when adding servers it adds every
+// recorded board, whose from= list changes.
+func (o Options) runTargets() ([]Target, *State, error) {
+	targets := make([]Target, len(o.Boards))
+	for i, arg := range o.Boards {
+		t, err := o.SSHConfig.Resolve(arg)
+		if err != nil {
+			return nil, nil, err
+		}
+		targets[i] = t
+	}
+	st, _, err := LoadState(o.StateDir, o.Cluster, false)
+	if errors.Is(err, ErrNoCluster) && !o.Add {
+		st, err = &State{Dir: o.StateDir, Cluster: o.Cluster}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.Add && o.AddServers {
+		// A new server changes every board's from= list: visit them all.
+		for _, b := range st.Boards {
+			if slices.ContainsFunc(targets, func(t Target) bool { return t.Addr() == b.Target }) {
+				continue
+			}
+			t, err := o.SSHConfig.Resolve(b.BoardArg())
+			if err != nil {
+				return nil, nil, err
+			}
+			targets = append(targets, t)
+		}
+	}
+	return targets, st, nil
+}
+
+// probeAndPlan connects to and looks at every board, then plans names,
+// roles and configurations from what was found; a board that fails either
+// step has its error set.
+func (o Options) probeAndPlan(ctx context.Context, boards []*board, targets []Target, roles []Role, st *State, progress func(string, string)) []BoardPlan {
 	forEach(ctx, o.Parallel, boards, func(b *board) {
 		b.res.Err = o.probe(ctx, b, func(msg string) { progress(b.res.Label, msg) })
 		if b.res.Err != nil {
@@ -254,7 +286,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	})
 
-	// Plan names, roles and configurations from what was found.
 	probes := make([]*Probe, len(boards))
 	for i, b := range boards {
 		if ip := o.Advertise[targets[i].Arg]; ip != "" && b.probe != nil {
@@ -273,8 +304,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			b.res.Name, b.res.Server, b.res.Address = plans[i].Name, plans[i].Role.Server, probes[i].Address
 		}
 	}
+	return plans
+}
 
-	// Phase 2: install.
+// installAll installs the boards that have not failed, in parallel.
+func (o Options) installAll(ctx context.Context, boards []*board, plans []BoardPlan, st *State, progress func(string, string)) {
 	bins := &binaryCache{files: map[string]binaryEntry{}}
 	var live []*board
 	for i, b := range boards {
@@ -291,18 +325,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			say("failed: " + b.res.Err.Error())
 		}
 	})
-
-	for i, b := range boards {
-		if b.res.Err != nil {
-			continue
-		}
-		st.Record(StateBoard{Name: plans[i].Name, Target: targets[i].Addr(), User: targets[i].User, Arg: targets[i].Arg,
-			Address: b.probe.Address, Server: roles[i].Server, BootstrapExpect: roles[i].BootstrapExpect})
-	}
-	if err := st.Save(); err != nil {
-		return res, err
-	}
-	return res, nil
 }
 
 // ServerAddresses are the addresses the cluster SSH key may be used from
@@ -588,8 +610,6 @@ func (c *binaryCache) get(bins Binaries, arch string) (File, error) {
 // install brings one board up to date: files, stale secrets,
 // authorized_keys, systemd.
 func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets, from []string, bins *binaryCache, say func(string)) error {
-	node := b.res.Label
-	r := b.remote
 	bin, err := bins.get(o.Binaries, b.probe.Arch)
 	if err != nil {
 		return err
@@ -599,6 +619,42 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 		return err
 	}
 	stale := StalePaths(p.Role)
+	have, modeMap, err := b.observeFiles(ctx, want, stale)
+	if err != nil {
+		return err
+	}
+	unitChanged, filesChanged, err := b.writeFiles(ctx, FilesToWrite(want, have), say)
+	if err != nil {
+		return err
+	}
+	if err := b.removeStale(ctx, stale, modeMap, say); err != nil {
+		return err
+	}
+	if err := o.authorizeClusterKey(ctx, b, sec, from, modeMap, say); err != nil {
+		return err
+	}
+	steps, err := b.runServiceSteps(ctx, unitChanged, filesChanged, say)
+	if err != nil {
+		return err
+	}
+	role := "worker"
+	if p.Role.Server {
+		role = "server"
+	}
+	if len(b.res.Written) == 0 && len(b.res.Removed) == 0 && len(steps) == 0 && !b.res.CreatedAccount {
+		say(fmt.Sprintf("ok: %s %s, nothing changed", role, p.Name))
+	} else {
+		say(fmt.Sprintf("ok: %s %s, %d files written, %d systemctl steps", role, p.Name, len(b.res.Written), len(steps)))
+	}
+	return nil
+}
+
+// observeFiles reads what the board holds of the wanted files, the
+// authorized_keys files and the stale secrets, in two round trips: the
+// wanted files' sums and modes (have), and every path's mode (modes,
+// keyed by path without the board's root).
+func (b *board) observeFiles(ctx context.Context, want []File, stale []string) (have map[string]Observed, modes map[string]os.FileMode, err error) {
+	node := b.res.Label
 	paths := make([]string, 0, len(want)+len(stale)+1)
 	for _, f := range want {
 		paths = append(paths, b.root+f.Path)
@@ -607,24 +663,26 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 	for _, s := range stale {
 		paths = append(paths, b.root+s)
 	}
-
-	// What is there: two round trips for every file.
-	sums, err := runTolerant(ctx, r, node, append([]string{"sha256sum"}, paths[:len(want)]...))
+	sums, err := runTolerant(ctx, b.remote, node, append([]string{"sha256sum"}, paths[:len(want)]...))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	modes, err := runTolerant(ctx, r, node, append([]string{"stat", "-c", "%a %n"}, paths...))
+	modeOut, err := runTolerant(ctx, b.remote, node, append([]string{"stat", "-c", "%a %n"}, paths...))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	sumMap, modeMap := ParseSums(sums, b.root), ParseModes(modes, b.root)
-	have := map[string]Observed{}
+	sumMap, modeMap := ParseSums(sums, b.root), ParseModes(modeOut, b.root)
+	have = map[string]Observed{}
 	for pth, s := range sumMap {
 		have[pth] = Observed{Sum: s, Mode: modeMap[pth]}
 	}
+	return have, modeMap, nil
+}
 
-	changes := FilesToWrite(want, have)
-	unitChanged, filesChanged := false, false
+// writeFiles writes the changed files, the sudoers drop-in through
+// putSudoers, and says whether the unit file or any file changed.
+func (b *board) writeFiles(ctx context.Context, changes []Change, say func(string)) (unitChanged, filesChanged bool, err error) {
+	node := b.res.Label
 	for _, c := range changes {
 		switch c.File.Path {
 		case BinaryPath:
@@ -633,12 +691,12 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 			say(fmt.Sprintf("writing %s (%s)", c.File.Path, c.Reason))
 		}
 		if c.File.Path == SudoersPath {
-			err = putSudoers(ctx, r, node, b.root, c.File)
+			err = putSudoers(ctx, b.remote, node, b.root, c.File)
 		} else {
-			err = r.PutFile(ctx, node, b.root+c.File.Path, c.File.Content, c.File.Mode, sshexec.PutFileOptions{MkdirAll: true})
+			err = b.remote.PutFile(ctx, node, b.root+c.File.Path, c.File.Content, c.File.Mode, sshexec.PutFileOptions{MkdirAll: true})
 		}
 		if err != nil {
-			return err
+			return false, false, err
 		}
 		b.res.Written = append(b.res.Written, c.File.Path)
 		filesChanged = true
@@ -649,29 +707,42 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 	if len(changes) == 0 {
 		say("herd binary and configuration up to date")
 	}
+	return unitChanged, filesChanged, nil
+}
 
-	// Secrets this board must not hold (a worker never keeps a server's
-	// keys; nobody keeps the old single cluster key).
+// removeStale removes the secrets this board must not hold (a worker never
+// keeps a server's keys; nobody keeps the old single cluster key) among
+// those present in modes.
+func (b *board) removeStale(ctx context.Context, stale []string, modes map[string]os.FileMode, say func(string)) error {
+	node := b.res.Label
 	var remove []string
 	for _, s := range stale {
-		if _, ok := modeMap[s]; ok {
+		if _, ok := modes[s]; ok {
 			remove = append(remove, b.root+s)
 			b.res.Removed = append(b.res.Removed, s)
 		}
 	}
-	if len(remove) > 0 {
-		say("removing " + strings.Join(b.res.Removed, ", "))
-		res, err := r.Run(ctx, node, append([]string{"rm", "-f", "--"}, remove...))
-		if err != nil {
-			return err
-		}
-		if res.ExitStatus != 0 {
-			return fmt.Errorf("bootstrap: %s: rm: %s", node, strings.TrimSpace(string(res.Stderr)))
-		}
+	if len(remove) == 0 {
+		return nil
 	}
+	say("removing " + strings.Join(b.res.Removed, ", "))
+	res, err := b.remote.Run(ctx, node, append([]string{"rm", "-f", "--"}, remove...))
+	if err != nil {
+		return err
+	}
+	if res.ExitStatus != 0 {
+		return fmt.Errorf("bootstrap: %s: rm: %s", node, strings.TrimSpace(string(res.Stderr)))
+	}
+	return nil
+}
 
-	// The executor account, and the cluster SSH keys authorised for it,
-	// restricted: from the servers only, through herd ssh-gate.
+// authorizeClusterKey makes sure of the executor account, and of the
+// cluster SSH keys authorised for it, restricted: from the servers only,
+// through herd ssh-gate; and takes the cluster key out of root's
+// authorized_keys, where older bootstraps put it.
+func (o Options) authorizeClusterKey(ctx context.Context, b *board, sec Secrets, from []string, modes map[string]os.FileMode, say func(string)) error {
+	node := b.res.Label
+	r := b.remote
 	created, err := ensureAccount(ctx, r, node)
 	if err != nil {
 		return err
@@ -700,7 +771,7 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 	}
 	// The executor's file is root's, 0644 (sshd reads it as the account),
 	// in root-owned folders: the account cannot change its own keys.
-	wrote, err := setAuthorizedKeys(ctx, r, node, b.root, ExecAuthKeysPath, 0o644, modeMap, sshKeyComment(o.Cluster), managed, lines, true)
+	wrote, err := setAuthorizedKeys(ctx, r, node, b.root, ExecAuthKeysPath, 0o644, modes, sshKeyComment(o.Cluster), managed, lines, true)
 	if err != nil {
 		return err
 	}
@@ -709,7 +780,7 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 		b.res.Written = append(b.res.Written, ExecAuthKeysPath)
 	}
 	// Older bootstraps authorised the cluster key for root: no more.
-	wrote, err = setAuthorizedKeys(ctx, r, node, b.root, RootAuthKeysPath, 0o600, modeMap, sshKeyComment(o.Cluster), managed, nil, false)
+	wrote, err = setAuthorizedKeys(ctx, r, node, b.root, RootAuthKeysPath, 0o600, modes, sshKeyComment(o.Cluster), managed, nil, false)
 	if err != nil {
 		return err
 	}
@@ -717,8 +788,14 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 		say("removing the cluster SSH key from " + RootAuthKeysPath)
 		b.res.Written = append(b.res.Written, RootAuthKeysPath)
 	}
+	return nil
+}
 
-	// systemd: only what is needed.
+// runServiceSteps asks systemd whether herd.service is enabled and active
+// and runs only the systemctl steps needed, returning them.
+func (b *board) runServiceSteps(ctx context.Context, unitChanged, filesChanged bool, say func(string)) ([][]string, error) {
+	node := b.res.Label
+	r := b.remote
 	var state ServiceState
 	for _, q := range []struct {
 		verb string
@@ -726,7 +803,7 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 	}{{"is-enabled", &state.Enabled}, {"is-active", &state.Active}} {
 		res, err := r.Run(ctx, node, []string{"systemctl", q.verb, "--quiet", UnitName})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		*q.dst = res.ExitStatus == 0
 	}
@@ -735,23 +812,14 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 		say(strings.Join(s, " "))
 		res, err := r.Run(ctx, node, s)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if res.ExitStatus != 0 {
-			return fmt.Errorf("bootstrap: %s: %s: exit status %d: %s", node, strings.Join(s, " "), res.ExitStatus, strings.TrimSpace(string(res.Stderr)))
+			return nil, fmt.Errorf("bootstrap: %s: %s: exit status %d: %s", node, strings.Join(s, " "), res.ExitStatus, strings.TrimSpace(string(res.Stderr)))
 		}
 		b.res.Steps = append(b.res.Steps, s)
 	}
-	role := "worker"
-	if p.Role.Server {
-		role = "server"
-	}
-	if len(b.res.Written) == 0 && len(b.res.Removed) == 0 && len(steps) == 0 && !b.res.CreatedAccount {
-		say(fmt.Sprintf("ok: %s %s, nothing changed", role, p.Name))
-	} else {
-		say(fmt.Sprintf("ok: %s %s, %d files written, %d systemctl steps", role, p.Name, len(b.res.Written), len(steps)))
-	}
-	return nil
+	return steps, nil
 }
 
 // putSudoers writes the sudoers drop-in f: to SudoersStage first, checked

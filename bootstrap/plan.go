@@ -176,6 +176,27 @@ type BoardPlan struct {
 // address the boards see.
 func Plan(in PlanInput) ([]BoardPlan, []error) {
 	plans := make([]BoardPlan, len(in.Targets))
+	names, errs := planNames(in)
+	seeds := foundingSeeds(in, names)
+	for i, t := range in.Targets {
+		if in.Probes[i] == nil || names[i] == "" {
+			continue
+		}
+		join := []string{}
+		for _, s := range seeds {
+			if s.name != names[i] {
+				join = append(join, net.JoinHostPort(s.addr, strconv.Itoa(GossipPort)))
+			}
+		}
+		plans[i] = BoardPlan{Target: t, Role: in.Roles[i], Name: names[i], Agent: planAgent(in, i, names[i], join)}
+	}
+	return plans, errs
+}
+
+// planNames names each probed board, with an error where the name is bad,
+// changes a recorded board's name, or is another board's (this run's or a
+// recorded one); such a board's name is empty.
+func planNames(in PlanInput) ([]string, []error) {
 	errs := make([]error, len(in.Targets))
 	names := make([]string, len(in.Targets))
 	for i, t := range in.Targets {
@@ -215,9 +236,15 @@ func Plan(in PlanInput) ([]BoardPlan, []error) {
 			}
 		}
 	}
+	return names, errs
+}
 
-	// Founding servers' gossip addresses, by name.
-	type seed struct{ name, addr string }
+// seed is a founding server's name and gossip address.
+type seed struct{ name, addr string }
+
+// foundingSeeds are the founding servers (BootstrapExpect set): this run's,
+// at their probed address, then the recorded others.
+func foundingSeeds(in PlanInput, names []string) []seed {
 	var seeds []seed
 	seedSeen := map[string]bool{}
 	for i, r := range in.Roles {
@@ -231,50 +258,43 @@ func Plan(in PlanInput) ([]BoardPlan, []error) {
 			seeds = append(seeds, seed{b.Name, b.Address})
 		}
 	}
+	return seeds
+}
 
-	for i, t := range in.Targets {
-		p := in.Probes[i]
-		if p == nil || names[i] == "" {
-			continue
-		}
-		join := []string{}
-		for _, s := range seeds {
-			if s.name != names[i] {
-				join = append(join, net.JoinHostPort(s.addr, strconv.Itoa(GossipPort)))
-			}
-		}
-		r := in.Roles[i]
-		gossipAdv, raftAdv, sshAddr := AdvertiseAuto, AdvertiseAuto, AdvertiseAuto+":"+strconv.Itoa(t.Port)
-		if p.Advertised {
-			gossipAdv = net.JoinHostPort(p.Address, strconv.Itoa(GossipPort))
-			raftAdv = net.JoinHostPort(p.Address, strconv.Itoa(RaftPort))
-			sshAddr = net.JoinHostPort(p.Address, strconv.Itoa(t.Port))
-		}
-		ac := AgentConfig{
-			Name:            names[i],
-			DataDir:         DataDir,
-			Server:          r.Server,
-			BootstrapExpect: r.BootstrapExpect,
-			Join:            join,
-			GossipKeyFile:   GossipKeyPath,
-			GossipBind:      net.JoinHostPort("0.0.0.0", strconv.Itoa(GossipPort)),
-			GossipAdvertise: gossipAdv,
-			RaftBind:        net.JoinHostPort("0.0.0.0", strconv.Itoa(RaftPort)),
-			RaftAdvertise:   raftAdv,
-			APIListen:       []string{APIAddr, "unix://" + APISocket},
-			SSHAddress:      sshAddr,
-			SSHHostKeyFile:  p.HostKeyFile,
-			SSHUser:         orDefault(in.SSHUser, "root"),
-			Labels:          in.Labels,
-		}
-		if r.Server {
-			ac.ServerKeyFile = ServerKeyPath
-			ac.APITokenFile = APITokenPath
-			ac.SSHKeyFile = ClusterSSHKey
-		}
-		plans[i] = BoardPlan{Target: t, Role: r, Name: names[i], Agent: ac}
+// planAgent is the agent configuration of target i, named name, joining
+// join.
+func planAgent(in PlanInput, i int, name string, join []string) AgentConfig {
+	t, p := in.Targets[i], in.Probes[i]
+	r := in.Roles[i]
+	gossipAdv, raftAdv, sshAddr := AdvertiseAuto, AdvertiseAuto, AdvertiseAuto+":"+strconv.Itoa(t.Port)
+	if p.Advertised {
+		gossipAdv = net.JoinHostPort(p.Address, strconv.Itoa(GossipPort))
+		raftAdv = net.JoinHostPort(p.Address, strconv.Itoa(RaftPort))
+		sshAddr = net.JoinHostPort(p.Address, strconv.Itoa(t.Port))
 	}
-	return plans, errs
+	ac := AgentConfig{
+		Name:            name,
+		DataDir:         DataDir,
+		Server:          r.Server,
+		BootstrapExpect: r.BootstrapExpect,
+		Join:            join,
+		GossipKeyFile:   GossipKeyPath,
+		GossipBind:      net.JoinHostPort("0.0.0.0", strconv.Itoa(GossipPort)),
+		GossipAdvertise: gossipAdv,
+		RaftBind:        net.JoinHostPort("0.0.0.0", strconv.Itoa(RaftPort)),
+		RaftAdvertise:   raftAdv,
+		APIListen:       []string{APIAddr, "unix://" + APISocket},
+		SSHAddress:      sshAddr,
+		SSHHostKeyFile:  p.HostKeyFile,
+		SSHUser:         orDefault(in.SSHUser, "root"),
+		Labels:          in.Labels,
+	}
+	if r.Server {
+		ac.ServerKeyFile = ServerKeyPath
+		ac.APITokenFile = APITokenPath
+		ac.SSHKeyFile = ClusterSSHKey
+	}
+	return ac
 }
 
 func orDefault(s, def string) string {

@@ -248,29 +248,11 @@ func (o Options) removeBoard(ctx context.Context, st *State, sb StateBoard, say 
 	if err := o.probe(ctx, b, say); err != nil {
 		return rb, err
 	}
-	node, r, root := b.res.Label, b.remote, b.root
+	node, r := b.res.Label, b.remote
 
-	// The leader's access first, so that it cannot put units back: the
-	// cluster key's line in the executor account's authorized_keys and in
-	// root's (a board bootstrapped before the executor account).
-	managed, err := st.Secrets.PublicKeys()
-	if err != nil {
-		return rb, fmt.Errorf("%w: cluster ssh key: %v", ErrState, err)
-	}
-	for _, p := range []string{ExecAuthKeysPath, RootAuthKeysPath} {
-		cur, err := r.ReadFile(ctx, node, root+p)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return rb, err
-		}
-		if out, changed := SetAuthorizedKeys(cur, sshKeyComment(o.Cluster), managed, nil); changed {
-			say("removing the cluster SSH key from " + p)
-			if err := r.PutFile(ctx, node, root+p, out, 0o600); err != nil {
-				return rb, err
-			}
-		}
+	// The leader's access first, so that it cannot put units back.
+	if err := o.removeClusterKey(ctx, b, st, say); err != nil {
+		return rb, err
 	}
 
 	// Sessions the executor account still has (the leader's pooled
@@ -291,24 +273,80 @@ func (o Options) removeBoard(ctx context.Context, st *State, sb StateBoard, say 
 	if _, err := r.Run(ctx, node, []string{"systemctl", "disable", "--now", UnitName}); err != nil {
 		return rb, err
 	}
+	if err := stopWorkloads(ctx, b, &rb, say); err != nil {
+		return rb, err
+	}
+	if err := removeHerdFiles(ctx, b, &rb, say); err != nil {
+		return rb, err
+	}
+	if hasAccount {
+		if err := runOK(ctx, r, node, []string{"userdel", "--", ExecUser}); err != nil {
+			return rb, err
+		}
+	}
+	if err := runOK(ctx, r, node, []string{"systemctl", "daemon-reload"}); err != nil {
+		return rb, err
+	}
+	// Forget failed units of the removed files; nothing to forget is fine.
+	r.Run(ctx, node, append([]string{"systemctl", "reset-failed", "--", UnitName}, rb.Units...))
+	return rb, nil
+}
 
-	// The workloads, by the unit naming rule.
+// removeClusterKey takes the cluster key's line out of the executor
+// account's authorized_keys and out of root's (a board bootstrapped before
+// the executor account).
+func (o Options) removeClusterKey(ctx context.Context, b *board, st *State, say func(string)) error {
+	node, r, root := b.res.Label, b.remote, b.root
+	managed, err := st.Secrets.PublicKeys()
+	if err != nil {
+		return fmt.Errorf("%w: cluster ssh key: %v", ErrState, err)
+	}
+	for _, p := range []string{ExecAuthKeysPath, RootAuthKeysPath} {
+		cur, err := r.ReadFile(ctx, node, root+p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if out, changed := SetAuthorizedKeys(cur, sshKeyComment(o.Cluster), managed, nil); changed {
+			say("removing the cluster SSH key from " + p)
+			if err := r.PutFile(ctx, node, root+p, out, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// stopWorkloads stops and disables the board's workload units, found by
+// the unit naming rule among systemd's units and the unit files, and
+// records them in rb.Units.
+func stopWorkloads(ctx context.Context, b *board, rb *RemovedBoard, say func(string)) error {
+	node, r, root := b.res.Label, b.remote, b.root
 	dir := root + sshexec.UnitDir
 	listed, err := r.Run(ctx, node, []string{"systemctl", "list-units", "--all", "--plain", "--no-legend", "--no-pager", "--type=service", "--", api.UnitPrefix + "*" + api.UnitSuffix})
 	if err != nil {
-		return rb, err
+		return err
 	}
 	files, err := r.Run(ctx, node, []string{"find", dir, "-maxdepth", "1", "-name", api.UnitPrefix + "*" + api.UnitSuffix, "-printf", "%f\n"})
 	if err != nil {
-		return rb, err
+		return err
 	}
 	rb.Units = HerdUnits(append(listed.Stdout, files.Stdout...))
 	if len(rb.Units) > 0 {
 		say(fmt.Sprintf("stopping %d workload units: %s", len(rb.Units), strings.Join(rb.Units, ", ")))
 		if err := runOK(ctx, r, node, append([]string{"systemctl", "disable", "--now", "--"}, rb.Units...)); err != nil {
-			return rb, err
+			return err
 		}
 	}
+	return nil
+}
+
+// removeHerdFiles removes the workload units' files and those of herd's
+// files, keys and state the board has, recording them in rb.Removed.
+func removeHerdFiles(ctx context.Context, b *board, rb *RemovedBoard, say func(string)) error {
+	node, r, root := b.res.Label, b.remote, b.root
 	var rm []string
 	for _, u := range rb.Units {
 		rm = append(rm, root+path.Join(sshexec.UnitDir, u), root+units.EnvFilePath(u))
@@ -316,7 +354,7 @@ func (o Options) removeBoard(ctx context.Context, st *State, sb StateBoard, say 
 	paths := BoardPaths()
 	modes, err := runTolerant(ctx, r, node, append([]string{"stat", "-c", "%a %n"}, prefixed(root, paths)...))
 	if err != nil {
-		return rb, err
+		return err
 	}
 	have := ParseModes(modes, root)
 	var shown []string
@@ -332,20 +370,10 @@ func (o Options) removeBoard(ctx context.Context, st *State, sb StateBoard, say 
 	if len(rm) > 0 {
 		say("removing " + strings.Join(shown, ", "))
 		if err := runOK(ctx, r, node, append([]string{"rm", "-rf", "--"}, rm...)); err != nil {
-			return rb, err
+			return err
 		}
 	}
-	if hasAccount {
-		if err := runOK(ctx, r, node, []string{"userdel", "--", ExecUser}); err != nil {
-			return rb, err
-		}
-	}
-	if err := runOK(ctx, r, node, []string{"systemctl", "daemon-reload"}); err != nil {
-		return rb, err
-	}
-	// Forget failed units of the removed files; nothing to forget is fine.
-	r.Run(ctx, node, append([]string{"systemctl", "reset-failed", "--", UnitName}, rb.Units...))
-	return rb, nil
+	return nil
 }
 
 // hasExecAccount says whether the board has herd's executor account (the

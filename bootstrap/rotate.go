@@ -201,35 +201,9 @@ func Rotate(ctx context.Context, o Options, ro RotateOptions) (*Result, error) {
 		return nil, fmt.Errorf("%w: cluster %q has no boards recorded in %s", ErrRotation, o.Cluster, o.StateDir)
 	}
 	oldPath, newPath := filepath.Join(st.Dir, stateRotateOld), filepath.Join(st.Dir, stateRotateNew)
-	var oldKey, newKey []byte
-	switch {
-	case st.Rotation == nil:
-		if oldKey, newKey, err = RotationKeys(st.Secrets, o.Cluster, ro.Key); err != nil {
-			return nil, err
-		}
-		// The keys first, then the record: a crash in between leaves
-		// unrecorded key files that the next start overwrites.
-		for _, f := range []struct {
-			p string
-			c []byte
-		}{{oldPath, oldKey}, {newPath, newKey}} {
-			if err := writeFileAtomic(f.p, f.c, 0o600); err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrState, err)
-			}
-		}
-		st.Rotation = &Rotation{Key: ro.Key, Phase: phases(ro.Key)[0]}
-		if err := st.Save(); err != nil {
-			return nil, err
-		}
-	case st.Rotation.Key != ro.Key:
-		return nil, fmt.Errorf("%w: a rotation of the %s key is in progress (phase %s): finish it first with --rotate %s", ErrRotation, st.Rotation.Key, st.Rotation.Phase, st.Rotation.Key)
-	default:
-		if oldKey, err = os.ReadFile(oldPath); err == nil {
-			newKey, err = os.ReadFile(newPath)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: the %s rotation in progress lost its keys: %v", ErrState, ro.Key, err)
-		}
+	oldKey, newKey, err := startRotation(st, ro.Key, oldPath, newPath)
+	if err != nil {
+		return nil, err
 	}
 	ps := phases(ro.Key)
 	i := slices.Index(ps, st.Rotation.Phase)
@@ -293,4 +267,41 @@ func Rotate(ctx context.Context, o Options, ro RotateOptions) (*Result, error) {
 	}
 	res.State = st
 	return res, nil
+}
+
+// startRotation returns the old and new key of the rotation of key: made,
+// written to oldPath and newPath and recorded in st when no rotation is in
+// progress, or read back when this one is. A rotation of another key in
+// progress is an ErrRotation.
+func startRotation(st *State, key, oldPath, newPath string) (oldKey, newKey []byte, err error) {
+	switch {
+	case st.Rotation == nil:
+		if oldKey, newKey, err = RotationKeys(st.Secrets, st.Cluster, key); err != nil {
+			return nil, nil, err
+		}
+		// The keys first, then the record: a crash in between leaves
+		// unrecorded key files that the next start overwrites.
+		for _, f := range []struct {
+			p string
+			c []byte
+		}{{oldPath, oldKey}, {newPath, newKey}} {
+			if err := writeFileAtomic(f.p, f.c, 0o600); err != nil {
+				return nil, nil, fmt.Errorf("%w: %v", ErrState, err)
+			}
+		}
+		st.Rotation = &Rotation{Key: key, Phase: phases(key)[0]}
+		if err := st.Save(); err != nil {
+			return nil, nil, err
+		}
+	case st.Rotation.Key != key:
+		return nil, nil, fmt.Errorf("%w: a rotation of the %s key is in progress (phase %s): finish it first with --rotate %s", ErrRotation, st.Rotation.Key, st.Rotation.Phase, st.Rotation.Key)
+	default:
+		if oldKey, err = os.ReadFile(oldPath); err == nil {
+			newKey, err = os.ReadFile(newPath)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: the %s rotation in progress lost its keys: %v", ErrState, key, err)
+		}
+	}
+	return oldKey, newKey, nil
 }

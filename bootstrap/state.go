@@ -281,6 +281,28 @@ func LoadState(dir, cluster string, create bool) (st *State, created bool, err e
 		return nil, false, err
 	}
 	st = &State{Dir: dir, Cluster: cluster}
+	contents, err := readSecretFiles(dir)
+	if err != nil {
+		return nil, false, err
+	}
+	created, write, err := st.loadSecrets(contents, create)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(write) > 0 {
+		if err := st.writeSecrets(write...); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := st.readBoards(); err != nil {
+		return nil, false, err
+	}
+	return st, created, nil
+}
+
+// readSecretFiles reads the secret files of the state folder dir that
+// exist, by file name.
+func readSecretFiles(dir string) (map[string][]byte, error) {
 	read := func(name string) ([]byte, error) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if errors.Is(err, os.ErrNotExist) {
@@ -296,49 +318,57 @@ func LoadState(dir, cluster string, create bool) (st *State, created bool, err e
 	for _, n := range names {
 		b, err := read(n)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if b != nil {
 			contents[n] = b
 		}
 	}
+	return contents, nil
+}
+
+// loadSecrets sets s.Secrets from the secret files read (contents):
+// generated when there are none and create is true, migrated from an older
+// herdctl's cluster.key, or as they are. It says whether they were
+// created and which files must be (re)written from s.Secrets.
+func (s *State) loadSecrets(contents map[string][]byte, create bool) (created bool, write []string, err error) {
+	dir := s.Dir
 	has := func(n string) bool { _, ok := contents[n]; return ok }
-	var write []string // files to (re)write from st.Secrets
 	switch {
 	case len(contents) == 0:
 		if !create {
-			return nil, false, fmt.Errorf("%w in %s (bootstrap it first, without --add)", ErrNoCluster, dir)
+			return false, nil, fmt.Errorf("%w in %s (bootstrap it first, without --add)", ErrNoCluster, dir)
 		}
 		if _, err := os.Stat(filepath.Join(dir, stateBoardsFile)); err == nil {
-			return nil, false, fmt.Errorf("%w: %s has %s but no secrets: restore them or remove the folder", ErrState, dir, stateBoardsFile)
+			return false, nil, fmt.Errorf("%w: %s has %s but no secrets: restore them or remove the folder", ErrState, dir, stateBoardsFile)
 		}
-		sec, err := GenerateSecrets(cluster)
+		sec, err := GenerateSecrets(s.Cluster)
 		if err != nil {
-			return nil, false, err
+			return false, nil, err
 		}
-		st.Secrets = sec
+		s.Secrets = sec
 		created = true
 		write = []string{stateSSHKeyFile, stateSSHPubFile, stateGossipKeyFile, stateServerKeyFile, stateTokenFile}
 	case has(stateSSHKeyFile) && has(stateSSHPubFile) && (has(stateGossipKeyFile) && has(stateServerKeyFile) || has(stateLegacyKeyFile) && !has(stateGossipKeyFile) && !has(stateServerKeyFile)):
-		st.Secrets = Secrets{
+		s.Secrets = Secrets{
 			GossipKey: contents[stateGossipKeyFile], ServerKey: contents[stateServerKeyFile],
 			SSHPrivateKey: contents[stateSSHKeyFile], SSHPublicKey: contents[stateSSHPubFile],
 			APIToken: contents[stateTokenFile],
 		}
 		if !has(stateGossipKeyFile) {
 			// An older herdctl's folder: one key for both purposes.
-			st.Secrets.GossipKey, st.Secrets.ServerKey = contents[stateLegacyKeyFile], contents[stateLegacyKeyFile]
-			st.Migrated = true
+			s.Secrets.GossipKey, s.Secrets.ServerKey = contents[stateLegacyKeyFile], contents[stateLegacyKeyFile]
+			s.Migrated = true
 			write = append(write, stateGossipKeyFile, stateServerKeyFile)
 		}
 		if !has(stateTokenFile) {
-			if st.Secrets.APIToken, err = NewToken(); err != nil {
-				return nil, false, err
+			if s.Secrets.APIToken, err = NewToken(); err != nil {
+				return false, nil, err
 			}
 			write = append(write, stateTokenFile)
 		}
-		if err := st.Secrets.check(); err != nil {
-			return nil, false, fmt.Errorf("%w: %s: %v", ErrState, dir, err)
+		if err := s.Secrets.check(); err != nil {
+			return false, nil, fmt.Errorf("%w: %s: %v", ErrState, dir, err)
 		}
 		if !create {
 			write = nil // read only: nothing is written until a run needs it
@@ -346,7 +376,7 @@ func LoadState(dir, cluster string, create bool) (st *State, created bool, err e
 			// Older folders had a 0644 public key: every file is 0600 now.
 			for n := range contents {
 				if err := os.Chmod(filepath.Join(dir, n), 0o600); err != nil {
-					return nil, false, fmt.Errorf("%w: %v", ErrState, err)
+					return false, nil, fmt.Errorf("%w: %v", ErrState, err)
 				}
 			}
 		}
@@ -357,34 +387,36 @@ func LoadState(dir, cluster string, create bool) (st *State, created bool, err e
 				missing = append(missing, n)
 			}
 		}
-		return nil, false, fmt.Errorf("%w: %s lacks %s: restore it, or remove the folder if no board was bootstrapped with it", ErrState, dir, strings.Join(missing, ", "))
+		return false, nil, fmt.Errorf("%w: %s lacks %s: restore it, or remove the folder if no board was bootstrapped with it", ErrState, dir, strings.Join(missing, ", "))
 	}
-	if len(write) > 0 {
-		if err := st.writeSecrets(write...); err != nil {
-			return nil, false, err
-		}
-	}
-	data, err := os.ReadFile(filepath.Join(dir, stateBoardsFile))
+	return created, write, nil
+}
+
+// readBoards reads the boards and the rotation in progress from
+// boards.toml, which must be of s's cluster; none is fine.
+func (s *State) readBoards() error {
+	p := filepath.Join(s.Dir, stateBoardsFile)
+	data, err := os.ReadFile(p)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
-		return nil, false, fmt.Errorf("%w: %v", ErrState, err)
+		return fmt.Errorf("%w: %v", ErrState, err)
 	default:
 		var bf boardsFile
 		md, err := toml.Decode(string(data), &bf)
 		if err != nil {
-			return nil, false, fmt.Errorf("%w: %s: %v", ErrState, filepath.Join(dir, stateBoardsFile), err)
+			return fmt.Errorf("%w: %s: %v", ErrState, p, err)
 		}
 		if und := md.Undecoded(); len(und) > 0 {
-			return nil, false, fmt.Errorf("%w: %s: unknown key %s", ErrState, filepath.Join(dir, stateBoardsFile), und[0])
+			return fmt.Errorf("%w: %s: unknown key %s", ErrState, p, und[0])
 		}
-		if bf.Cluster != cluster {
-			return nil, false, fmt.Errorf("%w: %s belongs to cluster %q, not %q", ErrState, dir, bf.Cluster, cluster)
+		if bf.Cluster != s.Cluster {
+			return fmt.Errorf("%w: %s belongs to cluster %q, not %q", ErrState, s.Dir, bf.Cluster, s.Cluster)
 		}
-		st.Boards = bf.Boards
-		st.Rotation = bf.Rotation
+		s.Boards = bf.Boards
+		s.Rotation = bf.Rotation
 	}
-	return st, created, nil
+	return nil
 }
 
 // writeSecrets writes the named secret files from s.Secrets (mode 0600, the

@@ -457,20 +457,32 @@ func (o Options) upgradeBoard(ctx context.Context, uo UpgradeOptions, st *State,
 	if err := restartAgent(ctx, r, node, uo.RestartWait, say); err != nil {
 		return fail(err)
 	}
+	took, err := waitGate(ctx, uo, sb, next.Version, commit, start, say)
+	if err != nil {
+		return fail(err)
+	}
+	ub.Took = took
+	return ub
+}
+
+// waitGate waits, up to uo.GateTimeout, for the board sb restarted at
+// start to pass its gate on version want, and returns how long after the
+// restart it did.
+func waitGate(ctx context.Context, uo UpgradeOptions, sb StateBoard, want string, commit uint64, start time.Time, say func(string)) (time.Duration, error) {
 	gctx, cancel := context.WithTimeout(ctx, uo.GateTimeout)
 	defer cancel()
 	last := ""
 	tick := time.NewTicker(uo.GateInterval)
 	defer tick.Stop()
 	for {
-		g := GateInput{Board: sb, Want: next.Version, CommitAtRestart: commit}
+		g := GateInput{Board: sb, Want: want, CommitAtRestart: commit}
 		g.Self, g.SelfErr = uo.BoardStatus(gctx, sb)
 		g.Cluster, g.ClusterErr = uo.Status(gctx)
 		ok, missing := Gate(g)
 		if ok {
-			ub.Took = time.Since(start)
-			say(fmt.Sprintf("ok: on %s, back in gossip, leader %s, %.1fs after the restart", next.Version, g.Cluster.Leader, ub.Took.Seconds()))
-			return ub
+			took := time.Since(start)
+			say(fmt.Sprintf("ok: on %s, back in gossip, leader %s, %.1fs after the restart", want, g.Cluster.Leader, took.Seconds()))
+			return took, nil
 		}
 		if missing != last {
 			last = missing
@@ -479,9 +491,9 @@ func (o Options) upgradeBoard(ctx context.Context, uo UpgradeOptions, st *State,
 		select {
 		case <-gctx.Done():
 			if ctx.Err() != nil {
-				return fail(ctx.Err())
+				return 0, ctx.Err()
 			}
-			return fail(fmt.Errorf("not back within %v after the restart: %s", uo.GateTimeout, last))
+			return 0, fmt.Errorf("not back within %v after the restart: %s", uo.GateTimeout, last)
 		case <-tick.C:
 		}
 	}

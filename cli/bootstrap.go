@@ -155,18 +155,79 @@ func (a *app) runBootstrap(cmd *cobra.Command, f bootstrapFlags, args []string) 
 			local = u.Username
 		}
 	}
-	expand := func(flag, p string) (string, error) {
+	expand := homeExpander(home)
+	sshCfg, err := loadBootstrapSSHConfig(f, home, local, expand)
+	if err != nil {
+		return err
+	}
+	o := bootstrap.DefaultOptions()
+	o.Cluster = f.cluster
+	if err := checkBootstrapModes(f, args); err != nil {
+		return err
+	}
+	o.Boards = args
+	o.SSHConfig = sshCfg
+	var identities []string
+	for _, p := range f.identities {
+		e, err := expand("-i", p)
+		if err != nil {
+			return err
+		}
+		identities = append(identities, e)
+	}
+	auth := bootstrap.NewAuth(identities, home, a.getenv("SSH_AUTH_SOCK"))
+	defer auth.Close()
+	o.Auth = auth
+	if err := a.bootstrapOptions(&o, f, args, home, expand); err != nil {
+		return err
+	}
+	var outMu sync.Mutex
+	say := func(format string, args ...any) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintf(a.stdout, format+"\n", args...)
+	}
+	o.Progress = func(board, msg string) { say("%s: %s", board, msg) }
+
+	ctx := cmd.Context()
+	switch {
+	case f.rotate != "":
+		return a.rotateKey(ctx, f, o, sshCfg, auth, say)
+	case f.remove:
+		return a.removeBoards(ctx, f, o, sshCfg, auth, say)
+	case f.upgrade:
+		return a.upgradeFleet(ctx, f, o, sshCfg, auth, say)
+	}
+	res, err := bootstrap.Run(ctx, o)
+	if err != nil {
+		if errors.Is(err, bootstrap.ErrBadTarget) {
+			return usageError{err}
+		}
+		return err
+	}
+	return a.finishBootstrap(ctx, f, o, res, sshCfg, auth, say)
+}
+
+// homeExpander returns a function that expands a leading ~ in a flag's
+// path against home, reporting a bad path as a usage error naming flag.
+func homeExpander(home string) func(flag, p string) (string, error) {
+	return func(flag, p string) (string, error) {
 		e, err := bootstrap.ExpandHome(p, home)
 		if err != nil {
 			return "", usagef("%s: %v", flag, err)
 		}
 		return e, nil
 	}
+}
+
+// loadBootstrapSSHConfig reads the ssh client configuration: the -F file,
+// which must exist, or else ~/.ssh/config and /etc/ssh/ssh_config if they do.
+func loadBootstrapSSHConfig(f bootstrapFlags, home, local string, expand func(flag, p string) (string, error)) (*bootstrap.SSHConfig, error) {
 	var required, optional []string
 	if f.sshConfig != "" {
 		p, err := expand("-F", f.sshConfig)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		required = []string{p}
 	} else {
@@ -175,12 +236,13 @@ func (a *app) runBootstrap(cmd *cobra.Command, f bootstrapFlags, args []string) 
 		}
 		optional = append(optional, "/etc/ssh/ssh_config")
 	}
-	sshCfg, err := bootstrap.LoadSSHConfig(required, optional, home, local)
-	if err != nil {
-		return err
-	}
-	o := bootstrap.DefaultOptions()
-	o.Cluster = f.cluster
+	return bootstrap.LoadSSHConfig(required, optional, home, local)
+}
+
+// checkBootstrapModes checks the cluster name and that the mode flags
+// (--rotate, --remove, --add, --server, --force) and the boards given fit
+// together.
+func checkBootstrapModes(f bootstrapFlags, args []string) error {
 	if err := bootstrap.ValidClusterName(f.cluster); err != nil {
 		return usagef("--cluster: %v", err)
 	}
@@ -200,19 +262,14 @@ func (a *app) runBootstrap(cmd *cobra.Command, f bootstrapFlags, args []string) 
 	case f.rotate != "" && !slices.Contains(bootstrap.RotateKeys, f.rotate):
 		return usagef("--rotate %q: want one of %s", f.rotate, strings.Join(bootstrap.RotateKeys, ", "))
 	}
-	o.Boards = args
-	o.SSHConfig = sshCfg
-	var identities []string
-	for _, p := range f.identities {
-		e, err := expand("-i", p)
-		if err != nil {
-			return err
-		}
-		identities = append(identities, e)
-	}
-	auth := bootstrap.NewAuth(identities, home, a.getenv("SSH_AUTH_SOCK"))
-	defer auth.Close()
-	o.Auth = auth
+	return nil
+}
+
+// bootstrapOptions fills o from the remaining flags: known_hosts files,
+// state folder, servers and labels, advertised addresses, node names,
+// binaries and parallelism.
+func (a *app) bootstrapOptions(o *bootstrap.Options, f bootstrapFlags, args []string, home string, expand func(flag, p string) (string, error)) error {
+	var err error
 	for _, p := range f.knownHosts {
 		e, err := expand("--known-hosts", p)
 		if err != nil {
@@ -265,30 +322,13 @@ func (a *app) runBootstrap(cmd *cobra.Command, f bootstrapFlags, args []string) 
 	if root := a.getenv(envBootstrapTestRoot); root != "" {
 		o.Root, o.RootPerBoard = root, true
 	}
-	var outMu sync.Mutex
-	say := func(format string, args ...any) {
-		outMu.Lock()
-		defer outMu.Unlock()
-		fmt.Fprintf(a.stdout, format+"\n", args...)
-	}
-	o.Progress = func(board, msg string) { say("%s: %s", board, msg) }
+	return nil
+}
 
-	ctx := cmd.Context()
-	switch {
-	case f.rotate != "":
-		return a.rotateKey(ctx, f, o, sshCfg, auth, say)
-	case f.remove:
-		return a.removeBoards(ctx, f, o, sshCfg, auth, say)
-	case f.upgrade:
-		return a.upgradeFleet(ctx, f, o, sshCfg, auth, say)
-	}
-	res, err := bootstrap.Run(ctx, o)
-	if err != nil {
-		if errors.Is(err, bootstrap.ErrBadTarget) {
-			return usageError{err}
-		}
-		return err
-	}
+// finishBootstrap reports what bootstrap.Run did, writes and selects the
+// SSH context that reaches the servers, and (unless --no-wait) waits for
+// the bootstrapped boards to join; every failed board is in the error.
+func (a *app) finishBootstrap(ctx context.Context, f bootstrapFlags, o bootstrap.Options, res *bootstrap.Result, sshCfg *bootstrap.SSHConfig, auth *bootstrap.Auth, say func(string, ...any)) error {
 	if res.Created {
 		say("cluster %q: new gossip key, server key, cluster SSH key and API token in %s (keep this folder: --add needs it)", o.Cluster, o.StateDir)
 	}

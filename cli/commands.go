@@ -276,25 +276,33 @@ $XDG_CONFIG_HOME/herd/config.toml or ~/.config/herd/config.toml):
 		RunE:              groupRunE,
 		ValidArgsFunction: cobra.NoFileCompletions,
 	}
-	contextNames := func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		cfg, _, err := a.loadConfig()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		var names []string
-		for _, c := range cfg.Contexts {
-			names = append(names, c.Name)
-		}
-		return names, cobra.ShellCompDirectiveNoFileComp
+	cmd.AddCommand(a.useContextCmd(), a.getContextsCmd(), a.setContextCmd())
+	return cmd
+}
+
+// contextNames completes a context name from the config file.
+func (a *app) contextNames(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	use := &cobra.Command{
+	cfg, _, err := a.loadConfig()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var names []string
+	for _, c := range cfg.Contexts {
+		names = append(names, c.Name)
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// useContextCmd is herdctl config use-context.
+func (a *app) useContextCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:               "use-context NAME",
 		Short:             "Make NAME the current context",
 		Args:              argsBetween(1, 1),
-		ValidArgsFunction: contextNames,
+		ValidArgsFunction: a.contextNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, path, err := a.loadConfig()
 			if err != nil {
@@ -311,7 +319,11 @@ $XDG_CONFIG_HOME/herd/config.toml or ~/.config/herd/config.toml):
 			return nil
 		},
 	}
-	get := &cobra.Command{
+}
+
+// getContextsCmd is herdctl config get-contexts.
+func (a *app) getContextsCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:               "get-contexts",
 		Short:             "List the contexts",
 		Args:              argsBetween(0, 0),
@@ -351,6 +363,10 @@ $XDG_CONFIG_HOME/herd/config.toml or ~/.config/herd/config.toml):
 			return nil
 		},
 	}
+}
+
+// setContextCmd is herdctl config set-context.
+func (a *app) setContextCmd() *cobra.Command {
 	var setAddrs []string
 	var setToken, setTokenFile string
 	set := &cobra.Command{
@@ -363,7 +379,7 @@ it needs no config change); other settings are kept. The first context
 created becomes the current one.`,
 		Example:           `  herdctl config set-context lab --addr http://10.0.0.2:7948,http://10.0.0.3:7948`,
 		Args:              argsBetween(1, 1),
-		ValidArgsFunction: contextNames,
+		ValidArgsFunction: a.contextNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if strings.TrimSpace(name) == "" {
@@ -416,6 +432,5 @@ created becomes the current one.`,
 	sf.StringVar(&setTokenFile, "token-file", "", "the context's API token file")
 	sf.StringVar(&setToken, "token", "", "refused: use --token-file")
 	_ = sf.MarkHidden("token")
-	cmd.AddCommand(use, get, set)
-	return cmd
+	return set
 }

@@ -150,6 +150,31 @@ func (d *descBuilder) String() string {
 // daemons) or that run on it (nodes).
 func (p printer) describe(o api.Object, pods []*api.Pod) string {
 	d := &descBuilder{}
+	p.describeMeta(d, o)
+	var conds []api.Condition
+	switch o := o.(type) {
+	case *api.Deployment:
+		conds = p.describeDeployment(d, o)
+	case *api.Daemon:
+		conds = p.describeDaemon(d, o)
+	case *api.Pod:
+		conds = p.describePod(d, o)
+	case *api.Service:
+		conds = p.describeService(d, o)
+	case *api.Node:
+		conds = p.describeNode(d, o)
+	}
+	p.describeConditions(d, conds)
+	switch o.(type) {
+	case *api.Deployment, *api.Daemon, *api.Node:
+		p.describePods(d, pods)
+	}
+	return d.String()
+}
+
+// describeMeta adds the fields every object has: name, kind, labels,
+// creation time, generation and resource version.
+func (p printer) describeMeta(d *descBuilder, o api.Object) {
 	m := o.GetMeta()
 	d.kv(0, "Name", m.Name)
 	d.kv(0, "Kind", singular(o.GetKind()))
@@ -165,107 +190,128 @@ func (p printer) describe(o api.Object, pods []*api.Pod) string {
 	if m.ResourceVersion != 0 {
 		d.kv(0, "Resource Version", strconv.FormatUint(m.ResourceVersion, 10))
 	}
-	var conds []api.Condition
-	switch o := o.(type) {
-	case *api.Deployment:
-		st := o.Status
-		d.kv(0, "Replicas", fmt.Sprintf("%d desired | %d updated | %d total | %d ready | %d available",
-			replicasOf(o), st.UpdatedReplicas, st.Replicas, st.ReadyReplicas, st.AvailableReplicas))
-		d.kv(0, "Selector", p.labels(o.Spec.Selector))
-		d.kv(0, "Strategy", fmt.Sprintf("rolling update, max surge %s, max unavailable %s",
-			intOr(o.Spec.Strategy.MaxSurge, "1"), intOr(o.Spec.Strategy.MaxUnavailable, "0")))
-		d.kv(0, "Revision", st.Revision)
-		d.kv(0, "Observed Generation", strconv.FormatInt(st.ObservedGeneration, 10))
-		p.template(d, o.Spec.Template)
-		conds = st.Conditions
-	case *api.Daemon:
-		st := o.Status
-		d.kv(0, "Nodes", fmt.Sprintf("%d desired | %d current | %d ready", st.Desired, st.Current, st.Ready))
-		d.kv(0, "Revision", st.Revision)
-		d.kv(0, "Observed Generation", strconv.FormatInt(st.ObservedGeneration, 10))
-		p.template(d, o.Spec.Template)
-		conds = st.Conditions
-	case *api.Pod:
-		st := o.Status
-		owner := ""
-		if o.Spec.Owner.Name != "" {
-			owner = ref(o.Spec.Owner.Kind, o.Spec.Owner.Name)
-		}
-		d.kv(0, "Owner", owner)
-		d.kv(0, "Node", o.Spec.Node)
-		d.kv(0, "Phase", string(st.Phase))
-		d.kv(0, "Ready", strconv.FormatBool(st.Ready))
-		d.kv(0, "Unit", st.Unit)
-		d.kv(0, "IP", st.IP)
-		d.kv(0, "Host Ports", formatHostPorts(o.Spec.HostPorts))
-		started := ""
-		if !st.StartedAt.IsZero() {
-			started = fmt.Sprintf("%s (%s ago)", st.StartedAt.UTC().Format(time.RFC3339), humanAge(st.StartedAt, p.Now))
-		}
-		d.kv(0, "Started", started)
-		d.kv(0, "Restarts", strconv.Itoa(st.Restarts))
-		d.kv(0, "Revision", o.Spec.Revision)
-		d.opt(0, "Message", st.Message)
-		p.template(d, o.Spec.Template)
-		conds = st.Conditions
-	case *api.Service:
-		d.kv(0, "Selector", p.labels(o.Spec.Selector))
-		var ports []string
-		for _, sp := range o.Spec.Ports {
-			name := sp.Name
-			if name == "" {
-				name = sp.Target
-			}
-			ports = append(ports, fmt.Sprintf("%s -> pod port %s", name, sp.Target))
-		}
-		d.kv(0, "Ports", strings.Join(ports, "\n"))
-		if len(o.Status.Endpoints) == 0 {
-			d.kv(0, "Endpoints", "")
-		} else {
-			d.title(0, "Endpoints")
-			t := &table{Header: []string{"PORT", "ADDRESS", "POD", "NODE"}}
-			for _, e := range o.Status.Endpoints {
-				t.Rows = append(t.Rows, []string{e.Port, e.Address, e.Pod, e.Node})
-			}
-			d.table(1, t)
-		}
-		conds = o.Status.Conditions
-	case *api.Node:
-		st := o.Status
-		status := nodeStatus(o)
-		if !st.Since.IsZero() {
-			status += fmt.Sprintf(" (for %s)", humanAge(st.Since, p.Now))
-		}
-		d.kv(0, "Status", status)
-		d.kv(0, "Roles", nodeRole(o))
-		d.kv(0, "Fenced", strconv.FormatBool(st.Fenced))
-		d.kv(0, "Address", st.Address)
-		d.kv(0, "SSH Address", st.SSHAddress)
-		d.kv(0, "Host Key", hostKeyFingerprint(st.HostKey))
-		d.opt(0, "Raft Address", st.RaftAddress)
-		d.kv(0, "Arch", nodeArch(st))
-		d.kv(0, "Model", st.Model)
-		d.kv(0, "Kernel", st.Kernel)
-		d.kv(0, "Systemd", st.Systemd)
-		d.kv(0, "Cgroup", nodeCgroup(st))
-		cpus := ""
-		if st.CPUs > 0 {
-			cpus = strconv.Itoa(st.CPUs)
-		}
-		d.kv(0, "CPUs", cpus)
-		mem := ""
-		if st.MemoryBytes > 0 {
-			mem = humanBytes(st.MemoryBytes)
-		}
-		d.kv(0, "Memory", mem)
-		d.kv(0, "Version", st.Version)
-		var warns []string
-		for _, w := range st.Warnings() {
-			warns = append(warns, w.Message)
-		}
-		d.kv(0, "Warnings", strings.Join(warns, "\n"))
-		conds = st.Conditions
+}
+
+// describeDeployment adds a deployment's replicas, selector, strategy and template
+// and returns its conditions.
+func (p printer) describeDeployment(d *descBuilder, o *api.Deployment) []api.Condition {
+	st := o.Status
+	d.kv(0, "Replicas", fmt.Sprintf("%d desired | %d updated | %d total | %d ready | %d available",
+		replicasOf(o), st.UpdatedReplicas, st.Replicas, st.ReadyReplicas, st.AvailableReplicas))
+	d.kv(0, "Selector", p.labels(o.Spec.Selector))
+	d.kv(0, "Strategy", fmt.Sprintf("rolling update, max surge %s, max unavailable %s",
+		intOr(o.Spec.Strategy.MaxSurge, "1"), intOr(o.Spec.Strategy.MaxUnavailable, "0")))
+	d.kv(0, "Revision", st.Revision)
+	d.kv(0, "Observed Generation", strconv.FormatInt(st.ObservedGeneration, 10))
+	p.template(d, o.Spec.Template)
+	return st.Conditions
+}
+
+// describeDaemon adds a daemon's node counts and template
+// and returns its conditions.
+func (p printer) describeDaemon(d *descBuilder, o *api.Daemon) []api.Condition {
+	st := o.Status
+	d.kv(0, "Nodes", fmt.Sprintf("%d desired | %d current | %d ready", st.Desired, st.Current, st.Ready))
+	d.kv(0, "Revision", st.Revision)
+	d.kv(0, "Observed Generation", strconv.FormatInt(st.ObservedGeneration, 10))
+	p.template(d, o.Spec.Template)
+	return st.Conditions
+}
+
+// describePod adds a pod's owner, placement, state and template
+// and returns its conditions.
+func (p printer) describePod(d *descBuilder, o *api.Pod) []api.Condition {
+	st := o.Status
+	owner := ""
+	if o.Spec.Owner.Name != "" {
+		owner = ref(o.Spec.Owner.Kind, o.Spec.Owner.Name)
 	}
+	d.kv(0, "Owner", owner)
+	d.kv(0, "Node", o.Spec.Node)
+	d.kv(0, "Phase", string(st.Phase))
+	d.kv(0, "Ready", strconv.FormatBool(st.Ready))
+	d.kv(0, "Unit", st.Unit)
+	d.kv(0, "IP", st.IP)
+	d.kv(0, "Host Ports", formatHostPorts(o.Spec.HostPorts))
+	started := ""
+	if !st.StartedAt.IsZero() {
+		started = fmt.Sprintf("%s (%s ago)", st.StartedAt.UTC().Format(time.RFC3339), humanAge(st.StartedAt, p.Now))
+	}
+	d.kv(0, "Started", started)
+	d.kv(0, "Restarts", strconv.Itoa(st.Restarts))
+	d.kv(0, "Revision", o.Spec.Revision)
+	d.opt(0, "Message", st.Message)
+	p.template(d, o.Spec.Template)
+	return st.Conditions
+}
+
+// describeService adds a service's selector, ports and endpoints
+// and returns its conditions.
+func (p printer) describeService(d *descBuilder, o *api.Service) []api.Condition {
+	d.kv(0, "Selector", p.labels(o.Spec.Selector))
+	var ports []string
+	for _, sp := range o.Spec.Ports {
+		name := sp.Name
+		if name == "" {
+			name = sp.Target
+		}
+		ports = append(ports, fmt.Sprintf("%s -> pod port %s", name, sp.Target))
+	}
+	d.kv(0, "Ports", strings.Join(ports, "\n"))
+	if len(o.Status.Endpoints) == 0 {
+		d.kv(0, "Endpoints", "")
+	} else {
+		d.title(0, "Endpoints")
+		t := &table{Header: []string{"PORT", "ADDRESS", "POD", "NODE"}}
+		for _, e := range o.Status.Endpoints {
+			t.Rows = append(t.Rows, []string{e.Port, e.Address, e.Pod, e.Node})
+		}
+		d.table(1, t)
+	}
+	return o.Status.Conditions
+}
+
+// describeNode adds a node's status, addresses and facts
+// and returns its conditions.
+func (p printer) describeNode(d *descBuilder, o *api.Node) []api.Condition {
+	st := o.Status
+	status := nodeStatus(o)
+	if !st.Since.IsZero() {
+		status += fmt.Sprintf(" (for %s)", humanAge(st.Since, p.Now))
+	}
+	d.kv(0, "Status", status)
+	d.kv(0, "Roles", nodeRole(o))
+	d.kv(0, "Fenced", strconv.FormatBool(st.Fenced))
+	d.kv(0, "Address", st.Address)
+	d.kv(0, "SSH Address", st.SSHAddress)
+	d.kv(0, "Host Key", hostKeyFingerprint(st.HostKey))
+	d.opt(0, "Raft Address", st.RaftAddress)
+	d.kv(0, "Arch", nodeArch(st))
+	d.kv(0, "Model", st.Model)
+	d.kv(0, "Kernel", st.Kernel)
+	d.kv(0, "Systemd", st.Systemd)
+	d.kv(0, "Cgroup", nodeCgroup(st))
+	cpus := ""
+	if st.CPUs > 0 {
+		cpus = strconv.Itoa(st.CPUs)
+	}
+	d.kv(0, "CPUs", cpus)
+	mem := ""
+	if st.MemoryBytes > 0 {
+		mem = humanBytes(st.MemoryBytes)
+	}
+	d.kv(0, "Memory", mem)
+	d.kv(0, "Version", st.Version)
+	var warns []string
+	for _, w := range st.Warnings() {
+		warns = append(warns, w.Message)
+	}
+	d.kv(0, "Warnings", strings.Join(warns, "\n"))
+	return st.Conditions
+}
+
+// describeConditions adds the conditions' table.
+func (p printer) describeConditions(d *descBuilder, conds []api.Condition) {
 	if len(conds) == 0 {
 		d.kv(0, "Conditions", "")
 	} else {
@@ -277,21 +323,21 @@ func (p printer) describe(o api.Object, pods []*api.Pod) string {
 		}
 		d.table(1, t)
 	}
-	switch o.(type) {
-	case *api.Deployment, *api.Daemon, *api.Node:
-		if len(pods) == 0 {
-			d.kv(0, "Pods", "")
-			break
-		}
-		sort.Slice(pods, func(i, j int) bool { return pods[i].Metadata.Name < pods[j].Metadata.Name })
-		d.title(0, "Pods")
-		objs := make([]api.Object, len(pods))
-		for i, po := range pods {
-			objs[i] = po
-		}
-		d.table(1, p.table(api.KindPod, objs))
+}
+
+// describePods adds the table of pods, sorted by name.
+func (p printer) describePods(d *descBuilder, pods []*api.Pod) {
+	if len(pods) == 0 {
+		d.kv(0, "Pods", "")
+		return
 	}
-	return d.String()
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Metadata.Name < pods[j].Metadata.Name })
+	d.title(0, "Pods")
+	objs := make([]api.Object, len(pods))
+	for i, po := range pods {
+		objs[i] = po
+	}
+	d.table(1, p.table(api.KindPod, objs))
 }
 
 // template adds a pod template's section.
