@@ -66,7 +66,7 @@ deployment or daemon also lists its pods; a node lists the pods placed on it.`,
 					}
 				}
 			}
-			p := printer{Now: a.now(), FormatLabels: a.api.formatLabels}
+			p := printer{Now: a.clock.Now(), FormatLabels: a.api.formatLabels}
 			fmt.Fprint(a.stdout, p.describe(o, pods))
 			return nil
 		},

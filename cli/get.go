@@ -143,7 +143,7 @@ func (g *getter) keep(o api.Object) bool {
 }
 
 func (g *getter) printer() printer {
-	return printer{Now: g.now(), Wide: g.out == outWide, FormatLabels: g.api.formatLabels}
+	return printer{Now: g.clock.Now(), Wide: g.out == outWide, FormatLabels: g.api.formatLabels}
 }
 
 // once prints the objects once.

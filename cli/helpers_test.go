@@ -21,6 +21,7 @@ import (
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/internal/clock"
 	"github.com/herd-dev/herd/internal/clock/clocktest"
 	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/raftstore"
@@ -78,7 +79,7 @@ func newHarness(t *testing.T, mutate ...func(*httpapi.Config)) *harness {
 	created := testNow.Add(-time.Hour)
 	h := &harness{
 		t:      t,
-		store:  raftstore.NewMemStore(func() time.Time { return created }),
+		store:  raftstore.NewMemStore(clock.NowFunc(func() time.Time { return created })),
 		env:    map[string]string{"HOME": home},
 		ctx:    ctx,
 		cancel: cancel,
@@ -148,7 +149,7 @@ func (h *harness) runTo(stdout, stderr *syncBuffer, args ...string) int {
 		stdout: stdout,
 		stderr: stderr,
 		getenv: func(k string) string { return h.env[k] },
-		now:    func() time.Time { return testNow },
+		clock:  clock.NowFunc(func() time.Time { return testNow }),
 		newClient: func(t target, timeout time.Duration) (apiClient, error) {
 			h.targets = append(h.targets, t)
 			if h.realClient {

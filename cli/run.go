@@ -15,6 +15,7 @@ import (
 
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/internal/clock"
 )
 
 // Version is herdctl's version, set at build time with
@@ -63,7 +64,7 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
-	now            func() time.Time
+	clock          clock.Clock
 	// newClient makes a client for t; timeout, when positive, bounds each
 	// request (--timeout).
 	newClient func(t target, timeout time.Duration) (apiClient, error)
@@ -92,7 +93,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stdout:     stdout,
 		stderr:     stderr,
 		getenv:     os.Getenv,
-		now:        time.Now,
+		clock:      clock.RealClock(),
 		newClient:  newClient,
 		api:        defaultAPIFuncs(),
 		watchRetry: time.Second,

@@ -7,6 +7,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/herd-dev/herd/internal/clock"
 )
 
 // ServerKeySize is the length in bytes of a server key.
@@ -55,8 +57,8 @@ type Config struct {
 	// Logger receives the store's and Raft's logs. Nil discards them.
 	Logger *slog.Logger
 	// Clock stamps new objects' Created time on the leader. Nil means
-	// time.Now.
-	Clock func() time.Time
+	// clock.RealClock().
+	Clock clock.Clock
 
 	// HeartbeatTimeout: a follower without contact from the leader for this
 	// long (randomised up to twice as long) starts an election.

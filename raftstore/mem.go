@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/clock"
 )
 
 // MemStore is the store's state machine without Raft: the same FSM, the
@@ -26,20 +26,20 @@ type MemStore struct {
 	hub *hub
 
 	mu       sync.Mutex // serialises transactions; guards the fields below
-	now      func() time.Time
+	clock    clock.Clock
 	noLeader bool
 	hook     func(ops []Op) error
 }
 
 // NewMemStore returns an empty in-memory store that is its own leader,
-// stamping creation times with now (time.Now when nil).
-func NewMemStore(now func() time.Time) *MemStore {
-	if now == nil {
-		now = time.Now
+// stamping creation times with clk (clock.RealClock() when nil).
+func NewMemStore(clk clock.Clock) *MemStore {
+	if clk == nil {
+		clk = clock.RealClock()
 	}
 	d := DefaultConfig()
 	h := newHub(d.WatchHistory, d.WatchBuffer)
-	return &MemStore{fsm: newFSM(h), hub: h, now: now}
+	return &MemStore{fsm: newFSM(h), hub: h, clock: clk}
 }
 
 // memLeaderID and memLeaderAddr are what Leader reports for a MemStore.
@@ -104,7 +104,7 @@ func (m *MemStore) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 	if m.noLeader {
 		return nil, fmt.Errorf("%w: mem store set to have no leader", ErrNoLeader)
 	}
-	data, err := json.Marshal(command{Ops: ops, Created: m.now().UTC(), RequestID: id})
+	data, err := json.Marshal(command{Ops: ops, Created: m.clock.Now().UTC(), RequestID: id})
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode: %v", ErrInvalid, err)
 	}

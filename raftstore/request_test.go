@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/clock"
 )
 
 // applyID feeds one transaction with request id id to f as entry index.
@@ -278,7 +279,7 @@ func TestStoreRequestIDThroughFollower(t *testing.T) {
 // TestMemStoreRequestID: MemStore deduplicates as Store does, even a
 // resend the FSM's rules would reject (a create of what exists now).
 func TestMemStoreRequestID(t *testing.T) {
-	m := NewMemStore(func() time.Time { return t0 })
+	m := NewMemStore(clock.NowFunc(func() time.Time { return t0 }))
 	ctx := WithRequestID(context.Background(), "create-web")
 	create := []Op{op(OpCreate, deployment("web", `{"replicas":1}`))}
 	first, err := m.Txn(ctx, create)

@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/clock"
 )
 
 // Server is one member of the Raft configuration.
@@ -71,7 +72,7 @@ type Stats struct {
 type Store struct {
 	cfg   Config
 	log   *slog.Logger
-	clock func() time.Time
+	clock clock.Clock
 
 	hub   *hub
 	fsm   *fsm
@@ -112,9 +113,9 @@ func Open(cfg Config) (*Store, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("node", cfg.NodeID)
-	clock := cfg.Clock
-	if clock == nil {
-		clock = time.Now
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock()
 	}
 	id, err := deriveIdentity(cfg.ServerKey, cfg.AcceptServerKeys...)
 	if err != nil {
@@ -123,7 +124,7 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{
 		cfg:           cfg,
 		log:           logger,
-		clock:         clock,
+		clock:         clk,
 		hub:           newHub(cfg.WatchHistory, cfg.WatchBuffer),
 		leadership:    newLeadership(),
 		leaderChanged: newBroadcaster(),
@@ -455,7 +456,7 @@ func (s *Store) leaderTxn(ctx context.Context, ops []Op, id string) (*applyResul
 			return nil, err
 		}
 	}
-	data, err := json.Marshal(command{Ops: ops, Created: s.clock().UTC(), RequestID: id})
+	data, err := json.Marshal(command{Ops: ops, Created: s.clock.Now().UTC(), RequestID: id})
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode: %v", ErrInvalid, err)
 	}

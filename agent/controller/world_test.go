@@ -11,6 +11,7 @@ import (
 
 	"github.com/herd-dev/herd/agent/scheduler"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/clock"
 	"github.com/herd-dev/herd/raftstore"
 )
 
@@ -45,7 +46,7 @@ func newWorld(t testing.TB) *world {
 	w := &world{t: t, now: t0, members: map[string]MemberInfo{}}
 	// Creation times as a fixture would have them: one microsecond per
 	// resourceVersion after now (a rejected transaction takes none).
-	w.st = raftstore.NewMemStore(func() time.Time { return w.now.Add(time.Duration(w.rv+1) * time.Microsecond) })
+	w.st = raftstore.NewMemStore(clock.NowFunc(func() time.Time { return w.now.Add(time.Duration(w.rv+1) * time.Microsecond) }))
 	w.sync()
 	return w
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/clock"
 	"golang.org/x/sys/unix"
 )
 
@@ -96,7 +97,7 @@ type TokenFile struct {
 	checked time.Time
 	stamp   fileStamp
 	tokens  []string
-	now     func() time.Time
+	clock   clock.Clock
 }
 
 // TokenFileRecheck is how often a TokenFile looks at its file's stamp.
@@ -127,7 +128,7 @@ func OpenTokenFile(path string) (*TokenFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TokenFile{path: path, stamp: stampOf(fi), tokens: toks, checked: time.Now(), now: time.Now}, nil
+	return &TokenFile{path: path, stamp: stampOf(fi), tokens: toks, checked: clock.RealClock().Now(), clock: clock.RealClock()}, nil
 }
 
 // Path returns the file's path.
@@ -137,7 +138,7 @@ func (t *TokenFile) Path() string { return t.path }
 func (t *TokenFile) Accepted() ([]string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.now()
+	now := t.clock.Now()
 	if now.Sub(t.checked) < TokenFileRecheck && !now.Before(t.checked) {
 		return t.tokens, nil
 	}

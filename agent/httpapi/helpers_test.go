@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herd-dev/herd/internal/clock"
 	"github.com/herd-dev/herd/internal/clock/clocktest"
 	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/raftstore"
@@ -41,7 +42,7 @@ type env struct {
 
 func newEnv(t *testing.T, mutate ...func(*httpapi.Config)) *env {
 	t.Helper()
-	st := raftstore.NewMemStore(func() time.Time { return t0 })
+	st := raftstore.NewMemStore(clock.NowFunc(func() time.Time { return t0 }))
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = st
 	cfg.Clock = clocktest.New(t0)

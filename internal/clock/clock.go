@@ -6,7 +6,8 @@ import "time"
 
 // Clock tells the time and makes timers. Everything outside pure code that
 // reads the time for a decision takes one (the work queue, the controller
-// runner, the placer, the HTTP API, gossip, the raftstore), so tests can
+// runner, the placer, the HTTP API, gossip, the raftstore, the SSH
+// executor's dial backoff), so tests can
 // drive time by hand (package clocktest). Socket deadlines and the
 // libraries' own timers (raft, memberlist) use the real clock.
 // Implementations must be safe for concurrent use.
@@ -40,3 +41,14 @@ type realTimer struct{ t *time.Timer }
 
 func (t realTimer) C() <-chan time.Time { return t.t.C }
 func (t realTimer) Stop() bool          { return t.t.Stop() }
+
+// NowFunc is a Clock whose Now is the function and whose timers are real:
+// for code that only stamps times (the raftstore's Created) and tests that
+// fix those stamps.
+type NowFunc func() time.Time
+
+// Now returns f().
+func (f NowFunc) Now() time.Time { return f() }
+
+// NewTimer returns a real timer.
+func (NowFunc) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/herd-dev/herd/internal/clock"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 )
@@ -71,6 +72,9 @@ type Config struct {
 	// called from several goroutines at once. Nil means math/rand/v2.
 	// Tests inject a fixed source.
 	Jitter func() float64
+	// Clock times the dial backoff (when the next attempt may start, and
+	// the wait for it). Nil means clock.RealClock().
+	Clock clock.Clock
 	// MaxOutputBytes caps what Run keeps of each of stdout and stderr (and
 	// what Stream keeps of stderr). Default 8 MiB.
 	MaxOutputBytes int

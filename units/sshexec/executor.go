@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/herd-dev/herd/internal/clock"
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -103,6 +104,9 @@ func New(cfg Config) (*Executor, error) {
 	e := &Executor{cfg: cfg, log: cfg.Logger, jitter: cfg.Jitter, dialer: cfg.DialContext, nodes: map[string]*node{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.cfg.Clock == nil {
+		e.cfg.Clock = clock.RealClock()
 	}
 	if e.jitter == nil {
 		e.jitter = rand.Float64
@@ -252,13 +256,15 @@ func (e *Executor) connect(ctx context.Context, n *node) (*conn, error) {
 		return nil, fmt.Errorf("%w: %s", ErrForgotten, n.name)
 	}
 	if failures > 0 {
-		if wait := time.Until(retryAt); wait > 0 {
-			if dl, ok := ctx.Deadline(); ok && dl.Before(retryAt) {
+		if wait := retryAt.Sub(e.cfg.Clock.Now()); wait > 0 {
+			// The context's deadline is in real time, the wait on the
+			// executor's clock: compare what is left of each.
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 				return nil, fmt.Errorf("%w: node %s: next attempt in %v: %w", ErrBackoff, n.name, wait.Round(time.Millisecond), lastErr)
 			}
-			t := time.NewTimer(wait)
+			t := e.cfg.Clock.NewTimer(wait)
 			select {
-			case <-t.C:
+			case <-t.C():
 			case <-ctx.Done():
 				t.Stop()
 				return nil, ctx.Err()
@@ -273,7 +279,7 @@ func (e *Executor) connect(ctx context.Context, n *node) (*conn, error) {
 		if ctx.Err() == nil { // the caller giving up is not the node's fault
 			e.dialFailures.Add(1)
 			n.failures++
-			n.retryAt = time.Now().Add(backoffDelay(n.failures, e.cfg.BackoffBase, e.cfg.BackoffMax, e.jitter()))
+			n.retryAt = e.cfg.Clock.Now().Add(backoffDelay(n.failures, e.cfg.BackoffBase, e.cfg.BackoffMax, e.jitter()))
 			n.lastErr = err
 			level := slog.LevelDebug
 			if n.failures == 1 || n.failures%20 == 0 {

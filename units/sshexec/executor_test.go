@@ -23,6 +23,7 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/herd-dev/herd/internal/clock/clocktest"
 	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
@@ -652,4 +653,58 @@ func TestKeyLoading(t *testing.T) {
 			t.Error("AgentSigners without SSH_AUTH_SOCK: no error")
 		}
 	})
+}
+
+// TestBackoffOnTheClock: the dial backoff is timed by Config.Clock, so a
+// patient operation after a failed dial waits on that clock's timer (at
+// the failure's time plus the backoff) and dials again only once the clock
+// has passed it, however long it really took.
+func TestBackoffOnTheClock(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	clk := clocktest.New(t0)
+	srv := sshdtest.Start(t)
+	e := newTestExecutor(t, srv, func(c *Config) {
+		c.BackoffBase = time.Hour
+		c.BackoffMax = time.Hour
+		c.Jitter = func() float64 { return 0 }
+		c.Clock = clk
+	})
+	ctx := testCtx(t)
+	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	testutil.Until(t, 10*time.Second, "a dial to the stopped sshd to fail", func() bool {
+		if _, err := e.Run(ctx, "b1", []string{"true"}); err == nil {
+			t.Fatal("Run succeeded with sshd down")
+		}
+		return e.Stats().DialFailures > 0
+	})
+	srv.Restart()
+	dials := e.Stats().Dials
+	// No deadline: one shorter than the backoff would fail fast instead.
+	patient, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Run(patient, "b1", []string{"true"})
+		done <- err
+	}()
+	retryAt := t0.Add(30 * time.Minute) // the backoff jittered by 0: base/2
+	clk.WaitTimer(t, retryAt)
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v) before the clock reached the end of the backoff", err)
+	default:
+	}
+	if got := e.Stats().Dials; got != dials {
+		t.Fatalf("Dials went from %d to %d during the backoff", dials, got)
+	}
+	clk.Advance(30 * time.Minute)
+	if err := <-done; err != nil {
+		t.Fatalf("Run after the backoff: %v", err)
+	}
+	if got := e.Stats().Dials; got != dials+1 {
+		t.Errorf("Dials = %d, want %d (one after the backoff)", got, dials+1)
+	}
 }
