@@ -105,7 +105,6 @@ const hostileApply = `{"objects":[{"kind":"daemons","metadata":{"name":"hostile-
 // network without keys, and in a browser. Each attempt must be refused and
 // leave the cluster's objects and the boards' units as they were.
 func TestHostile(t *testing.T) {
-	t.Cleanup(stopLab)
 	ctx := testCtx(t, 3*time.Minute)
 	tool, err := fleet.BuildHostileTool(ctx)
 	if err != nil {

@@ -27,8 +27,9 @@ const (
 var fleet *Fleet
 
 // stopLab takes the lab down (once, whoever calls first: TestMain at the
-// end, TestFleet's cleanup after a panic, the signal handler, the timeout
-// watchdog).
+// end, the signal handler, the timeout watchdog). A panic in a test skips
+// TestMain's deferred call: the reaper (startReaper) takes the lab down
+// then. No test may call it: the tests after it need the lab.
 var stopLab = func() {}
 
 func TestMain(m *testing.M) {
