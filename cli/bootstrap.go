@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/herd-dev/herd/bootstrap"
 )
@@ -125,19 +126,13 @@ to join, through that SSH tunnel.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.sshConfig, "ssh-config", "F", "", "ssh client configuration file (default ~/.ssh/config and /etc/ssh/ssh_config)")
-	fl.StringArrayVarP(&f.identities, "identity", "i", nil, "private key to log in with (repeatable; default: IdentityFile, ~/.ssh/id_*, ssh-agent)")
-	fl.StringArrayVar(&f.knownHosts, "known-hosts", nil, "known_hosts file to verify boards with (repeatable; default ~/.ssh/known_hosts)")
-	fl.StringVar(&f.cluster, "cluster", def.Cluster, "cluster name")
-	fl.StringVar(&f.stateDir, "state-dir", "", "folder for the cluster's keys and boards (default ~/.config/herd/clusters/CLUSTER)")
+	boardFlags(fl, &f, def)
 	fl.IntVar(&f.servers, "servers", def.Servers, "how many of the first boards are Raft servers (3 or 5 are usual)")
 	fl.BoolVar(&f.add, "add", false, "add the boards to the existing cluster (as workers unless --server)")
 	fl.BoolVar(&f.server, "server", false, "with --add: make the new boards Raft servers")
 	fl.StringArrayVar(&f.labels, "label", nil, "node label KEY=VALUE for every board (repeatable)")
 	fl.StringArrayVar(&f.advertise, "advertise", nil, "BOARD=IP: the address BOARD's agent advertises to the others, for a board they reach at another address than herdctl does (repeatable; default: each agent's address on the route to its peers)")
 	fl.StringVar(&f.nameFrom, "name-from", bootstrap.NameFromHostname, "node names from the board's host name or from the alias given (hostname|alias)")
-	fl.StringVar(&f.herdBinary, "herd-binary", "", "herd binary to install on every board (one architecture)")
-	fl.StringVar(&f.dist, "dist", "", "release folder with herd-linux-amd64, -arm64, -armv7, -armv6")
 	fl.IntVar(&f.parallel, "parallel", def.Parallel, "boards worked on at once")
 	fl.BoolVar(&f.noWait, "no-wait", false, "do not wait for the cluster to form")
 	fl.StringVar(&f.rotate, "rotate", "", "replace one key on every recorded board: "+strings.Join(bootstrap.RotateKeys, ", "))
@@ -555,4 +550,17 @@ func (a *app) waitBootstrapped(ctx context.Context, res *bootstrap.Result, o boo
 	}
 	say("%s", strings.TrimRight(t.String(), "\n"))
 	return nil
+}
+
+// boardFlags are the flags of every command that reaches boards as
+// bootstrap does (bootstrap, upgrade): the user's SSH setup, the cluster's
+// state folder and the herd binaries to install.
+func boardFlags(fl *pflag.FlagSet, f *bootstrapFlags, def bootstrap.Options) {
+	fl.StringVarP(&f.sshConfig, "ssh-config", "F", "", "ssh client configuration file (default ~/.ssh/config and /etc/ssh/ssh_config)")
+	fl.StringArrayVarP(&f.identities, "identity", "i", nil, "private key to log in with (repeatable; default: IdentityFile, ~/.ssh/id_*, ssh-agent)")
+	fl.StringArrayVar(&f.knownHosts, "known-hosts", nil, "known_hosts file to verify boards with (repeatable; default ~/.ssh/known_hosts)")
+	fl.StringVar(&f.cluster, "cluster", def.Cluster, "cluster name")
+	fl.StringVar(&f.stateDir, "state-dir", "", "folder for the cluster's keys and boards (default ~/.config/herd/clusters/CLUSTER)")
+	fl.StringVar(&f.herdBinary, "herd-binary", "", "herd binary to install on every board (one architecture)")
+	fl.StringVar(&f.dist, "dist", "", "release folder with herd-linux-amd64, -arm64, -armv7, -armv6")
 }

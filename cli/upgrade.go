@@ -60,13 +60,7 @@ the cluster's API through SSH to its servers.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.sshConfig, "ssh-config", "F", "", "ssh client configuration file (default ~/.ssh/config and /etc/ssh/ssh_config)")
-	fl.StringArrayVarP(&f.identities, "identity", "i", nil, "private key to log in with (repeatable; default: IdentityFile, ~/.ssh/id_*, ssh-agent)")
-	fl.StringArrayVar(&f.knownHosts, "known-hosts", nil, "known_hosts file to verify boards with (repeatable; default ~/.ssh/known_hosts)")
-	fl.StringVar(&f.cluster, "cluster", def.Cluster, "cluster name")
-	fl.StringVar(&f.stateDir, "state-dir", "", "the cluster's state folder (default ~/.config/herd/clusters/CLUSTER)")
-	fl.StringVar(&f.herdBinary, "herd-binary", "", "herd binary to install on every board (one architecture)")
-	fl.StringVar(&f.dist, "dist", "", "release folder with herd-linux-amd64, -arm64, -armv7, -armv6")
+	boardFlags(fl, &f, def)
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the order the boards would be upgraded in, change nothing")
 	fl.DurationVar(&f.gateTimeout, "gate-timeout", 2*time.Minute, "how long to wait for each board to come back")
 	return cmd
