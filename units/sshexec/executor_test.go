@@ -430,15 +430,7 @@ func TestReconnectBackoff(t *testing.T) {
 	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
 		t.Fatal(err)
 	}
-	srv.Kill()
-	// The pooled connection may outlive sshd for a moment (its session
-	// process dies a little later); go on until a dial has failed.
-	testutil.Until(t, 10*time.Second, "a dial to the stopped sshd to fail", func() bool {
-		if _, err := e.Run(ctx, "b1", []string{"true"}); err == nil {
-			t.Fatal("Run succeeded with sshd down")
-		}
-		return e.Stats().DialFailures > 0
-	})
+	killUntilDialFails(t, ctx, e, srv)
 	// Within the backoff window an operation whose deadline ends first
 	// fails fast, without dialling.
 	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
@@ -673,13 +665,7 @@ func TestBackoffOnTheClock(t *testing.T) {
 	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
 		t.Fatal(err)
 	}
-	srv.Kill()
-	testutil.Until(t, 10*time.Second, "a dial to the stopped sshd to fail", func() bool {
-		if _, err := e.Run(ctx, "b1", []string{"true"}); err == nil {
-			t.Fatal("Run succeeded with sshd down")
-		}
-		return e.Stats().DialFailures > 0
-	})
+	killUntilDialFails(t, ctx, e, srv)
 	srv.Restart()
 	dials := e.Stats().Dials
 	// No deadline: one shorter than the backoff would fail fast instead.
@@ -707,4 +693,18 @@ func TestBackoffOnTheClock(t *testing.T) {
 	if got := e.Stats().Dials; got != dials+1 {
 		t.Errorf("Dials = %d, want %d (one after the backoff)", got, dials+1)
 	}
+}
+
+// killUntilDialFails stops srv and runs commands on b1 until a dial has
+// failed: the pooled connection may outlive sshd for a moment (its session
+// process dies a little later).
+func killUntilDialFails(t *testing.T, ctx context.Context, e *Executor, srv *sshdtest.Server) {
+	t.Helper()
+	srv.Kill()
+	testutil.Until(t, 10*time.Second, "a dial to the stopped sshd to fail", func() bool {
+		if _, err := e.Run(ctx, "b1", []string{"true"}); err == nil {
+			t.Fatal("Run succeeded with sshd down")
+		}
+		return e.Stats().DialFailures > 0
+	})
 }
