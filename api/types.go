@@ -514,6 +514,8 @@ func New(k Kind) Object {
 		return &Pod{Kind: k}
 	case KindService:
 		return &Service{Kind: k}
+	case KindEvent:
+		return &Event{Kind: k}
 	}
 	return nil
 }

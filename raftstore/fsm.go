@@ -79,11 +79,11 @@ func newFSM(h *hub) *fsm {
 
 func (f *fsm) reset(kinds map[api.Kind]map[string]*api.RawObject) {
 	if kinds == nil {
-		kinds = make(map[api.Kind]map[string]*api.RawObject, len(api.Kinds))
+		kinds = make(map[api.Kind]map[string]*api.RawObject, len(storedKinds))
 	}
 	f.kinds = kinds
-	f.owned = make(map[api.Kind]bool, len(api.Kinds))
-	for _, k := range api.Kinds {
+	f.owned = make(map[api.Kind]bool, len(storedKinds))
+	for _, k := range storedKinds {
 		if f.kinds[k] == nil {
 			f.kinds[k] = map[string]*api.RawObject{}
 		}
@@ -213,7 +213,44 @@ func (f *fsm) plan(cmd command, index uint64) (txnPlan, error) {
 			p.events = append(p.events, api.WatchEvent{Type: ev, ResourceVersion: index, Object: *next})
 		}
 	}
+	f.boundEvents(&p, index)
 	return p, nil
+}
+
+// boundEvents adds to p the deletes of the oldest events (their names sort
+// oldest first) that keep at most api.MaxEvents stored once p is applied.
+// Called with f.mu held.
+func (f *fsm) boundEvents(p *txnPlan, index uint64) {
+	stored := f.kinds[api.KindEvent]
+	n := len(stored)
+	for k, o := range p.pending {
+		if k.kind != api.KindEvent {
+			continue
+		}
+		_, was := stored[k.name]
+		switch {
+		case o != nil && !was:
+			n++
+		case o == nil && was:
+			n--
+		}
+	}
+	if n <= api.MaxEvents {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(stored)) {
+		if n <= api.MaxEvents {
+			return
+		}
+		k := objKey{api.KindEvent, name}
+		if _, touched := p.pending[k]; touched {
+			continue
+		}
+		p.pending[k] = nil
+		p.order = append(p.order, k)
+		p.events = append(p.events, api.WatchEvent{Type: api.EventDeleted, ResourceVersion: index, Object: *stored[name]})
+		n--
+	}
 }
 
 // writable returns kind's map, cloning it first if a snapshot shares it.
@@ -227,8 +264,11 @@ func (f *fsm) writable(kind api.Kind) map[string]*api.RawObject {
 	return m
 }
 
-// validKind reports whether k is one of api.Kinds.
-func validKind(k api.Kind) bool { return slices.Contains(api.Kinds, k) }
+// storedKinds are the kinds the store holds: the objects, then events.
+var storedKinds = append(slices.Clip(api.Kinds), api.KindEvent)
+
+// validKind reports whether k is one of storedKinds.
+func validKind(k api.Kind) bool { return slices.Contains(storedKinds, k) }
 
 // validateOp checks what can be checked without the store's contents.
 func validateOp(op Op) error {
@@ -466,7 +506,7 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 		return err
 	}
 	first := true
-	for _, kind := range api.Kinds {
+	for _, kind := range storedKinds {
 		m := s.kinds[kind]
 		names := slices.Sorted(maps.Keys(m))
 		for _, name := range names {
@@ -520,7 +560,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if data.Format != snapshotFormat {
 		return fmt.Errorf("raftstore: restore snapshot: state format %d, want %d", data.Format, snapshotFormat)
 	}
-	kinds := make(map[api.Kind]map[string]*api.RawObject, len(api.Kinds))
+	kinds := make(map[api.Kind]map[string]*api.RawObject, len(storedKinds))
 	for i, o := range data.Objects {
 		if o == nil || !validKind(o.Kind) || o.Metadata.Name == "" {
 			return fmt.Errorf("raftstore: restore snapshot %d: object %d: bad kind or name", data.Index, i)

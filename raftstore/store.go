@@ -327,7 +327,8 @@ func (s *Store) Get(kind api.Kind, name string) (api.RawObject, error) {
 	return cloneRaw(*o), nil
 }
 
-// List returns every object of kind ("" = all kinds, in api.Kinds order)
+// List returns every object of kind ("" = every object kind, in api.Kinds
+// order; events only when asked for by kind)
 // sorted by name, and the index of the last applied write: pass it to Watch
 // as fromRV to follow changes from exactly this state.
 func (s *Store) List(kind api.Kind) ([]api.RawObject, uint64, error) {
@@ -341,7 +342,8 @@ func (s *Store) List(kind api.Kind) ([]api.RawObject, uint64, error) {
 	return objs, rv, nil
 }
 
-// Watch delivers every event for kind ("" = all kinds) with a
+// Watch delivers every event for kind ("" = every object kind; events,
+// api.KindEvent, only when asked for by kind) with a
 // resourceVersion above fromRV, in commit order: first from the retained
 // history, then live. fromRV 0 means "from now". If events after fromRV are
 // no longer retained it fails with ErrCompacted: list again.

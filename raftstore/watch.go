@@ -128,7 +128,7 @@ func (h *hub) waitApplied(ctx context.Context, index uint64) error {
 	}
 }
 
-// watch starts a watcher for kind ("" = all) delivering every event with
+// watch starts a watcher for kind ("" = every object kind, not events) delivering every event with
 // RV > fromRV; fromRV 0 means from now.
 func (h *hub) watch(ctx context.Context, kind api.Kind, fromRV uint64) (<-chan api.WatchEvent, error) {
 	h.mu.Lock()
@@ -187,12 +187,21 @@ func (w *watcher) take(buf []api.WatchEvent) (events []api.WatchEvent, relist ap
 	for n := 0; w.cursor < h.next && n < watchBatch; n++ {
 		ev := h.ring[w.cursor%size]
 		w.cursor++
-		if ev.ResourceVersion <= w.minRV || (w.kind != "" && ev.Object.Kind != w.kind) {
+		if ev.ResourceVersion <= w.minRV || !w.matches(ev.Object.Kind) {
 			continue
 		}
 		events = append(events, ev)
 	}
 	return events, api.WatchEvent{}, w.cursor == h.next, h.notify
+}
+
+// matches reports whether the watcher follows kind: its own kind, or for
+// "" every object kind (events are followed only by name).
+func (w *watcher) matches(kind api.Kind) bool {
+	if w.kind == "" {
+		return kind != api.KindEvent
+	}
+	return kind == w.kind
 }
 
 func (w *watcher) run() {

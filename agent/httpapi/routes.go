@@ -38,6 +38,7 @@ const maxOwnCASRetries = 100
 //	PUT    /v1/{kind}/{name}             update spec and labels
 //	DELETE /v1/{kind}/{name}[?resourceVersion=N]
 //	PUT    /v1/{kind}/{name}/status      403: status is written by herd only
+//	GET    /v1/events[?selector=herd.dev/kind=pod,herd.dev/name=web-x]  events (read-only; writes 403)
 //	PUT    /v1/deployments/{name}/scale  set replicas
 //	GET    /v1/pods/{name}/logs[?follow=1&since=..&tail=N][&stale]  journal, text/plain
 //
@@ -103,6 +104,11 @@ func (s *Server) withKind(h func(http.ResponseWriter, *http.Request, api.Kind)) 
 		}
 		if api.New(kind) == nil {
 			s.writeError(w, unknownKind(string(kind)))
+			return
+		}
+		if kind == api.KindEvent && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			s.writeError(w, newError(http.StatusForbidden, api.CodeForbidden,
+				"events are recorded by herd's leader only, not through the API"))
 			return
 		}
 		h(w, r, kind)
