@@ -26,7 +26,9 @@ func TestDeriveEvents(t *testing.T) {
 	svc := func(eps ...api.Endpoint) *api.Service {
 		return &api.Service{Kind: api.KindService, Metadata: api.ObjectMeta{Name: "web"}, Status: api.ServiceStatus{Endpoints: eps}}
 	}
-	ep := func(pod, node string) api.Endpoint { return api.Endpoint{Port: "http", Pod: pod, Node: node, Address: "10.0.0.1:8080"} }
+	ep := func(pod, node string) api.Endpoint {
+		return api.Endpoint{Port: "http", Pod: pod, Node: node, Address: "10.0.0.1:8080"}
+	}
 	type ev struct{ Reason, Type, Node, Message string }
 	tests := []struct {
 		name     string
