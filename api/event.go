@@ -81,7 +81,7 @@ const (
 	ReasonEndpointsUpdated  = "EndpointsUpdated"
 	ReasonScaled            = "Scaled"
 	ReasonRolloutStarted    = "RolloutStarted"
-	ReasonRolloutComplete   = "RolloutComplete"
+	ReasonAvailable         = "Available"
 	ReasonReplicaFailure    = "ReplicaFailure"
 	ReasonRestarted         = "Restarted"
 	ReasonUnitStartFailures = "UnitFailed"

@@ -184,8 +184,8 @@ func daemonEvents(old, cur *api.Daemon, now time.Time) []api.EventSpec {
 	return rolloutEvents(cur, old.Status.Revision, cur.Status.Revision, old.Status.Conditions, cur.Status.Conditions, now)
 }
 
-// rolloutEvents: a new revision observed, the rollout complete (Progressing
-// turns to its complete reason), a replica failure raised.
+// rolloutEvents: a new revision observed, the object Available again (after
+// a rollout or a failover), a replica failure raised.
 func rolloutEvents(o api.Object, oldRev, rev string, oldConds, conds []api.Condition, now time.Time) []api.EventSpec {
 	var out []api.EventSpec
 	if oldRev != "" && rev != oldRev {
@@ -193,7 +193,7 @@ func rolloutEvents(o api.Object, oldRev, rev string, oldConds, conds []api.Condi
 	}
 	if c := findCondition(conds, api.ConditionAvailable); c != nil && c.Status == api.ConditionTrue {
 		if oc := findCondition(oldConds, api.ConditionAvailable); oc == nil || oc.Status != api.ConditionTrue {
-			out = append(out, event(o, api.ReasonRolloutComplete, api.EventNormal, "", now, "available%s", colonMsg(c.Message)))
+			out = append(out, event(o, api.ReasonAvailable, api.EventNormal, "", now, "available%s", colonMsg(c.Message)))
 		}
 	}
 	if c := findCondition(conds, api.ConditionReplicaFailure); c != nil && c.Status == api.ConditionTrue {
