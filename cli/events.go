@@ -48,11 +48,7 @@ keeps the newest 1000.`,
 			if err != nil {
 				return err
 			}
-			def := defaultRequestTimeout
-			if watch {
-				def = 0
-			}
-			ctx, cancel := a.cmdContext(cmd, def)
+			ctx, cancel := a.streamContext(cmd, watch)
 			defer cancel()
 			p := &eventPrinter{w: a.stdout, json: output == outJSON}
 			return followEvents(ctx, c, f, limit, watch, p)

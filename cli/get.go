@@ -77,11 +77,7 @@ without a leader but may be behind.`,
 			if err != nil {
 				return err
 			}
-			def := defaultRequestTimeout
-			if watch {
-				def = 0
-			}
-			ctx, cancel := a.cmdContext(cmd, def)
+			ctx, cancel := a.streamContext(cmd, watch)
 			defer cancel()
 			if stale {
 				ctx = client.WithStale(ctx)

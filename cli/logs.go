@@ -69,11 +69,7 @@ it normally) or --timeout passes. Without -f, --timeout defaults to 30s.`,
 			if err != nil {
 				return err
 			}
-			def := defaultRequestTimeout
-			if follow {
-				def = 0
-			}
-			ctx, cancel := a.cmdContext(cmd, def)
+			ctx, cancel := a.streamContext(cmd, follow)
 			defer cancel()
 			err = c.Logs(ctx, name, opts, a.stdout)
 			if follow && ctx.Err() != nil {

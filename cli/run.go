@@ -365,6 +365,15 @@ func (a *app) cmdContext(cmd *cobra.Command, def time.Duration) (context.Context
 	return context.WithTimeout(ctx, d)
 }
 
+// streamContext is cmdContext for a command that may stream until stopped
+// (get -w, events -w, logs -f): no default limit when it streams.
+func (a *app) streamContext(cmd *cobra.Command, stream bool) (context.Context, context.CancelFunc) {
+	if stream {
+		return a.cmdContext(cmd, 0)
+	}
+	return a.cmdContext(cmd, defaultRequestTimeout)
+}
+
 // effectiveTimeout is the limit a.cmdContext applies for def.
 func (a *app) effectiveTimeout(def time.Duration) time.Duration {
 	if a.timeout > 0 {
