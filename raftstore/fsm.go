@@ -454,7 +454,12 @@ func cloneRaw(o api.RawObject) api.RawObject {
 // restore a snapshot of another format, so a fleet must never go back to
 // a herd of a lower StateFormat once a higher one ran (herdctl upgrade
 // refuses such a downgrade); raise it with every incompatible change.
-const StateFormat = 1
+// Format 2 added events (api.KindEvent); a herd of format 2 reads format
+// 1 snapshots, which have none.
+const StateFormat = 2
+
+// oldestSnapshotFormat is the oldest snapshot format Restore reads.
+const oldestSnapshotFormat = 1
 
 // snapshotFormat is the version of the persisted snapshot encoding.
 const snapshotFormat = StateFormat
@@ -557,8 +562,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if data.Format > snapshotFormat {
 		return fmt.Errorf("raftstore: restore snapshot: state format %d is newer than this herd's %d: run a herd of state format %d or later", data.Format, snapshotFormat, data.Format)
 	}
-	if data.Format != snapshotFormat {
-		return fmt.Errorf("raftstore: restore snapshot: state format %d, want %d", data.Format, snapshotFormat)
+	if data.Format < oldestSnapshotFormat {
+		return fmt.Errorf("raftstore: restore snapshot: state format %d, want %d to %d", data.Format, oldestSnapshotFormat, snapshotFormat)
 	}
 	kinds := make(map[api.Kind]map[string]*api.RawObject, len(storedKinds))
 	for i, o := range data.Objects {

@@ -426,7 +426,8 @@ func TestFSMSnapshotRestore(t *testing.T) {
 func TestFSMRestoreRejectsBadSnapshots(t *testing.T) {
 	tests := map[string]string{
 		"garbage":   `not json`,
-		"format":    `{"format":2,"index":1,"objects":[]}`,
+		"format":    `{"format":0,"index":1,"objects":[]}`,
+		"newer":     `{"format":99,"index":1,"objects":[]}`,
 		"bad kind":  `{"format":1,"index":1,"objects":[{"kind":"widgets","metadata":{"name":"a"}}]}`,
 		"no name":   `{"format":1,"index":1,"objects":[{"kind":"pods","metadata":{}}]}`,
 		"duplicate": `{"format":1,"index":1,"objects":[{"kind":"pods","metadata":{"name":"a"}},{"kind":"pods","metadata":{"name":"a"}}]}`,
@@ -510,6 +511,10 @@ func TestFSMSnapshotCarriesStateFormat(t *testing.T) {
 	}
 	if data.Format != StateFormat {
 		t.Errorf("snapshot format %d, want StateFormat %d", data.Format, StateFormat)
+	}
+	older := `{"format":1,"index":7,"objects":[{"kind":"pods","metadata":{"name":"a"}}]}`
+	if err := newFSM(newHub(8, 8)).Restore(io.NopCloser(strings.NewReader(older))); err != nil {
+		t.Errorf("restore of a format 1 snapshot: %v", err)
 	}
 	newer := fmt.Sprintf(`{"format":%d,"index":1,"objects":[]}`, StateFormat+1)
 	err := newFSM(newHub(8, 8)).Restore(io.NopCloser(strings.NewReader(newer)))
