@@ -229,7 +229,7 @@
     const list = el("ul", { class: "pods" });
     if (pods.length === 0) list.append(el("li", { class: "none" }, "no pods"));
     for (const p of pods) list.append(podItem(p));
-    const since = st.since ? el("span", { class: "since", "data-time": st.since, title: st.since }, ago(st.since)) : null;
+    const since = st.since ? el("span", { class: "since", "data-time": st.since, title: phase + " since " + st.since }, ago(st.since)) : null;
     return el("article", { class: "board", "data-node": n.metadata.name, "data-phase": phase },
       el("div", { class: "board-head" },
         el("span", { class: "board-name" }, n.metadata.name),
