@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
@@ -239,12 +241,21 @@ func TestFleetReplicatesAndSurvivesLeaderLoss(t *testing.T) {
 		t.Fatalf("stale update: got %v, want a conflict", err)
 	}
 
+	// The leader records events: its election, the scale.
+	waitFor(t, "events on the leader", 10*time.Second, func() error {
+		return f.hasEvents(lead, "LeaderElected node/a"+strconv.Itoa(lead+1), "Scaled deployment/web")
+	})
+
 	// Crash the leader: a new one is elected and the state is intact.
 	crashed := f.crash(lead)
 	newLead := f.leader()
 	if newLead == lead {
 		t.Fatal("the crashed agent is still leader")
 	}
+	// The events survive, and the new leader records its election.
+	waitFor(t, "events after the leader's loss", 10*time.Second, func() error {
+		return f.hasEvents(newLead, "Scaled deployment/web", "LeaderElected node/a"+strconv.Itoa(newLead+1))
+	})
 	obj, err := f.client(newLead).Get(ctx, api.KindDeployment, "web")
 	if err != nil {
 		t.Fatalf("get after leader loss: %v", err)
@@ -277,6 +288,29 @@ func TestFleetReplicatesAndSurvivesLeaderLoss(t *testing.T) {
 		return nil
 	})
 	f.leader()
+}
+
+// hasEvents reports, as an error, which of want ("Reason kind/name") agent
+// i's store does not list among its events.
+func (f *testFleet) hasEvents(i int, want ...string) error {
+	raws, _, err := f.client(i).List(context.Background(), api.KindEvent)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, r := range raws {
+		var s api.EventSpec
+		if err := json.Unmarshal(r.Spec, &s); err != nil {
+			return err
+		}
+		have[s.Reason+" "+s.Object.String()] = true
+	}
+	for _, w := range want {
+		if !have[w] {
+			return fmt.Errorf("no event %q among %d", w, len(raws))
+		}
+	}
+	return nil
 }
 
 func TestWatchResumesFromResourceVersion(t *testing.T) {

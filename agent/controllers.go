@@ -25,6 +25,14 @@ func (a *Agent) startControllers(ctx context.Context, wg *sync.WaitGroup, n *not
 			a.log.Error("controllers stopped", "err", err)
 		}
 	}()
+	rec := newRecorder(a.store, clock.RealClock(), a.log.With("component", "events"), a.cfg.Name)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := rec.run(ctx); err != nil && ctx.Err() == nil {
+			a.log.Error("event recorder stopped", "err", err)
+		}
+	}()
 	if a.exec == nil {
 		a.log.Warn("not placing pods on boards: no cluster SSH key", "sshKeyFile", a.cfg.SSHKeyFile)
 		return

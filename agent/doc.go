@@ -8,7 +8,10 @@
 // State and Writer over the raftstore and gossip (state.go: a snapshot
 // cached per change, the placer's SSH witnesses kept for the node
 // controller, actions turned into store transactions), the executor
-// adapter and the loops that apply the plans. At start it reads the
+// adapter and the loops that apply the plans, and the event recorder
+// (recorder.go: while leading, every committed change goes through
+// controller.DeriveEvents and the events are written in batches of
+// up to 100 ms). At start it reads the
 // board's facts (facts.go: FactsFrom derives them purely from /proc, /sys,
 // uname and `systemctl --version` samples) and works out the addresses it
 // advertises (advertise.go: resolveAdvertise, the bind address or the

@@ -81,7 +81,7 @@ const (
 	ReasonEndpointsUpdated  = "EndpointsUpdated"
 	ReasonScaled            = "Scaled"
 	ReasonRolloutStarted    = "RolloutStarted"
-	ReasonRolloutComplete   = "RolloutComplete"
+	ReasonAvailable         = "Available"
 	ReasonReplicaFailure    = "ReplicaFailure"
 	ReasonRestarted         = "Restarted"
 	ReasonUnitStartFailures = "UnitFailed"
@@ -100,26 +100,6 @@ func (e *Event) GetMeta() *ObjectMeta { return &e.Metadata }
 // batch names its events alike.
 func EventName(rv uint64, i int) string {
 	return fmt.Sprintf("%016x-%04d", rv, i)
-}
-
-// ParseObjectRef parses "kind/name" as users type it in `--for`, with the
-// kind singular or plural ("pod/web-x", "nodes/b2").
-func ParseObjectRef(s string) (OwnerRef, error) {
-	k, name, ok := strings.Cut(s, "/")
-	if !ok || name == "" {
-		return OwnerRef{}, fmt.Errorf("api: %q: want kind/name (pod/web-x)", s)
-	}
-	kind := Kind(k)
-	if New(kind) == nil {
-		kind = Kind(k + "s")
-	}
-	if New(kind) == nil || kind == KindEvent {
-		return OwnerRef{}, fmt.Errorf("api: %q: unknown kind %q (want node, deployment, daemon, pod or service)", s, k)
-	}
-	if err := ValidateName(name); err != nil {
-		return OwnerRef{}, fmt.Errorf("api: %q: %w", s, err)
-	}
-	return OwnerRef{Kind: kind, Name: name}, nil
 }
 
 // Labels an event carries, so a selector finds the events of one object

@@ -66,8 +66,13 @@ deployment or daemon also lists its pods; a node lists the pods placed on it.`,
 					}
 				}
 			}
+			// An agent from before events answers 404: show none.
+			evs, _, err := listEvents(ctx, c, eventFilter{sel: api.OwnerRef{Kind: kind, Name: name}.EventSelector()})
+			if err != nil && !isNotFound(err) {
+				return fmt.Errorf("listing events: %w", err)
+			}
 			p := printer{Now: a.clock.Now(), FormatLabels: a.api.formatLabels}
-			fmt.Fprint(a.stdout, p.describe(o, pods))
+			fmt.Fprint(a.stdout, p.describe(o, pods, evs))
 			return nil
 		},
 	}
@@ -147,8 +152,9 @@ func (d *descBuilder) String() string {
 }
 
 // describe renders o in detail; pods are those it owns (deployments,
-// daemons) or that run on it (nodes).
-func (p printer) describe(o api.Object, pods []*api.Pod) string {
+// daemons) or that run on it (nodes), evs its events, oldest first (the
+// newest describeEvents are shown).
+func (p printer) describe(o api.Object, pods []*api.Pod, evs []*api.Event) string {
 	d := &descBuilder{}
 	p.describeMeta(d, o)
 	var conds []api.Condition
@@ -169,7 +175,28 @@ func (p printer) describe(o api.Object, pods []*api.Pod) string {
 	case *api.Deployment, *api.Daemon, *api.Node:
 		p.describePods(d, pods)
 	}
+	p.describeEvents(d, evs)
 	return d.String()
+}
+
+// describeEvents is how many of an object's events describe shows.
+const describeEvents = 10
+
+// describeEvents adds the newest of evs (oldest first) as a table.
+func (p printer) describeEvents(d *descBuilder, evs []*api.Event) {
+	if len(evs) == 0 {
+		d.kv(0, "Events", none)
+		return
+	}
+	if len(evs) > describeEvents {
+		evs = evs[len(evs)-describeEvents:]
+	}
+	t := &table{Header: []string{"AGE", "TYPE", "REASON", "NODE", "MESSAGE"}}
+	for _, e := range evs {
+		t.Rows = append(t.Rows, []string{humanAge(e.Spec.Time, p.Now), e.Spec.Type, e.Spec.Reason, orNone(e.Spec.Node), e.Spec.Message})
+	}
+	d.title(0, "Events")
+	d.table(1, t)
 }
 
 // describeMeta adds the fields every object has: name, kind, labels,

@@ -308,12 +308,14 @@ func testWorkerPowerPull(t *testing.T) {
 	restoreLab(t)
 	lost := Web.PodsOn(s, v)
 	t.Logf("leader %s; pulling the power on %s (runs %s)", leader, v, lost[0].Metadata.Name)
+	pulled := time.Now()
 	r, err := fleet.PullPower(ctx, v, viaExcept(v), false, Web, pollFast)
 	t.Logf("failover: %v", r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkReplaced(t, ctx, v, lost)
+	checkTimeline(t, ctx, v, lost, pulled)
 }
 
 // checkReplaced checks, after victim died, that its pods are gone from it
@@ -365,6 +367,7 @@ func testLeaderPowerPull(t *testing.T) {
 	restoreLab(t)
 	lost := Web.PodsOn(s, leader)
 	t.Logf("pulling the power on the leader %s (runs %d web pods)", leader, len(lost))
+	pulled := time.Now()
 	r, err := fleet.PullPower(ctx, leader, viaExcept(leader), true, Web, pollFast)
 	t.Logf("failover: %v", r)
 	if err != nil {
@@ -375,6 +378,9 @@ func testLeaderPowerPull(t *testing.T) {
 	t.Logf("herdctl status through the context (hosts %v, the dead leader among them) names the new leader %s (%.1fs for that call chain)",
 		fleet.ServerBoards(), nl, time.Since(t0).Seconds())
 	checkReplaced(t, ctx, leader, lost)
+	if len(lost) > 0 {
+		checkTimeline(t, ctx, leader, lost, pulled)
+	}
 }
 
 // e. a board powered back on: its stale units (enabled, so its systemd

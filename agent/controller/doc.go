@@ -24,6 +24,11 @@
 // its own unit (herd-<pod>.service), journal, events and fencing; a
 // daemon's pod on a node is found by owner and spec.node, not by name.
 //
+// DeriveEvents (events.go) says what a committed change means for people:
+// a node dead or back, a pod bound, started, ready or lost, a scheduling
+// failure, endpoints updated. The agent's recorder feeds it every change
+// while this agent leads and stores the events (api.Event).
+//
 // The package also holds a thin Runner that drives the reconcilers from a
 // work queue (Queue: de-duplicating and rate-limited, in the spirit of
 // client-go's, with an injectable clock; a key is never handed to two
