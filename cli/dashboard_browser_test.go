@@ -113,7 +113,7 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Errorf("%s shows %q, want pod %s", sel, got, pod)
 		}
 	}
-	if got := text(t, ctx, `article[data-node="b3"] .warnings`); !strings.Contains(got, "memory limits not enforced") {
+	if got := text(t, ctx, `article[data-node="b3"] .warnings li[data-warning="no-memory-limits"]`); !strings.Contains(got, "memory limits not enforced") {
 		t.Errorf("b3's warnings %q", got)
 	}
 	if got := text(t, ctx, `article[data-node="b1"] .facts`); !strings.Contains(got, "Raspberry Pi 4 Model B") || !strings.Contains(got, "4 CPU") {

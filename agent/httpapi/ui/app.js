@@ -216,8 +216,7 @@
       st.cgroup ? el("span", { class: "chip" }, "cgroup " + st.cgroup) : null);
     for (const c of ["memory", "cpu"]) {
       if (!st.cgroup) break;
-      const has = (st.cgroupControllers || []).includes(c);
-      chips.append(el("span", { class: "chip " + (has ? "ok" : "warn") }, c + (has ? " limits" : " limits off")));
+      if ((st.cgroupControllers || []).includes(c)) chips.append(el("span", { class: "chip ok" }, c + " limits")); // else a warning says
     }
     for (const c of st.conditions || []) {
       const good = c.status === "True";
@@ -225,7 +224,7 @@
         c.type + (good ? "" : "=" + c.status)));
     }
     const warns = el("ul", { class: "warnings" });
-    for (const w of state.warnings[n.metadata.name] || []) warns.append(el("li", { title: w.message }, "⚠ " + w.message));
+    for (const w of state.warnings[n.metadata.name] || []) warns.append(el("li", { title: w.message, "data-warning": w.short }, "⚠ " + w.message));
     const list = el("ul", { class: "pods" });
     if (pods.length === 0) list.append(el("li", { class: "none" }, "no pods"));
     for (const p of pods) list.append(podItem(p));
