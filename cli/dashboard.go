@@ -148,6 +148,11 @@ func (d *dashServer) sessionOK(r *http.Request) bool {
 // login exchanges the one-time code, once, for the session cookie and
 // sends the browser on to the page, so the code leaves its address bar.
 func (d *dashServer) login(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet { // a HEAD (a link preview) does not spend the code
+		w.Header().Set("Allow", "GET")
+		dashError(w, http.StatusMethodNotAllowed, "open the one-time URL with GET")
+		return
+	}
 	got := r.URL.Query().Get("code")
 	d.mu.Lock()
 	ok := d.code != "" && subtle.ConstantTimeCompare([]byte(got), []byte(d.code)) == 1
@@ -188,6 +193,11 @@ func (d *dashServer) forward(w http.ResponseWriter, r *http.Request, p string) {
 		var ae *api.APIError
 		if !errors.As(err, &ae) {
 			ae = &api.APIError{StatusCode: http.StatusBadGateway, Code: api.CodeInternal, Message: "dashboard: " + err.Error()}
+		}
+		if strings.HasPrefix(p, "/ui/") && ae.StatusCode == http.StatusNotFound && strings.Contains(ae.Message, "under /v1/") {
+			// An agent older than the dashboard (mixed-version fleet).
+			dashError(w, http.StatusNotFound, "this agent has no dashboard (herd older than the dashboard): upgrade herd on the boards (herdctl upgrade)")
+			return
 		}
 		b, _ := json.Marshal(ae)
 		w.Header().Set("Content-Type", "application/json")

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -100,6 +101,10 @@ func TestDashboardSecurity(t *testing.T) {
 		t.Errorf("the code from a cross-site link = %d, want 403", resp.StatusCode)
 	}
 
+	if resp, _ := doReq(t, anon, "HEAD", login); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("HEAD of the one-time URL = %d, want 405 (and the code kept)", resp.StatusCode)
+	}
+
 	// The code is exchanged once for an HttpOnly, SameSite=Strict cookie,
 	// and the browser is sent on to a URL without it.
 	user := noRedirect(t)
@@ -191,4 +196,32 @@ func (h *harness) putEvent(rv uint64, spec api.EventSpec) {
 		h.t.Fatal(err)
 	}
 	h.put(e)
+}
+
+// oldAgent answers as an agent that predates the dashboard.
+type oldAgent struct{}
+
+func (oldAgent) ForwardGet(_ context.Context, path, _ string, _ bool) (*http.Response, context.CancelFunc, error) {
+	return nil, nil, &api.APIError{StatusCode: http.StatusNotFound, Code: api.CodeNotFound,
+		Message: "no route " + path + ": the API lives under /v1/"}
+}
+
+func TestDashboardOnAnOlderAgent(t *testing.T) {
+	d, err := newDashServer(oldAgent{}, "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	d.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9/login?code="+url.QueryEscape(strings.TrimPrefix(d.loginURL(), "http://127.0.0.1:9/login?code=")), nil))
+	cookies := rec.Result().Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("login set %d cookies", len(cookies))
+	}
+	req := httptest.NewRequest("GET", "http://127.0.0.1:9/ui/", nil)
+	req.AddCookie(cookies[0])
+	rec = httptest.NewRecorder()
+	d.ServeHTTP(rec, req)
+	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "upgrade herd") {
+		t.Errorf("GET /ui/ of an older agent = %d %q, want 404 saying to upgrade", rec.Code, rec.Body.String())
+	}
 }
