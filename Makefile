@@ -61,6 +61,7 @@ demo-local: build
 ## the end, pass or fail. See e2e/doc.go.
 .PHONY: e2e
 e2e: build
+	scripts/deps
 	scripts/lab deps --vm
 	$(GO) test -tags e2e -count=1 -timeout 40m -v ./e2e/; rc=$$?; scripts/lab down >/dev/null 2>&1; exit $$rc
 

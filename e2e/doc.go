@@ -25,6 +25,14 @@
 // board), and reads the herd units each board runs. Poll waits on a
 // condition with a deadline; nothing synchronises with a fixed sleep.
 //
+// In TestFleet's worker power pull, headless Chromium (Debian's chromium,
+// driven by chromedp; e2e/dashboard.go) watches `herdctl dashboard
+// --no-open` through the pull: the page must show the board NotReady and a
+// replacement pod Bound to another board in its timeline within the
+// worker failover budget (3 s from the kill), and the board's card the
+// replacement. The page's screenshot is saved to
+// $TMPDIR/herd-e2e-dashboard-BOARD.png (the path is logged).
+//
 // TestHostile is the hostile-actor group (e2e/hostile_test.go; attacker
 // programs in e2e/hostiletool, copied onto the boards). It applies a daemon
 // running as nobody on every board (an exec readiness probe whose script

@@ -307,8 +307,12 @@ func testWorkerPowerPull(t *testing.T) {
 	v := victim(t, s, leader)
 	restoreLab(t)
 	lost := Web.PodsOn(s, v)
+	// Headless Chromium watches herdctl dashboard through the failover.
+	dash := startDashboard(t, v, lost)
 	t.Logf("leader %s; pulling the power on %s (runs %s)", leader, v, lost[0].Metadata.Name)
 	pulled := time.Now()
+	seen := make(chan dashboardSeen, 1)
+	go func() { seen <- watchDashboard(dash, v, lost, pulled) }()
 	r, err := fleet.PullPower(ctx, v, viaExcept(v), false, Web, pollFast)
 	t.Logf("failover: %v", r)
 	if err != nil {
@@ -316,6 +320,7 @@ func testWorkerPowerPull(t *testing.T) {
 	}
 	checkReplaced(t, ctx, v, lost)
 	checkTimeline(t, ctx, v, lost, pulled)
+	checkDashboard(t, dash, <-seen, v)
 }
 
 // checkReplaced checks, after victim died, that its pods are gone from it

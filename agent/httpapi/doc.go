@@ -26,6 +26,12 @@
 // connection or 503 outcome_unknown gets the stored objects back instead
 // of being applied again (routes.go).
 //
+// Under /ui/ it serves the dashboard, behind the same guard: one page with
+// its script and style sheet embedded in the binary (ui/, Go embed), a
+// strict Content-Security-Policy (no inline script, own origin only), and
+// GET /ui/warnings, each board's api.NodeStatus.Warnings. The page reads
+// the fleet through the /v1 list and watch routes (ui.go).
+//
 // It holds no state of its own: every read and write goes to the Store it
 // is given. The client side of the API lives in package client.
 package httpapi

@@ -42,6 +42,8 @@ const maxOwnCASRetries = 100
 //	PUT    /v1/deployments/{name}/scale  set replicas
 //	GET    /v1/pods/{name}/logs[?follow=1&since=..&tail=N][&stale]  journal, text/plain
 //
+// Besides /v1, route serves the dashboard under /ui/ (ui.go).
+//
 // A GET route answers HEAD too. What the patterns do not match gets the
 // API's JSON error: 404 naming the path, or 405 with Allow (the mux's own
 // answers, turned into API errors by route). An unknown {kind} is a 404
@@ -126,6 +128,10 @@ func (s *Server) notAllowed(w http.ResponseWriter, r *http.Request, allow string
 // what no route matches with the API's JSON errors instead of the mux's
 // plain text.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if isUIPath(r.URL.Path) {
+		s.ui(w, r) // the dashboard (ui.go)
+		return
+	}
 	if p := r.URL.Path; len(p) > len("/v1/") && strings.HasSuffix(p, "/") {
 		// "/v1/deployments/" is "/v1/deployments".
 		r2, u := *r, *r.URL
