@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/httpapi"
+	"github.com/herd-dev/herd/agent/metrics"
 	"github.com/herd-dev/herd/agent/placer"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
@@ -43,6 +44,10 @@ type Agent struct {
 	exec   placerExecutor   // nil when the cluster SSH key is missing
 	gossip *gossip.Gossip
 	api    *httpapi.Server
+
+	metrics         *metrics.Registry
+	metricsTokens   *httpapi.TokenFile // nil without metrics_token_file
+	metricsListener net.Listener       // nil without metrics_listen
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -100,6 +105,9 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.tokens = tf
+	if err := a.startMetrics(); err != nil {
+		return nil, err
+	}
 
 	ok := false
 	defer func() {
@@ -134,6 +142,9 @@ func New(cfg Config, opts Options) (*Agent, error) {
 	if err := a.startAPI(); err != nil {
 		return nil, err
 	}
+	if err := a.listenMetrics(); err != nil {
+		return nil, err
+	}
 	ok = true
 	return a, nil
 }
@@ -153,6 +164,7 @@ func (a *Agent) openStore(base *slog.Logger) (hasState bool, err error) {
 	rc.ServerKey = a.keys.server[0]
 	rc.AcceptServerKeys = a.keys.server[1:]
 	rc.Logger = base
+	rc.ObserveTxn = a.metrics.ObserveTxn
 	st, err := raftstore.Open(rc)
 	if err != nil {
 		return false, err
@@ -209,6 +221,10 @@ func (a *Agent) startAPI() error {
 		hc.Logs = be.Logs
 	}
 	hc.Tokens = a.tokens
+	hc.Metrics = a.metrics.Handler()
+	if a.metricsTokens != nil {
+		hc.MetricsTokens = a.metricsTokens
+	}
 	hc.Hosts = cfg.APIHosts
 	hc.Logger = a.log.With("component", "api")
 	srv, err := httpapi.New(hc)
@@ -291,6 +307,15 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Error("api stopped", "err", err)
 		}
 	}()
+	if a.metricsListener != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.api.ServeMetrics(apiCtx, a.metricsListener); err != nil && !errors.Is(err, context.Canceled) {
+				a.log.Error("metrics listener stopped", "err", err)
+			}
+		}()
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -358,6 +383,9 @@ func (a *Agent) otherVoters() bool {
 func (a *Agent) close() {
 	for _, ln := range a.listeners {
 		ln.Close()
+	}
+	if a.metricsListener != nil {
+		a.metricsListener.Close()
 	}
 	if a.gossip != nil {
 		a.gossip.Shutdown()

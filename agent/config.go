@@ -93,6 +93,16 @@ type Config struct {
 	// refused (against DNS rebinding).
 	APIHosts []string `toml:"api_hosts"`
 
+	// MetricsListen is a listener that serves only GET /metrics: "" (the
+	// default) for none, host:port, or "auto:PORT" for the gossip
+	// advertise IP and PORT (herdctl bootstrap sets "auto:7949"). It needs
+	// MetricsTokenFile. On servers /metrics is also on the API listeners.
+	MetricsListen string `toml:"metrics_listen"`
+	// MetricsTokenFile holds bearer tokens (same format and rotation as
+	// api_token_file) that grant GET /metrics and nothing else, on every
+	// listener; API tokens work on /metrics too. Empty: none.
+	MetricsTokenFile string `toml:"metrics_token_file"`
+
 	// SSHAddress is where the leader reaches this board's sshd: host:port,
 	// or auto / auto:PORT / empty for the gossip advertise IP and PORT
 	// (default 22).
@@ -254,6 +264,9 @@ func (c *Config) Validate() error {
 		if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && c.APITokenFile == "" {
 			add("api_listen[%d] %q: a non-loopback API needs api_token_file", i, l)
 		}
+	}
+	if err := checkMetricsListen(c.MetricsListen, c.MetricsTokenFile); err != nil {
+		add("metrics_listen %q: %v", c.MetricsListen, err)
 	}
 	for i, h := range c.APIHosts {
 		if h == "" || strings.ContainsAny(h, "/ \t") {

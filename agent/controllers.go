@@ -13,7 +13,9 @@ import (
 // when ctx ends (leadership lost or agent stopping).
 func (a *Agent) startControllers(ctx context.Context, wg *sync.WaitGroup, n *notifier) {
 	state := newClusterState(a.store, a.gossip, n)
-	runner, err := controller.NewRunner(controller.DefaultRunnerConfig(), state, state, clock.RealClock(), a.log.With("component", "controller"))
+	rcfg := controller.DefaultRunnerConfig()
+	rcfg.Observer = a.metrics
+	runner, err := controller.NewRunner(rcfg, state, state, clock.RealClock(), a.log.With("component", "controller"))
 	if err != nil {
 		a.log.Error("controllers not started", "err", err)
 		return
@@ -39,6 +41,7 @@ func (a *Agent) startControllers(ctx context.Context, wg *sync.WaitGroup, n *not
 	}
 	pcfg := placer.DefaultConfig()
 	pcfg.RecordWitness = state.recordWitness
+	pcfg.Observer = a.metrics
 	pl, err := placer.New(pcfg, a.exec, state, state, clock.RealClock(), a.log.With("component", "placer"))
 	if err != nil {
 		a.log.Error("placer not started", "err", err)

@@ -310,6 +310,7 @@ func TestBootstrapEndToEnd(t *testing.T) {
 			APIListen:  []string{"127.0.0.1:7948", "unix:///run/herd/api.sock"},
 			SSHAddress: "auto:" + port(name), SSHHostKeyFile: "/etc/ssh/ssh_host_ed25519_key.pub",
 			SSHUser: "herd-exec", Labels: map[string]string{"room": "lab"},
+			MetricsListen: MetricsListen, MetricsTokenFile: MetricsTokenPath,
 		}
 		if server {
 			ac.ServerKeyFile, ac.APITokenFile, ac.SSHKeyFile = "/etc/herd/server.key", "/etc/herd/api.token", "/etc/herd/cluster_ssh_key"
@@ -338,6 +339,7 @@ func TestBootstrapEndToEnd(t *testing.T) {
 			files := []file{
 				{"/usr/local/bin/herd", bin, 0o755},
 				{"/etc/herd/gossip.key", sec.GossipKey, 0o600},
+				{"/etc/herd/metrics.token", sec.MetricsToken, 0o600},
 			}
 			if name != "b3" {
 				files = append(files,

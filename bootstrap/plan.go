@@ -288,6 +288,10 @@ func planAgent(in PlanInput, i int, name string, join []string) AgentConfig {
 		SSHHostKeyFile:  p.HostKeyFile,
 		SSHUser:         orDefault(in.SSHUser, "root"),
 		Labels:          in.Labels,
+		// Every board serves GET /metrics on its advertised address to
+		// the metrics token (workers have no user API).
+		MetricsListen:    MetricsListen,
+		MetricsTokenFile: MetricsTokenPath,
 	}
 	if r.Server {
 		ac.ServerKeyFile = ServerKeyPath
@@ -411,7 +415,7 @@ func NewFile(path string, content []byte, mode os.FileMode) File {
 // binary first, the unit last (so a unit never starts without its files).
 // Every board gets the gossip key and the executor account's sudoers
 // drop-in (SudoersPath, checked with visudo before it is moved into
-// place); only servers get the server key, the cluster SSH private key and
+// place) and the metrics token (MetricsTokenPath); only servers get the server key, the cluster SSH private key and
 // the API token. Besides these files a board gets the executor account
 // (ExecUser, AccountArgv) and its authorized_keys (ExecAuthKeysPath,
 // SetAuthorizedKeys).
@@ -421,6 +425,9 @@ func BoardFiles(p BoardPlan, sec Secrets, binary File) ([]File, error) {
 		return nil, err
 	}
 	files := []File{binary, NewFile(GossipKeyPath, sec.GossipKey, 0o600)}
+	if len(sec.MetricsToken) > 0 {
+		files = append(files, NewFile(MetricsTokenPath, sec.MetricsToken, 0o600))
+	}
 	if p.Role.Server {
 		files = append(files,
 			NewFile(ServerKeyPath, sec.ServerKey, 0o600),

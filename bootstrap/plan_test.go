@@ -120,7 +120,7 @@ func TestPlan(t *testing.T) {
 			GossipKeyFile: GossipKeyPath, GossipBind: "0.0.0.0:7946", GossipAdvertise: "auto",
 			RaftBind: "0.0.0.0:7947", RaftAdvertise: "auto", APIListen: []string{APIAddr, "unix://" + APISocket},
 			SSHAddress: "auto:" + sshPort, SSHHostKeyFile: HostKeyFiles[0], SSHUser: "root",
-			Labels: map[string]string{"room": "attic"}}
+			Labels: map[string]string{"room": "attic"}, MetricsListen: MetricsListen, MetricsTokenFile: MetricsTokenPath}
 		if r.Server {
 			c.ServerKeyFile, c.APITokenFile, c.SSHKeyFile = ServerKeyPath, APITokenPath, ClusterSSHKey
 		}
@@ -364,10 +364,10 @@ func TestBoardFiles(t *testing.T) {
 		return out
 	}
 	wantServer := []got{
-		{BinaryPath, 0o755}, {GossipKeyPath, 0o600}, {ServerKeyPath, 0o600}, {ClusterSSHKey, 0o600}, {APITokenPath, 0o600},
+		{BinaryPath, 0o755}, {GossipKeyPath, 0o600}, {MetricsTokenPath, 0o600}, {ServerKeyPath, 0o600}, {ClusterSSHKey, 0o600}, {APITokenPath, 0o600},
 		{SudoersPath, 0o440}, {AgentConfigPath, 0o644}, {UnitPath, 0o644},
 	}
-	wantWorker := []got{{BinaryPath, 0o755}, {GossipKeyPath, 0o600}, {SudoersPath, 0o440}, {AgentConfigPath, 0o644}, {UnitPath, 0o644}}
+	wantWorker := []got{{BinaryPath, 0o755}, {GossipKeyPath, 0o600}, {MetricsTokenPath, 0o600}, {SudoersPath, 0o440}, {AgentConfigPath, 0o644}, {UnitPath, 0o644}}
 	if diff := cmp.Diff(wantServer, files(server)); diff != "" {
 		t.Errorf("server files (-want +got):\n%s", diff)
 	}

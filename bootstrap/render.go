@@ -18,7 +18,12 @@ const (
 	GossipKeyPath   = "/etc/herd/gossip.key"
 	ServerKeyPath   = "/etc/herd/server.key"
 	APITokenPath    = "/etc/herd/api.token"
-	ClusterSSHKey   = "/etc/herd/cluster_ssh_key"
+	// MetricsTokenPath is the metrics token on every board; MetricsListen
+	// the agent's metrics listener (the advertised IP, MetricsPort).
+	MetricsTokenPath = "/etc/herd/metrics.token"
+	MetricsListen    = "auto:7949"
+	MetricsPort      = 7949
+	ClusterSSHKey    = "/etc/herd/cluster_ssh_key"
 	// ClusterSSHPub and ClusterKeyPath are files of older bootstraps
 	// (the public key, and the one key of both purposes): removed from
 	// every board.
@@ -55,18 +60,20 @@ type AgentConfig struct {
 	ServerKeyFile   string   `toml:"server_key_file,omitempty"`
 	// ClusterKeyFile is always empty: a bootstrapped board never falls
 	// back to the legacy single key (the agent's default path).
-	ClusterKeyFile  string            `toml:"cluster_key_file"`
-	GossipBind      string            `toml:"gossip_bind"`
-	GossipAdvertise string            `toml:"gossip_advertise"`
-	RaftBind        string            `toml:"raft_bind"`
-	RaftAdvertise   string            `toml:"raft_advertise"`
-	APIListen       []string          `toml:"api_listen"`
-	APITokenFile    string            `toml:"api_token_file,omitempty"`
-	SSHAddress      string            `toml:"ssh_address"`
-	SSHHostKeyFile  string            `toml:"ssh_host_key_file"`
-	SSHUser         string            `toml:"ssh_user"`
-	SSHKeyFile      string            `toml:"ssh_key_file,omitempty"`
-	Labels          map[string]string `toml:"labels,omitempty"`
+	ClusterKeyFile   string            `toml:"cluster_key_file"`
+	GossipBind       string            `toml:"gossip_bind"`
+	GossipAdvertise  string            `toml:"gossip_advertise"`
+	RaftBind         string            `toml:"raft_bind"`
+	RaftAdvertise    string            `toml:"raft_advertise"`
+	APIListen        []string          `toml:"api_listen"`
+	APITokenFile     string            `toml:"api_token_file,omitempty"`
+	MetricsListen    string            `toml:"metrics_listen,omitempty"`
+	MetricsTokenFile string            `toml:"metrics_token_file,omitempty"`
+	SSHAddress       string            `toml:"ssh_address"`
+	SSHHostKeyFile   string            `toml:"ssh_host_key_file"`
+	SSHUser          string            `toml:"ssh_user"`
+	SSHKeyFile       string            `toml:"ssh_key_file,omitempty"`
+	Labels           map[string]string `toml:"labels,omitempty"`
 }
 
 const agentConfigHeader = `# herd agent configuration, written by herdctl bootstrap.

@@ -27,7 +27,10 @@ const (
 	stateSSHKeyFile    = "cluster_ssh_key"
 	stateSSHPubFile    = "cluster_ssh_key.pub"
 	stateTokenFile     = "api.token"
-	stateBoardsFile    = "boards.toml"
+	// stateMetricsTokenFile is the metrics token (GET /metrics only),
+	// which every board gets and Prometheus uses.
+	stateMetricsTokenFile = "metrics.token"
+	stateBoardsFile       = "boards.toml"
 	// stateLegacyKeyFile is the single cluster key of clusters made
 	// before the keys were split; LoadState migrates it.
 	stateLegacyKeyFile = "cluster.key"
@@ -82,6 +85,9 @@ type Secrets struct {
 	SSHPublicKey []byte
 	// APIToken is api.token: the API bearer token, one line.
 	APIToken []byte
+	// MetricsToken is metrics.token: the bearer token that grants GET
+	// /metrics only, on every board (Prometheus's credential), one line.
+	MetricsToken []byte
 }
 
 // PublicKey parses the first key of SSHPublicKey.
@@ -170,6 +176,9 @@ func GenerateSecrets(cluster string) (Secrets, error) {
 	if s.APIToken, err = NewToken(); err != nil {
 		return Secrets{}, err
 	}
+	if s.MetricsToken, err = NewToken(); err != nil {
+		return Secrets{}, err
+	}
 	return s, nil
 }
 
@@ -217,6 +226,9 @@ func (s Secrets) check() error {
 	}
 	if tok := strings.TrimSpace(string(s.APIToken)); tok == "" || strings.ContainsAny(tok, " \t\r\n") {
 		return fmt.Errorf("%s: want one token on one line", stateTokenFile)
+	}
+	if tok := strings.TrimSpace(string(s.MetricsToken)); tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return fmt.Errorf("%s: want one token on one line", stateMetricsTokenFile)
 	}
 	return nil
 }
@@ -313,7 +325,7 @@ func readSecretFiles(dir string) (map[string][]byte, error) {
 		}
 		return b, nil
 	}
-	names := []string{stateGossipKeyFile, stateServerKeyFile, stateSSHKeyFile, stateSSHPubFile, stateTokenFile, stateLegacyKeyFile}
+	names := []string{stateGossipKeyFile, stateServerKeyFile, stateSSHKeyFile, stateSSHPubFile, stateTokenFile, stateMetricsTokenFile, stateLegacyKeyFile}
 	contents := map[string][]byte{}
 	for _, n := range names {
 		b, err := read(n)
@@ -348,12 +360,12 @@ func (s *State) loadSecrets(contents map[string][]byte, create bool) (created bo
 		}
 		s.Secrets = sec
 		created = true
-		write = []string{stateSSHKeyFile, stateSSHPubFile, stateGossipKeyFile, stateServerKeyFile, stateTokenFile}
+		write = []string{stateSSHKeyFile, stateSSHPubFile, stateGossipKeyFile, stateServerKeyFile, stateTokenFile, stateMetricsTokenFile}
 	case has(stateSSHKeyFile) && has(stateSSHPubFile) && (has(stateGossipKeyFile) && has(stateServerKeyFile) || has(stateLegacyKeyFile) && !has(stateGossipKeyFile) && !has(stateServerKeyFile)):
 		s.Secrets = Secrets{
 			GossipKey: contents[stateGossipKeyFile], ServerKey: contents[stateServerKeyFile],
 			SSHPrivateKey: contents[stateSSHKeyFile], SSHPublicKey: contents[stateSSHPubFile],
-			APIToken: contents[stateTokenFile],
+			APIToken: contents[stateTokenFile], MetricsToken: contents[stateMetricsTokenFile],
 		}
 		if !has(stateGossipKeyFile) {
 			// An older herdctl's folder: one key for both purposes.
@@ -366,6 +378,14 @@ func (s *State) loadSecrets(contents map[string][]byte, create bool) (created bo
 				return false, nil, err
 			}
 			write = append(write, stateTokenFile)
+		}
+		if !has(stateMetricsTokenFile) {
+			// A folder of a herdctl before metrics: the next run gives
+			// every board the new token.
+			if s.Secrets.MetricsToken, err = NewToken(); err != nil {
+				return false, nil, err
+			}
+			write = append(write, stateMetricsTokenFile)
 		}
 		if err := s.Secrets.check(); err != nil {
 			return false, nil, fmt.Errorf("%w: %s: %v", ErrState, dir, err)
@@ -438,6 +458,8 @@ func (s *State) writeSecrets(names ...string) error {
 			c = s.Secrets.SSHPublicKey
 		case stateTokenFile:
 			c = s.Secrets.APIToken
+		case stateMetricsTokenFile:
+			c = s.Secrets.MetricsToken
 		default:
 			return fmt.Errorf("%w: no secret file %s", ErrState, n)
 		}
@@ -457,6 +479,10 @@ func (s *State) writeSecrets(names ...string) error {
 
 // TokenFile is the path of the API token file in the state folder.
 func (s *State) TokenFile() string { return filepath.Join(s.Dir, stateTokenFile) }
+
+// MetricsTokenFile is the path of the metrics token file in the state
+// folder: Prometheus's credentials_file.
+func (s *State) MetricsTokenFile() string { return filepath.Join(s.Dir, stateMetricsTokenFile) }
 
 // BoardArg is how to reach b again: the argument it was given, else
 // user@host:port.

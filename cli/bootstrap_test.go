@@ -123,8 +123,8 @@ func TestBootstrapCommand(t *testing.T) {
 		"b1: checking...",
 		"b2: uploading herd (64 B, missing)",
 		"b1: systemctl start herd.service",
-		"b1: ok: server b1, 9 files written, 3 systemctl steps", // the sudoers drop-in and herd-exec's authorized_keys included
-		"b2: ok: worker b2, 6 files written, 3 systemctl steps",
+		"b1: ok: server b1, 10 files written, 3 systemctl steps", // the sudoers drop-in and herd-exec's authorized_keys included
+		"b2: ok: worker b2, 7 files written, 3 systemctl steps",
 		`cluster "lab": new gossip key, server key, cluster SSH key and API token in ` + filepath.Join(h.env["HOME"], ".config/herd/clusters/lab"),
 		`context "lab" (ssh root@127.0.0.1:`,
 		`cluster "lab" formed: leader b1`,

@@ -95,6 +95,7 @@ type Gossip struct {
 	table map[string]Member
 
 	events *eventQueue
+	counts counters
 	closed atomic.Bool
 	// lifeMu keeps Leave and Shutdown apart: memberlist panics on a leave
 	// after shutdown.
@@ -145,6 +146,7 @@ func New(cfg Config) (*Gossip, error) {
 	mc.Delegate = d
 	mc.Events = d
 	mc.Conflict = d
+	mc.Ping = d
 	if cfg.wrapTransport != nil {
 		if err := wrapTransport(mc, cfg.wrapTransport); err != nil {
 			return nil, fmt.Errorf("gossip: listen on %s:%d: %w", cfg.BindAddr, cfg.BindPort, err)
@@ -404,6 +406,7 @@ func (g *Gossip) observe(n *memberlist.Node, typ EventType) {
 	if typ != EventUpdate || !had || prev.State != m.State {
 		g.log.Debug("gossip member "+typ.String(), "member", n.Name, "addr", m.Address())
 	}
+	g.counts.count(typ)
 	g.events.push(Event{Type: typ, Member: m.clone(), At: now})
 }
 

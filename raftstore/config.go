@@ -99,6 +99,13 @@ type Config struct {
 	// leader that vanished moves on within it. Default 3s.
 	HandshakeTimeout time.Duration
 
+	// ObserveTxn, when set, is told of every Txn that succeeded: whether
+	// it was forwarded to the leader, and how long it took from the call
+	// to the transaction applied on this server (committed by a quorum
+	// and applied by the leader, then by this server when forwarded). It
+	// is called on the caller's goroutine and must be cheap (metrics).
+	ObserveTxn func(forwarded bool, took time.Duration)
+
 	// network is the transport's network; nil is the host's TCP stack.
 	// TestCluster sets one that can cut servers off.
 	network network

@@ -54,6 +54,9 @@ type Stats struct {
 	// StoreIndex is the last command applied to the object store: the
 	// resourceVersion List returns.
 	StoreIndex uint64 `json:"storeIndex"`
+	// LastContact is when this follower last heard from a leader; zero
+	// on a leader (which is its own contact) and before any contact.
+	LastContact time.Time `json:"lastContact,omitzero"`
 	// LastSnapshotIndex is the index of the latest local snapshot.
 	LastSnapshotIndex uint64 `json:"lastSnapshotIndex"`
 	// Objects is how many objects the store holds.
@@ -405,8 +408,11 @@ func (s *Store) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 	ctx, cancel := s.writeContext(ctx)
 	defer cancel()
 
+	start := time.Now() // real time: for ObserveTxn only
+	forwarded := false
 	var out []api.RawObject
 	err = s.withLeader(ctx, func() error {
+		forwarded = false
 		res, err := s.leaderTxn(ctx, ops, id)
 		if err != nil {
 			return err
@@ -417,6 +423,7 @@ func (s *Store) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 		}
 		return nil
 	}, func(addr string) error {
+		forwarded = true
 		index, objs, err := s.forward(ctx, addr, ops, id)
 		if err != nil {
 			return err
@@ -429,6 +436,9 @@ func (s *Store) Txn(ctx context.Context, ops []Op) ([]api.RawObject, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if s.cfg.ObserveTxn != nil {
+		s.cfg.ObserveTxn(forwarded, time.Since(start))
 	}
 	return out, nil
 }
@@ -693,6 +703,9 @@ func (s *Store) Stats() Stats {
 		AppliedIndex: s.raft.AppliedIndex(),
 		StoreIndex:   s.fsm.appliedIndex(),
 		Watchers:     s.hub.watchers(),
+	}
+	if st.State != raft.Leader.String() {
+		st.LastContact = s.raft.LastContact()
 	}
 	if v, err := strconv.ParseUint(s.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		st.LastSnapshotIndex = v

@@ -252,6 +252,14 @@ func (q *Queue) Len() int {
 	return len(q.queue)
 }
 
+// Depth returns the keys ready to be handed out (Len) and those waiting
+// out a delay (AddAfter, AddRateLimited).
+func (q *Queue) Depth() (ready, delayed int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queue), len(q.waiting)
+}
+
 // ShutDown stops the queue: every Get returns shutdown, later adds are
 // ignored, and the delay goroutine exits before ShutDown returns. It may be
 // called more than once.

@@ -103,6 +103,9 @@ type RunnerConfig struct {
 	// Jitter returns a number in [0, 1) for the ResyncJitter stretch. Nil
 	// means math/rand/v2. Tests inject a seeded source.
 	Jitter func() float64
+	// Observer, when set, is told the queue's depth and how each key's
+	// reconcile went (metrics). Nil observes nothing.
+	Observer Observer
 }
 
 // DefaultRunnerConfig returns a 5-minute resync with 20% jitter, a 1 s
@@ -149,6 +152,7 @@ type Runner struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	jitter func() float64 // cfg.Jitter or math/rand/v2
+	obs    Observer       // cfg.Observer or a no-op
 
 	mu  sync.Mutex
 	idx *Index // last index built, reused while State's Version is unchanged
@@ -173,7 +177,11 @@ func NewRunner(cfg RunnerConfig, state State, writer Writer, clk clock.Clock, lo
 	if jitter == nil {
 		jitter = rand.Float64
 	}
-	return &Runner{cfg: cfg, state: state, writer: writer, clock: clk, log: log, jitter: jitter}, nil
+	obs := cfg.Observer
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	return &Runner{cfg: cfg, state: state, writer: writer, clock: clk, log: log, jitter: jitter, obs: obs}, nil
 }
 
 // Run reconciles until ctx is done, starting with every key (a full
@@ -185,10 +193,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	r.obs.QueueStarted(q.Depth)
 	defer func() {
 		cancel()
 		q.ShutDown()
 		wg.Wait()
+		r.obs.QueueStopped()
 	}()
 
 	r.enqueueAll(ctx, q)
@@ -220,35 +230,48 @@ func (r *Runner) index(ctx context.Context) (*Index, error) {
 	return r.idx, nil
 }
 
+// process reconciles key and tells the Observer how it went.
 func (r *Runner) process(ctx context.Context, q *Queue, key Key) {
+	start := time.Now() // real time: a metric, not a decision
+	retried, err := r.reconcileKey(ctx, q, key)
+	if ctx.Err() == nil {
+		r.obs.Reconciled(ControllerOf(key), time.Since(start), err, retried)
+	}
+}
+
+// reconcileKey reads state, reconciles key and applies its actions. It
+// returns whether the key was queued again with backoff and why it failed
+// (nil on success).
+func (r *Runner) reconcileKey(ctx context.Context, q *Queue, key Key) (retried bool, err error) {
 	ix, err := r.index(ctx)
 	if err != nil {
 		r.log.Warn("reading state", "key", key, "err", err)
 		q.AddRateLimited(key)
-		return
+		return true, err
 	}
 	acts := ix.Reconcile(r.clock.Now(), r.cfg.Scheduler, key)
 	if len(acts) == 0 {
 		q.Forget(key)
-		return
+		return false, nil
 	}
 	for _, a := range acts {
 		r.log.Info("reconcile", "key", key, "action", string(a.Type), "kind", string(a.Kind), "name", a.Name, "reason", a.Reason, "txn", a.Txn)
 	}
 	if err := r.writer.Apply(ctx, acts); err != nil {
 		if ctx.Err() != nil {
-			return
+			return false, err
 		}
 		if errors.Is(err, ErrTerminal) {
 			r.log.Error("applying actions failed for good; not retrying", "key", key, "err", err)
 			q.Forget(key)
-			return
+			return false, err
 		}
 		r.log.Warn("applying actions", "key", key, "retries", q.NumRequeues(key), "err", err)
 		q.AddRateLimited(key)
-		return
+		return true, err
 	}
 	q.Forget(key)
+	return false, nil
 }
 
 func (r *Runner) enqueueAll(ctx context.Context, q *Queue) {

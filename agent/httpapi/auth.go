@@ -404,6 +404,16 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if tokenOK(got, accepted) {
 		return true
 	}
+	if ok, err := s.metricsTokenOK(got); err != nil {
+		s.writeError(w, newError(http.StatusServiceUnavailable, api.CodeUnauthorized, "metrics tokens unavailable: %v", err))
+		return false
+	} else if ok {
+		if r.URL.Path == MetricsPath {
+			return true
+		}
+		s.writeError(w, newError(http.StatusForbidden, api.CodeForbidden, "the metrics token grants only GET %s", MetricsPath))
+		return false
+	}
 	msg := "missing bearer token: send \"Authorization: Bearer <token>\" (herdctl reads it from the context's token_file, $HERD_TOKEN or $HERD_TOKEN_FILE)"
 	if got != "" {
 		msg = "invalid bearer token"

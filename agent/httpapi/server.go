@@ -80,6 +80,14 @@ type Config struct {
 	// ReadTimeout bounds reading one request's body (not the watch and log
 	// streams, which have none); headers are bounded separately.
 	ReadTimeout time.Duration
+	// Metrics, when set, is served at GET /metrics (MetricsPath): the
+	// Prometheus exposition, behind the same checks as the API. Without it
+	// /metrics is 404.
+	Metrics http.Handler
+	// MetricsTokens, when set, are tokens that grant GET /metrics only (on
+	// every listener; any other route answers them 403). API tokens work
+	// on /metrics too. Same file format and rotation as Tokens.
+	MetricsTokens TokenSource
 	// TLS, when set, wraps the TCP listeners given to Serve.
 	TLS *tls.Config
 	// MaxBodyBytes limits request bodies; larger ones get 413.
@@ -156,7 +164,9 @@ type Server struct {
 	cfg     Config
 	tokens  TokenSource
 	handler http.Handler
-	router  *http.ServeMux // the /v1 routes (newRouter)
+	// metricsHandler serves only /metrics (MetricsHandler).
+	metricsHandler http.Handler
+	router         *http.ServeMux // the /v1 routes (newRouter)
 	// stopWatches is closed when Serve begins shutting down, ending every
 	// watch stream so that graceful shutdown does not wait for them.
 	stopOnce    sync.Once
@@ -202,7 +212,8 @@ func New(cfg Config) (*Server, error) {
 		s.tokens = StaticTokens{cfg.Token}
 	}
 	s.router = s.newRouter()
-	s.handler = s.logRequests(s.guard(http.HandlerFunc(s.route)))
+	s.handler = s.logRequests(s.guard(s.withMetrics(http.HandlerFunc(s.route))))
+	s.metricsHandler = s.logRequests(s.guard(s.metricsOnly()))
 	return s, nil
 }
 
@@ -217,11 +228,17 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // uid is read for Config.SocketUIDs. TCP listeners are wrapped in TLS when
 // Config.TLS is set. Serve closes the listeners. Call it once per Server.
 func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
+	return s.serve(ctx, s.handler, "api", listeners)
+}
+
+// serve serves h on every listener until ctx ends (Serve, ServeMetrics);
+// what names the listeners in the log.
+func (s *Server) serve(ctx context.Context, h http.Handler, what string, listeners []net.Listener) error {
 	if len(listeners) == 0 {
 		return errors.New("httpapi: serve: no listeners")
 	}
 	hs := &http.Server{
-		Handler:           s.handler,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelDebug),
@@ -234,7 +251,7 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 		if _, ok := l.Addr().(*net.TCPAddr); ok && s.cfg.TLS != nil {
 			l = tls.NewListener(l, s.cfg.TLS)
 		}
-		s.cfg.Logger.Info("api listening", "addr", listenerName(l), "tls", s.cfg.TLS != nil && l.Addr().Network() == "tcp")
+		s.cfg.Logger.Info(what+" listening", "addr", listenerName(l), "tls", s.cfg.TLS != nil && l.Addr().Network() == "tcp")
 		go func() { errc <- hs.Serve(l) }()
 	}
 	var err error

@@ -78,6 +78,9 @@ type Config struct {
 	// (the node controller reads it as controller.MemberInfo.Witness).
 	// It is called from the workers, concurrently, and must not block.
 	RecordWitness func(node string, w controller.Witness)
+	// Observer, when set, is told of every Executor call and of each pod's
+	// first running unit (metrics). Nil observes nothing.
+	Observer Observer
 	// Jitter returns a number in [0, 1) for the ObserveJitter stretch; it
 	// is called from several workers at once. Nil means math/rand/v2.
 	// Tests inject a seeded source.

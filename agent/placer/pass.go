@@ -104,6 +104,8 @@ func (w *worker) pass(ctx context.Context) passResult {
 	if len(writes) > 0 {
 		if err := p.apply(ctx, writes); err != nil {
 			res.err = errors.Join(res.err, fmt.Errorf("writing status: %w", err))
+		} else {
+			w.notePlacements(v.ix.PodsOn(w.node), writes, p.clock.Now())
 		}
 	}
 	return res

@@ -25,14 +25,18 @@ var ErrRunning = errors.New("placer: already running")
 // the leader only: Run it while leading, cancel it on losing leadership,
 // Run it again after regaining it.
 type Placer struct {
-	cfg    Config
-	exec   Executor
-	state  controller.State
-	writer controller.Writer
-	clock  clock.Clock
-	log    *slog.Logger
-	http   *http.Client
-	jitter func() float64 // cfg.Jitter or math/rand/v2
+	cfg  Config
+	exec Executor
+	// silencer is exec's Silencer, nil when it is none (exec may be
+	// wrapped for the Observer).
+	silencer Silencer
+	obs      Observer // nil: none
+	state    controller.State
+	writer   controller.Writer
+	clock    clock.Clock
+	log      *slog.Logger
+	http     *http.Client
+	jitter   func() float64 // cfg.Jitter or math/rand/v2
 
 	viewMu   sync.Mutex
 	lastView *view
@@ -79,7 +83,11 @@ func New(cfg Config, exec Executor, state controller.State, writer controller.Wr
 		dial = (&net.Dialer{}).DialContext
 	}
 	cfg.QuickObserve = slices.Clone(cfg.QuickObserve)
-	p := &Placer{cfg: cfg, exec: exec, state: state, writer: writer, clock: clk, log: log, jitter: cfg.Jitter}
+	p := &Placer{cfg: cfg, exec: exec, state: state, writer: writer, clock: clk, log: log, jitter: cfg.Jitter, obs: cfg.Observer}
+	p.silencer, _ = exec.(Silencer)
+	if cfg.Observer != nil {
+		p.exec = &observedExecutor{exec: exec, obs: cfg.Observer}
+	}
 	if p.jitter == nil {
 		p.jitter = rand.Float64
 	}

@@ -60,9 +60,9 @@ const silencePoll = 25 * time.Millisecond
 // and a dial until its timeout, holding up the witness that must follow.
 // It stops with ctx. Real time: it bounds real I/O.
 func (w *worker) watchSilence(ctx context.Context, cancel context.CancelCauseFunc) {
-	s, ok := w.p.exec.(Silencer)
+	s := w.p.silencer
 	limit := w.p.cfg.WitnessSilence
-	if !ok || limit <= 0 {
+	if s == nil || limit <= 0 {
 		return
 	}
 	check := func() bool {

@@ -1,0 +1,105 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/herd-dev/herd/agent/controller"
+	"github.com/herd-dev/herd/agent/placer"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// A Registry is the controller Runner's and the placer's Observer.
+var (
+	_ controller.Observer = (*Registry)(nil)
+	_ placer.Observer     = (*Registry)(nil)
+)
+
+// QueueStarted implements controller.Observer: the queue's depth is read
+// at scrape time until QueueStopped.
+func (r *Registry) QueueStarted(depth func() (ready, retrying int)) { r.queue.set(depth) }
+
+// QueueStopped implements controller.Observer: the depth reads 0 again
+// (this agent no longer leads).
+func (r *Registry) QueueStopped() { r.queue.set(nil) }
+
+// Reconciled implements controller.Observer.
+func (r *Registry) Reconciled(ctrl string, took time.Duration, err error, retried bool) {
+	r.reconcile.WithLabelValues(ctrl).Observe(took.Seconds())
+	if err != nil {
+		r.reconcileErrors.WithLabelValues(ctrl).Inc()
+	}
+	if retried {
+		r.reconcileRetries.WithLabelValues(ctrl).Inc()
+	}
+}
+
+// Placed implements placer.Observer.
+func (r *Registry) Placed(_ string, latency time.Duration) {
+	r.placement.Observe(latency.Seconds())
+}
+
+// BoardCall implements placer.Observer. The node label takes the names of
+// the boards this agent's placer works on (Node objects), so its values
+// are bounded by the fleet.
+func (r *Registry) BoardCall(node, op string, took time.Duration, err error) {
+	r.boardCalls.WithLabelValues(node).Inc()
+	if err != nil {
+		r.boardErrors.WithLabelValues(node).Inc()
+	}
+	r.boardLatency.WithLabelValues(op).Observe(took.Seconds())
+}
+
+// initLabels creates every series of a bounded label set at 0, so that
+// queries find them before the first event.
+func (r *Registry) initLabels() {
+	for _, c := range controller.Controllers {
+		r.reconcile.WithLabelValues(c)
+		r.reconcileErrors.WithLabelValues(c)
+		r.reconcileRetries.WithLabelValues(c)
+	}
+	for _, op := range placer.BoardOps {
+		r.boardLatency.WithLabelValues(op)
+	}
+	r.txn.WithLabelValues("false")
+	r.txn.WithLabelValues("true")
+}
+
+// queueCollector reports the depth of the running Runner's queue, 0 when
+// none runs.
+type queueCollector struct {
+	mu    sync.Mutex
+	depth func() (ready, retrying int)
+}
+
+var (
+	queueDepthDesc = prometheus.NewDesc("herd_controller_queue_depth",
+		"Keys ready in the controllers' work queue (leader only; 0 elsewhere).", nil, nil)
+	queueRetryingDesc = prometheus.NewDesc("herd_controller_queue_retrying",
+		"Keys in the controllers' work queue waiting out a retry backoff (leader only; 0 elsewhere).", nil, nil)
+)
+
+func (q *queueCollector) set(depth func() (int, int)) {
+	q.mu.Lock()
+	q.depth = depth
+	q.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueDepthDesc
+	ch <- queueRetryingDesc
+}
+
+// Collect implements prometheus.Collector.
+func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	q.mu.Lock()
+	depth := q.depth
+	q.mu.Unlock()
+	ready, retrying := 0, 0
+	if depth != nil {
+		ready, retrying = depth()
+	}
+	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(ready))
+	ch <- prometheus.MustNewConstMetric(queueRetryingDesc, prometheus.GaugeValue, float64(retrying))
+}
