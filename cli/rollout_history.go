@@ -211,16 +211,19 @@ func showRevision(w workload, revision int64) (string, error) {
 	return head + string(m), nil
 }
 
-// withTemplate returns a copy of w's object with template t.
+// withTemplate returns a copy of w's object with template t and no status
+// (an update writes labels and spec only: the history is not sent back).
 func withTemplate(w workload, t api.PodTemplate) api.Object {
 	switch o := w.obj.(type) {
 	case *api.Deployment:
 		c := *o
 		c.Spec.Template = t.DeepCopy()
+		c.Status = api.DeploymentStatus{}
 		return &c
 	case *api.Daemon:
 		c := *o
 		c.Spec.Template = t.DeepCopy()
+		c.Status = api.DaemonStatus{}
 		return &c
 	}
 	return w.obj
