@@ -253,3 +253,37 @@ func TestRolloutUndoWaitAndDaemon(t *testing.T) {
 		t.Errorf("daemon template %s, want %s", got, h1)
 	}
 }
+
+func TestChangeSummary(t *testing.T) {
+	rev := func(mut func(*api.PodTemplate)) *api.TemplateRevision {
+		tp := api.PodTemplate{Exec: []string{"/bin/web"}, Files: []api.File{{Path: "/srv/index.html", Content: "<h1>a</h1>"}}}
+		if mut != nil {
+			mut(&tp)
+		}
+		return &api.TemplateRevision{Template: &tp}
+	}
+	base := rev(nil)
+	tests := []struct {
+		name       string
+		older, cur *api.TemplateRevision
+		want       string
+	}{
+		{"oldest", nil, base, "(oldest kept)"},
+		{"not kept", &api.TemplateRevision{}, base, "(template not kept)"},
+		{"same", base, rev(nil), "(no template change)"},
+		{"html kept as written", base, rev(func(tp *api.PodTemplate) { tp.Files[0].Content = "<h1>b</h1>" }),
+			`~ files[0].content: "<h1>a</h1>" -> "<h1>b</h1>"`},
+		{"first two, then a count", base, rev(func(tp *api.PodTemplate) {
+			tp.Exec = append(tp.Exec, "-v")
+			tp.Env = map[string]string{"A": "1", "B": "2"}
+			tp.User = "web"
+		}), `+ env.A: "1"; + env.B: "2"; 2 more`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := changeSummary(tt.older, tt.cur); got != tt.want {
+				t.Errorf("changeSummary = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
