@@ -10,14 +10,17 @@ import (
 
 // Default values SetDefaults fills in.
 const (
-	DefaultMaxSurge            = 1
-	DefaultMaxUnavailable      = 0
-	DefaultRestartPolicy       = RestartAlways
-	DefaultProtocol            = "tcp"
-	DefaultFileMode            = "0644"
-	DefaultProbePeriodSeconds  = 5
-	DefaultProbeTimeoutSeconds = 2
-	DefaultTemplateLabelKey    = "app"
+	DefaultMaxSurge       = 1
+	DefaultMaxUnavailable = 0
+	// DefaultDaemonMaxUnavailable is a daemon's max_unavailable when its
+	// strategy leaves it out: one board at a time.
+	DefaultDaemonMaxUnavailable = 1
+	DefaultRestartPolicy        = RestartAlways
+	DefaultProtocol             = "tcp"
+	DefaultFileMode             = "0644"
+	DefaultProbePeriodSeconds   = 5
+	DefaultProbeTimeoutSeconds  = 2
+	DefaultTemplateLabelKey     = "app"
 	// defaultPortNamePrefix + index names a port left unnamed (PortName).
 	defaultPortNamePrefix = "p"
 )
@@ -202,6 +205,7 @@ func cloneObject(o Object) Object {
 	case *Daemon:
 		c := *v
 		c.Metadata = cloneMeta(v.Metadata)
+		c.Spec.Strategy.MaxUnavailable = clonePtr(v.Spec.Strategy.MaxUnavailable)
 		c.Spec.Template = v.Spec.Template.DeepCopy()
 		return &c
 	case *Service:

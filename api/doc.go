@@ -9,8 +9,10 @@
 // packages apply: names and labels (ValidateName, ValidateLabelKey), node
 // selectors (Node.MatchesNodeSelector), quantities and what a pod reserves
 // (ParseMemory, ParseCPU, Resources.Request), default port names
-// (PodTemplate.PortName), phases (PodPhase.Terminal, Occupies) and file
-// modes (File.Perm), and what a board can enforce (capabilities.go:
+// (PodTemplate.PortName), phases (PodPhase.Terminal, Occupies), file
+// modes (File.Perm), the rollout history of deployments and daemons
+// (history.go: RecordRevision numbers and bounds it, UndoTarget picks what
+// an undo goes back to), and what a board can enforce (capabilities.go:
 // NodeStatus.UnenforcedLimit, which the scheduler applies, and
 // NodeStatus.Warnings, which herdctl prints).
 //

@@ -125,9 +125,14 @@ type manifestStrategy struct {
 }
 
 type manifestDaemon struct {
-	Name     string            `toml:"name"`
-	Labels   map[string]string `toml:"labels"`
-	Template *manifestTemplate `toml:"template"`
+	Name     string                  `toml:"name"`
+	Labels   map[string]string       `toml:"labels"`
+	Strategy *manifestDaemonStrategy `toml:"strategy"`
+	Template *manifestTemplate       `toml:"template"`
+}
+
+type manifestDaemonStrategy struct {
+	MaxUnavailable *int `toml:"max_unavailable"`
 }
 
 type manifestService struct {
@@ -241,11 +246,15 @@ func (m *manifestDeployment) toAPI() *Deployment {
 }
 
 func (m *manifestDaemon) toAPI() *Daemon {
-	return &Daemon{
+	d := &Daemon{
 		Kind:     KindDaemon,
 		Metadata: ObjectMeta{Name: m.Name, Labels: nilIfEmptyMap(m.Labels)},
 		Spec:     DaemonSpec{Template: m.Template.toAPI()},
 	}
+	if m.Strategy != nil {
+		d.Spec.Strategy.MaxUnavailable = m.Strategy.MaxUnavailable
+	}
+	return d
 }
 
 func (m *manifestService) toAPI() *Service {
@@ -346,11 +355,15 @@ func toManifest(o Object) (string, any, error) {
 		}
 		return "deployment", m, nil
 	case *Daemon:
-		return "daemon", &manifestDaemon{
+		m := &manifestDaemon{
 			Name:     v.Metadata.Name,
 			Labels:   v.Metadata.Labels,
 			Template: templateToManifest(v.Spec.Template),
-		}, nil
+		}
+		if v.Spec.Strategy.MaxUnavailable != nil {
+			m.Strategy = &manifestDaemonStrategy{MaxUnavailable: v.Spec.Strategy.MaxUnavailable}
+		}
+		return "daemon", m, nil
 	case *Service:
 		m := &manifestService{Name: v.Metadata.Name, Labels: v.Metadata.Labels, Selector: v.Spec.Selector}
 		for _, p := range v.Spec.Ports {

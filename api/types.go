@@ -319,6 +319,9 @@ type DeploymentStatus struct {
 	// use is skipped. A deployment deleted and created again starts at 0
 	// with a different key. Written by herd only, like all status.
 	PodsCreated int64 `json:"podsCreated,omitempty"`
+	// History is the rollout history, newest first (see RecordRevision).
+	// Empty from agents that predate it.
+	History []TemplateRevision `json:"history,omitempty"`
 }
 
 // GetKind implements Object.
@@ -342,6 +345,17 @@ type Daemon struct {
 // the nodes.
 type DaemonSpec struct {
 	Template PodTemplate `json:"template"`
+	// Strategy limits a rolling update; empty means one board at a time.
+	Strategy DaemonStrategy `json:"strategy,omitzero"`
+}
+
+// DaemonStrategy limits a daemon's rolling update.
+type DaemonStrategy struct {
+	// MaxUnavailable is how many boards may have no available pod of the
+	// daemon while its pods are replaced. nil means
+	// DefaultDaemonMaxUnavailable (1); it is not filled in by SetDefaults,
+	// so a daemon stored before the field existed keeps its spec.
+	MaxUnavailable *int `json:"maxUnavailable,omitempty"`
 }
 
 // DaemonStatus is the observed state of a Daemon.
@@ -356,6 +370,9 @@ type DaemonStatus struct {
 	// on all nodes together, with DeploymentStatus.PodsCreated's rule:
 	// pod k is named <daemon>-<node>-<suffix of k>.
 	PodsCreated int64 `json:"podsCreated,omitempty"`
+	// History is the rollout history, newest first (see RecordRevision).
+	// Empty from agents that predate it.
+	History []TemplateRevision `json:"history,omitempty"`
 }
 
 // GetKind implements Object.

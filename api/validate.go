@@ -119,6 +119,7 @@ func validateObject(o Object) []problem {
 		v.deployment(spec, &x.Spec)
 	case *Daemon:
 		v.meta(meta, x.Metadata)
+		v.daemonStrategy(spec.field("strategy", "strategy"), x.Spec.Strategy)
 		v.template(spec.field("template", "template"), &x.Spec.Template)
 	case *Service:
 		v.meta(meta, x.Metadata)
@@ -363,6 +364,14 @@ func (v *validator) deployment(p fieldPath, s *DeploymentSpec) {
 		v.addf(sp, "max_surge and max_unavailable cannot both be 0: a rollout could never make progress")
 	}
 	v.template(tp, &s.Template)
+}
+
+// daemonStrategy checks a daemon's max_unavailable: at least 1, or the
+// rollout could never replace a pod.
+func (v *validator) daemonStrategy(p fieldPath, s DaemonStrategy) {
+	if s.MaxUnavailable != nil && (*s.MaxUnavailable < 1 || *s.MaxUnavailable > MaxReplicas) {
+		v.addf(p.field("maxUnavailable", "max_unavailable"), "must be between 1 and %d, got %d (boards replaced at once during a rollout)", MaxReplicas, *s.MaxUnavailable)
+	}
 }
 
 func (v *validator) service(p fieldPath, s *ServiceSpec) {

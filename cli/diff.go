@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -200,13 +201,16 @@ func joinKey(path, k string) string {
 	return path + "[" + strconv.Quote(k) + "]"
 }
 
-// jsonText renders a leaf value as compact JSON.
+// jsonText renders a leaf value as compact JSON, with <, > and & as
+// written (not escaped for HTML).
 func jsonText(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return fmt.Sprint(v)
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // isPlainKey reports whether k matches [A-Za-z_][A-Za-z0-9_-]*.

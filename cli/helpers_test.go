@@ -64,6 +64,10 @@ type harness struct {
 	// the number of lists so far.
 	onList func(n int)
 	lists  int
+	// onUpdate, when set, runs before each update of herdctl's is sent,
+	// with the number of updates so far.
+	onUpdate func(n int)
+	updates  int
 }
 
 // harnessToken is the token the harness's API accepts and herdctl sends.
@@ -219,6 +223,13 @@ func (r *recorder) Scale(ctx context.Context, name string, replicas int) (api.Ra
 
 func (r *recorder) Update(ctx context.Context, obj api.Object) (api.RawObject, error) {
 	r.h.record("update %s/%s", obj.GetKind(), obj.GetMeta().Name)
+	r.h.mu.Lock()
+	r.h.updates++
+	n, hook := r.h.updates, r.h.onUpdate
+	r.h.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
 	return r.c.Update(ctx, obj)
 }
 
@@ -253,6 +264,13 @@ func (h *harness) setOnWatch(f func(n int)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.onWatch = f
+}
+
+// setOnUpdate installs f as h.onUpdate.
+func (h *harness) setOnUpdate(f func(n int)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onUpdate = f
 }
 
 // setOnList installs f as h.onList.

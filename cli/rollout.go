@@ -344,7 +344,7 @@ func (a *app) waitApplied(ctx context.Context, c apiClient, results []api.ApplyR
 func (a *app) rolloutCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:               "rollout",
-		Short:             "Follow the rollout of a deployment or daemon",
+		Short:             "Follow, list and undo the rollouts of a deployment or daemon",
 		Args:              cobra.ArbitraryArgs,
 		RunE:              groupRunE,
 		ValidArgsFunction: cobra.NoFileCompletions,
@@ -418,6 +418,6 @@ Exits 0 once rolled out, 1 when --timeout (default 5m) passes first.`,
 			return w.wait(ctx, c, timeout, a.watchRetry)
 		},
 	}
-	cmd.AddCommand(status)
+	cmd.AddCommand(status, a.rolloutHistoryCmd(), a.rolloutUndoCmd())
 	return cmd
 }

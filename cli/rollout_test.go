@@ -157,7 +157,12 @@ func TestRolloutStatusFailures(t *testing.T) {
 		{[]string{"rollout", "status", "pod", "web-1"}, "only deployments and daemons have rollouts, not pods"},
 		{[]string{"rollout", "status", "deploy"}, "rollout status: missing NAME"},
 		{[]string{"rollout", "status"}, "missing arguments"},
-		{[]string{"rollout", "history", "deploy", "web"}, `unknown command "history" for "herdctl rollout"`},
+		{[]string{"rollout", "history", "pod", "web-1"}, "rollout history: only deployments and daemons have rollouts, not pods"},
+		{[]string{"rollout", "undo", "deploy"}, "rollout undo: missing NAME"},
+		{[]string{"rollout", "undo", "deploy", "web", "--to-revision", "0"}, "--to-revision must be at least 1"},
+		{[]string{"rollout", "undo", "deploy", "web", "--dry-run", "--wait"}, "--wait and --dry-run exclude each other"},
+		{[]string{"rollout", "history", "deploy", "web", "--revision", "-2"}, "--revision must be at least 1"},
+		{[]string{"rollout", "frobnicate", "deploy", "web"}, `unknown command "frobnicate" for "herdctl rollout"`},
 	}
 	for _, u := range usage {
 		t.Run(strings.Join(u.args, " "), func(t *testing.T) {
@@ -219,7 +224,9 @@ func TestRolloutAndLogsCompletion(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"__complete", "rollout", ""}, []string{"status"}},
+		{[]string{"__complete", "rollout", ""}, []string{"history", "status", "undo"}},
+		{[]string{"__complete", "rollout", "undo", "ds", ""}, []string{"node-exporter"}},
+		{[]string{"__complete", "rollout", "history", ""}, []string{"deployments", "daemons"}},
 		{[]string{"__complete", "rollout", "status", ""}, []string{"deployments", "daemons"}},
 		{[]string{"__complete", "rollout", "status", "ds", ""}, []string{"node-exporter"}},
 		{[]string{"__complete", "rollout", "status", "pods", ""}, nil},

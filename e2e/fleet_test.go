@@ -41,6 +41,7 @@ func TestFleet(t *testing.T) {
 		{"e_board_back_fenced", testBoardBackFenced},
 		{"g_kill9_mid_apply", testKill9MidApply},
 		{"h_packet_loss", testPacketLoss},
+		{"i_rollout_undo", testRolloutUndo},
 		// Last: it cuts a board off and heals it; the board must rejoin
 		// gossip by itself and be fenced (the restore checks convergence).
 		{"f_partition", testPartition},

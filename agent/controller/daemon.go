@@ -29,11 +29,14 @@ import (
 //   - a Ready matching node without a pod gets one, unless it is cordoned
 //     (a cordoned node keeps the pod it has);
 //   - on a template change pods are replaced (delete, then create under a
-//     new name) one at a time: every unavailable old pod at once, and one
-//     available old pod only while no pod of the daemon is unavailable.
+//     new name) board by board (rollingReplacements): every unavailable
+//     old pod at once, and available old pods only while fewer than
+//     spec.strategy.maxUnavailable (default 1) boards have no available
+//     pod, so the next board is replaced only once the last one's new pod
+//     is Ready.
 //
 // Status (desired, current, ready, revision, observedGeneration,
-// podsCreated) is written as it will be once the actions are applied,
+// podsCreated, the rollout history of api.RecordRevision) is written as it will be once the actions are applied,
 // only when it changes. As for a deployment, every action of a pass
 // carries the same Txn (the counter commits with the creates), and a pass
 // creates only as many pods as fit in createBudget.
@@ -65,7 +68,7 @@ func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes
 		}
 		return cmp.Compare(a.Name, b.Name)
 	})
-	if st := r.status(sortedNodes); !reflect.DeepEqual(st, ds.Status) {
+	if st := r.status(now, sortedNodes); !reflect.DeepEqual(st, ds.Status) {
 		nd := *ds
 		nd.Status = st
 		acts = append(acts, newAction(ActionUpdateStatus, &nd, "%d desired, %d current, %d ready", st.Desired, st.Current, st.Ready))
@@ -164,7 +167,7 @@ func (r *daemonPass) create(n *api.Node, why string) {
 }
 
 // placeAndRoll creates the missing pods, replaces unavailable old pods at
-// once, and one available old pod only while none is unavailable.
+// once, and available old pods as rollingReplacements allows.
 func (r *daemonPass) placeAndRoll(sortedNodes []*api.Node) {
 	unavailable := 0
 	var oldAvailable []*api.Pod
@@ -193,16 +196,36 @@ func (r *daemonPass) placeAndRoll(sortedNodes []*api.Node) {
 			oldAvailable = append(oldAvailable, p)
 		}
 	}
-	if unavailable == 0 && len(oldAvailable) > 0 {
-		p := oldAvailable[0]
+	for _, p := range rollingReplacements(daemonMaxUnavailable(r.ds), unavailable, oldAvailable) {
 		r.deletes = append(r.deletes, newAction(ActionDelete, p, "rolling update to revision %s", r.rev))
 		r.create(r.nodeByName[p.Spec.Node], fmt.Sprintf("rolling update to revision %s", r.rev))
 	}
 }
 
+// daemonMaxUnavailable is ds's spec.strategy.maxUnavailable, default
+// api.DefaultDaemonMaxUnavailable; below 1 (which admission refuses) it is
+// 1, so a rollout always moves.
+func daemonMaxUnavailable(ds *api.Daemon) int {
+	if m := ds.Spec.Strategy.MaxUnavailable; m != nil {
+		return max(1, *m)
+	}
+	return api.DefaultDaemonMaxUnavailable
+}
+
+// rollingReplacements picks the available old pods a daemon pass replaces
+// (oldAvailable in board order): as many as keep the boards without an
+// available pod at most maxUnavailable, counting the unavailable ones
+// (boards whose pod is not ready, being replaced, or missing and about to
+// be created). None while unavailable already reaches maxUnavailable: the
+// next board waits until a replaced one's pod is Ready.
+func rollingReplacements(maxUnavailable, unavailable int, oldAvailable []*api.Pod) []*api.Pod {
+	n := min(max(0, maxUnavailable-unavailable), len(oldAvailable))
+	return oldAvailable[:n]
+}
+
 // status returns the daemon's status as it will be once the pass's
 // actions are applied.
-func (r *daemonPass) status(sortedNodes []*api.Node) api.DaemonStatus {
+func (r *daemonPass) status(now time.Time, sortedNodes []*api.Node) api.DaemonStatus {
 	deleted := make(map[string]bool)
 	for _, a := range r.deletes {
 		deleted[a.Name] = true
@@ -211,6 +234,7 @@ func (r *daemonPass) status(sortedNodes []*api.Node) api.DaemonStatus {
 	st.ObservedGeneration = r.ds.Metadata.Generation
 	st.Revision = r.rev
 	st.PodsCreated = r.names.next
+	st.History = api.RecordRevision(st.History, r.ds.Spec.Template, r.rev, r.ds.Metadata.Generation, now)
 	st.Desired, st.Current, st.Ready = 0, 0, 0
 	for _, n := range sortedNodes {
 		p := r.current[n.Metadata.Name]

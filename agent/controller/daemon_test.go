@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -191,11 +192,22 @@ func TestDaemonPodName(t *testing.T) {
 	}
 }
 
-// TestDaemonRollingUpdate replaces pods one at a time: never more than one
-// pod of the daemon unavailable, and every pod ends on the new revision.
+// TestDaemonRollingUpdate replaces pods board by board: never more than
+// max_unavailable (default 1) boards without an available pod, as many as
+// that at some moment, and every pod ends on the new revision.
 func TestDaemonRollingUpdate(t *testing.T) {
+	for _, m := range []*int{nil, intp(2), intp(3)} {
+		want := 1
+		if m != nil {
+			want = *m
+		}
+		t.Run(fmt.Sprintf("max_unavailable %d", want), func(t *testing.T) { testDaemonRollingUpdate(t, m, want) })
+	}
+}
+
+func testDaemonRollingUpdate(t *testing.T, maxUnavailable *int, want int) {
 	w := newWorld(t)
-	for _, n := range []string{"a", "b", "c", "d"} {
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
 		w.add(readyNode(n))
 	}
 	w.add(exporter())
@@ -207,24 +219,27 @@ func TestDaemonRollingUpdate(t *testing.T) {
 		}
 	}
 	converge()
-	if st := w.daemons["exp"].Status; st.Ready != 4 || st.Desired != 4 {
+	if st := w.daemons["exp"].Status; st.Ready != 5 || st.Desired != 5 {
 		t.Fatalf("initial rollout: %+v", st)
 	}
 	nd := *w.daemons["exp"]
 	nd.Spec.Template = nd.Spec.Template.DeepCopy()
 	nd.Spec.Template.Exec = append(nd.Spec.Template.Exec, "--v2")
+	nd.Spec.Strategy.MaxUnavailable = maxUnavailable
 	w.apply([]Action{newAction(ActionUpdate, &nd, "user")})
 	rev := api.TemplateHash(nd.Spec.Template)
 
+	most := 0
 	w.afterEach = func(a Action) {
-		unavailable := 4
+		unavailable := 5
 		for _, p := range w.podList() {
 			if available(p, nil) {
 				unavailable--
 			}
 		}
-		if unavailable > 1 {
-			t.Fatalf("after %v: %d pods unavailable", a, unavailable)
+		most = max(most, unavailable)
+		if unavailable > want {
+			t.Fatalf("after %v: %d pods unavailable, max_unavailable %d", a, unavailable, want)
 		}
 	}
 	for step := 0; ; step++ {
@@ -240,6 +255,9 @@ func TestDaemonRollingUpdate(t *testing.T) {
 		if len(acts) == 0 && w.runPods(-1) == 0 {
 			break
 		}
+	}
+	if most != want {
+		t.Errorf("at most %d boards unavailable at once, want %d (max_unavailable)", most, want)
 	}
 	for _, p := range w.podList() {
 		if p.Spec.Revision != rev || p.Status.Phase != api.PodRunning {

@@ -40,8 +40,9 @@ const (
 //     steps until neither can move, so that one pass reaches the fixed
 //     point for the current observations;
 //   - writes the status (counts, revision, observedGeneration, conditions
-//     Available, Progressing, ReplicaFailure) as it will be once the
-//     actions are applied, only when it changes.
+//     Available, Progressing, ReplicaFailure, the rollout history of
+//     api.RecordRevision) as it will be once the actions are applied, only
+//     when it changes.
 //
 // Actions come deletes first, then creates, then the status: applied in
 // that order the total never exceeds replicas+maxSurge and availability
@@ -244,6 +245,7 @@ func (r *rollout) status(now time.Time, d *api.Deployment) api.DeploymentStatus 
 	st.ObservedGeneration = d.Metadata.Generation
 	st.Revision = r.rev
 	st.PodsCreated = r.podsCreated
+	st.History = api.RecordRevision(st.History, d.Spec.Template, r.rev, d.Metadata.Generation, now)
 	st.Replicas = r.nNew + r.toCreate + r.nOld
 	st.UpdatedReplicas = r.nNew + r.toCreate
 	st.ReadyReplicas = r.availNew + r.availOld

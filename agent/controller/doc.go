@@ -12,6 +12,13 @@
 // creates only as many pods per pass as fit in one transaction; then the
 // next pass creates more.)
 //
+// Deployments and daemons record their templates in status.history with
+// api.RecordRevision (the pass's time as the time applied), so the history
+// changes, and status is written, only when the template does. A daemon
+// rolls a new template out board by board, at most
+// spec.strategy.maxUnavailable (default 1) boards without an available pod
+// at once (rollingReplacements).
+//
 // An owner never gives two of its pods one name (names.go): deployments
 // and daemons count the pods they have ever created in status.podsCreated;
 // pod k of a deployment is <deployment>-<5 chars>, of a daemon

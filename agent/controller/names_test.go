@@ -279,6 +279,8 @@ func TestCreatesFitInOneTxn(t *testing.T) {
 	}{
 		{"at the template budget", tmpl, 1, 3},
 		{"a quarter of it", bigTemplate(t, api.MaxTemplateBytes/4), 4, 9},
+		// The status write then carries the template in its history too.
+		{"at the history budget", bigTemplate(t, api.MaxHistoryTemplateBytes), 3, 7},
 		{"small", webTemplate(), 100, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
