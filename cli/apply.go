@@ -55,11 +55,7 @@ A deployment whose manifest leaves replicas out keeps its stored count
 			if err != nil {
 				return err
 			}
-			def := defaultRequestTimeout
-			if wait {
-				def = defaultWaitTimeout
-			}
-			ctx, cancel := a.cmdContext(cmd, def)
+			ctx, cancel := a.waitContext(cmd, wait)
 			defer cancel()
 			results, err := c.Apply(ctx, objectsOf(ms), dryRun)
 			if err != nil {
@@ -75,7 +71,7 @@ A deployment whose manifest leaves replicas out keeps its stored count
 			if !wait {
 				return nil
 			}
-			return a.waitApplied(ctx, c, results, a.effectiveTimeout(def))
+			return a.waitApplied(ctx, c, results, a.effectiveTimeout(defaultWaitTimeout))
 		},
 	}
 	addFileFlag(cmd, &files, "manifests to apply")

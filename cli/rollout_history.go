@@ -269,11 +269,7 @@ kubectl). Fix the manifest too.`,
 			if err != nil {
 				return err
 			}
-			def := defaultRequestTimeout
-			if wait {
-				def = defaultWaitTimeout
-			}
-			ctx, cancel := a.cmdContext(cmd, def)
+			ctx, cancel := a.waitContext(cmd, wait)
 			defer cancel()
 			if err := a.undo(ctx, c, kind, name, toRevision, dryRun); err != nil {
 				return err
@@ -285,7 +281,7 @@ kubectl). Fix the manifest too.`,
 				fmt.Fprintf(a.stdout, "follow it with: herdctl rollout status %s %s\n", singular(kind), name)
 				return nil
 			}
-			return a.waitApplied(ctx, c, []api.ApplyResult{{Kind: kind, Name: name}}, a.effectiveTimeout(def))
+			return a.waitApplied(ctx, c, []api.ApplyResult{{Kind: kind, Name: name}}, a.effectiveTimeout(defaultWaitTimeout))
 		},
 	}
 	f := cmd.Flags()

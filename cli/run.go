@@ -376,6 +376,15 @@ func (a *app) streamContext(cmd *cobra.Command, stream bool) (context.Context, c
 	return a.cmdContext(cmd, defaultRequestTimeout)
 }
 
+// waitContext is cmdContext for a command that may wait for a rollout
+// (apply --wait, rollout undo --wait): a longer default limit then.
+func (a *app) waitContext(cmd *cobra.Command, wait bool) (context.Context, context.CancelFunc) {
+	if wait {
+		return a.cmdContext(cmd, defaultWaitTimeout)
+	}
+	return a.cmdContext(cmd, defaultRequestTimeout)
+}
+
 // effectiveTimeout is the limit a.cmdContext applies for def.
 func (a *app) effectiveTimeout(def time.Duration) time.Duration {
 	if a.timeout > 0 {
