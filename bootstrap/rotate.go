@@ -19,10 +19,12 @@ const (
 	RotateServer = "server"
 	RotateSSH    = "ssh"
 	RotateToken  = "token"
+	// RotateMetrics is the metrics token (GET /metrics only).
+	RotateMetrics = "metrics"
 )
 
 // RotateKeys are the keys Rotate knows.
-var RotateKeys = []string{RotateGossip, RotateServer, RotateSSH, RotateToken}
+var RotateKeys = []string{RotateGossip, RotateServer, RotateSSH, RotateToken, RotateMetrics}
 
 // Phases of a rotation. Each phase's secrets are written to the state
 // folder and then to every board; the next phase starts only once every
@@ -38,7 +40,9 @@ var RotateKeys = []string{RotateGossip, RotateServer, RotateSSH, RotateToken}
 //
 // The API token has only a switch phase: the servers answer to the new
 // token, and the state folder's api.token (the herdctl context's
-// token_file) holds it.
+// token_file) holds it. So has the metrics token: every board answers to
+// the new one, which the state folder's metrics.token holds (copy it to
+// the Prometheus server).
 const (
 	PhaseAdd    = "add"
 	PhaseSwitch = "switch"
@@ -61,7 +65,7 @@ type Rotation struct {
 
 // phases returns the phases of rotating key.
 func phases(key string) []string {
-	if key == RotateToken {
+	if key == RotateToken || key == RotateMetrics {
 		return []string{PhaseSwitch}
 	}
 	return []string{PhaseAdd, PhaseSwitch, PhaseDrop}
@@ -87,6 +91,9 @@ func RotationKeys(sec Secrets, cluster, key string) (oldKey, newKey []byte, err 
 	case RotateToken:
 		newKey, err = NewToken()
 		return sec.APIToken, newKey, err
+	case RotateMetrics:
+		newKey, err = NewToken()
+		return sec.MetricsToken, newKey, err
 	}
 	return nil, nil, fmt.Errorf("%w: --rotate %q: want one of %s", ErrRotation, key, strings.Join(RotateKeys, ", "))
 }
@@ -135,6 +142,12 @@ func PhaseSecrets(sec Secrets, cluster, key, phase string, oldKey, newKey []byte
 		}
 		sec.APIToken = newKey
 		return sec, nil
+	case RotateMetrics:
+		if phase != PhaseSwitch {
+			return Secrets{}, fmt.Errorf("%w: phase %q", ErrRotation, phase)
+		}
+		sec.MetricsToken = newKey
+		return sec, nil
 	}
 	return Secrets{}, fmt.Errorf("%w: --rotate %q: want one of %s", ErrRotation, key, strings.Join(RotateKeys, ", "))
 }
@@ -177,8 +190,8 @@ func joinLines(lines ...string) []byte {
 
 // RotateOptions configure Rotate.
 type RotateOptions struct {
-	// Key is what to rotate: RotateGossip, RotateServer, RotateSSH or
-	// RotateToken.
+	// Key is what to rotate: RotateGossip, RotateServer, RotateSSH,
+	// RotateToken or RotateMetrics.
 	Key string
 	// AfterPhase, when set, runs once every board has a phase's secrets,
 	// before the next phase starts (herdctl waits there for the cluster
@@ -231,7 +244,7 @@ func Rotate(ctx context.Context, o Options, ro RotateOptions) (*Result, error) {
 			return res, fmt.Errorf("%w: %v", ErrRotation, err)
 		}
 		st.Secrets = sec
-		if err := st.writeSecrets(stateGossipKeyFile, stateServerKeyFile, stateSSHKeyFile, stateSSHPubFile, stateTokenFile); err != nil {
+		if err := st.writeSecrets(stateGossipKeyFile, stateServerKeyFile, stateSSHKeyFile, stateSSHPubFile, stateTokenFile, stateMetricsTokenFile); err != nil {
 			return res, err
 		}
 		o.Boards = nil

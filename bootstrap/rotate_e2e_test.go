@@ -217,6 +217,27 @@ func TestRotateEveryKey(t *testing.T) {
 		}
 	})
 
+	t.Run("metrics", func(t *testing.T) {
+		res, err := Rotate(ctx, o, ro(RotateMetrics))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := res.State.Secrets.MetricsToken
+		if len(tok) == 0 || bytes.Equal(tok, before.MetricsToken) {
+			t.Fatal("metrics token unchanged")
+		}
+		for _, n := range []string{"b1", "b2", "b3"} {
+			got, _ := readMode(t, filepath.Join(l.boards[n].root, MetricsTokenPath))
+			if !bytes.Equal(got, tok) {
+				t.Errorf("%s metrics.token = %q, want the new token", n, got)
+			}
+		}
+		onDisk, _ := readMode(t, res.State.MetricsTokenFile())
+		if !bytes.Equal(onDisk, tok) {
+			t.Errorf("state metrics.token = %q, want the new token", onDisk)
+		}
+	})
+
 	st, _, err := LoadState(l.stateDir, "lab", false)
 	if err != nil {
 		t.Fatal(err)

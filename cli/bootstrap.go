@@ -94,10 +94,10 @@ with one cluster.key is migrated: that key becomes both gossip.key and
 server.key until you rotate them. Running bootstrap again with the same
 arguments changes nothing on the boards.
 
---rotate gossip|server|ssh|token replaces one key on every recorded board
-(no board arguments): the new key is added beside the old, then used, then
-the old one dropped, each phase on every board before the next (the token
-is switched in one phase). A rotation stopped by an unreachable board goes
+--rotate gossip|server|ssh|token|metrics replaces one key on every recorded
+board (no board arguments): the new key is added beside the old, then used,
+then the old one dropped, each phase on every board before the next (the API
+and metrics tokens are switched in one phase). A rotation stopped by an unreachable board goes
 on where it stopped when run again.
 
 --remove BOARD... takes herd off recorded boards (by node name or the
