@@ -367,17 +367,7 @@ Exits 0 once rolled out, 1 when --timeout (default 5m) passes first.`,
   herdctl rollout status deploy/web --timeout 2m
   herdctl rollout status daemon node-exporter`,
 		Args: argsBetween(1, 2),
-		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-			switch len(args) {
-			case 0:
-				return []string{string(api.KindDeployment), string(api.KindDaemon)}, cobra.ShellCompDirectiveNoFileComp
-			case 1:
-				if kind, err := parseKind(args[0]); err == nil && (kind == api.KindDeployment || kind == api.KindDaemon) {
-					return a.completeNames(cmd, kind, nil), cobra.ShellCompDirectiveNoFileComp
-				}
-			}
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		},
+		ValidArgsFunction: a.rolloutCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, name, err := getArgs(args)
 			if err != nil {
