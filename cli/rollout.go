@@ -366,7 +366,7 @@ Exits 0 once rolled out, 1 when --timeout (default 5m) passes first.`,
 		Example: `  herdctl rollout status deployment web
   herdctl rollout status deploy/web --timeout 2m
   herdctl rollout status daemon node-exporter`,
-		Args: argsBetween(1, 2),
+		Args:              argsBetween(1, 2),
 		ValidArgsFunction: a.rolloutCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, name, err := getArgs(args)
