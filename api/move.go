@@ -188,7 +188,7 @@ func PlanSpread(boards []string, pods []*Pod) []Move {
 			leaving = append(leaving, ps[:surplus]...)
 		}
 	}
-	moves := make([]Move, 0, len(leaving))
+	var moves []Move
 	for _, p := range leaving {
 		to := ""
 		for _, b := range names {
