@@ -198,6 +198,9 @@ type Node struct {
 type NodeSpec struct {
 	// Unschedulable is the cordoned flag: no new pods are placed here.
 	Unschedulable bool `json:"unschedulable,omitempty"`
+	// Drain, when set, asks herd to move the board's pods off
+	// (herdctl drain; see NodeDrain). Needs Unschedulable.
+	Drain *NodeDrain `json:"drain,omitempty"`
 }
 
 // NodePhase is Ready, NotReady or Left.
@@ -286,6 +289,9 @@ type DeploymentSpec struct {
 	Selector map[string]string `json:"selector,omitempty"`
 	Template PodTemplate       `json:"template"`
 	Strategy RolloutStrategy   `json:"strategy,omitzero"`
+	// Rebalance, when set, asks for the pods to be spread evenly again
+	// (herdctl rebalance; see RebalanceRequest).
+	Rebalance *RebalanceRequest `json:"rebalance,omitempty"`
 }
 
 // RolloutStrategy limits a rolling update.
@@ -322,6 +328,8 @@ type DeploymentStatus struct {
 	// History is the rollout history, newest first (see RecordRevision).
 	// Empty from agents that predate it.
 	History []TemplateRevision `json:"history,omitempty"`
+	// Rebalance is the progress on spec.rebalance.
+	Rebalance *RebalanceStatus `json:"rebalance,omitempty"`
 }
 
 // GetKind implements Object.
@@ -409,6 +417,10 @@ type PodSpec struct {
 	// HostPorts are the ports assigned on the node, by port name, including
 	// those picked for Port == 0.
 	HostPorts map[string]int `json:"hostPorts,omitempty"`
+	// Replaces names the pod this one was created to replace when a drain
+	// or rebalance moves it: that pod is deleted once this one is
+	// available.
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // PodPhase is where a pod is in its life.

@@ -127,11 +127,13 @@ func validateObject(o Object) []problem {
 	case *Pod:
 		v.meta(meta, x.Metadata)
 		v.podSpec(spec, &x.Spec)
+		v.replaces(spec, &x.Spec)
 		v.template(spec.field("template", "template"), &x.Spec.Template)
 		v.hostPorts(spec.field("hostPorts", "-"), &x.Spec, false)
 	case *Node:
 		v.nodeName(meta.field("name", "name"), x.Metadata.Name)
 		v.labels(meta.field("labels", "labels"), x.Metadata.Labels)
+		v.nodeSpec(spec, &x.Spec)
 	default:
 		v.addf(root.field("kind", "-"), "unknown object type %T", o)
 	}
@@ -363,6 +365,7 @@ func (v *validator) deployment(p fieldPath, s *DeploymentSpec) {
 	if surge == 0 && unavail == 0 {
 		v.addf(sp, "max_surge and max_unavailable cannot both be 0: a rollout could never make progress")
 	}
+	v.rebalance(p, s.Rebalance)
 	v.template(tp, &s.Template)
 }
 

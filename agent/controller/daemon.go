@@ -23,7 +23,8 @@ import (
 // never has its predecessor's name. In one pass:
 //   - Lost, Failed and Succeeded pods are deleted; the replacement, under a
 //     new name, is created when its node is Ready again;
-//   - pods on nodes that left, were deleted or no longer match are deleted,
+//   - pods on nodes that left, were deleted, no longer match or are drained
+//     with their daemons (spec.drain.daemons) are deleted,
 //     and so is every pod but one on a node with several (the one kept:
 //     available first, then the oldest, then by name);
 //   - a Ready matching node without a pod gets one, unless it is cordoned
@@ -140,6 +141,8 @@ func (r *daemonPass) keepOnePerNode() {
 			r.deletes = append(r.deletes, newAction(ActionDelete, p, "board %s is gone", orNone(p.Spec.Node)))
 		case !r.matches(n):
 			r.deletes = append(r.deletes, newAction(ActionDelete, p, "board %s no longer matches the node selector or left", n.Metadata.Name))
+		case n.DrainsDaemons():
+			r.deletes = append(r.deletes, newAction(ActionDelete, p, "board %s is drained with its daemons (herdctl drain --daemons)", n.Metadata.Name))
 		case r.current[n.Metadata.Name] != nil:
 			r.deletes = append(r.deletes, newAction(ActionDelete, p, "board %s already has pod %s of the daemon", n.Metadata.Name, r.current[n.Metadata.Name].Metadata.Name))
 		default:

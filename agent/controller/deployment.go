@@ -100,6 +100,14 @@ type rollout struct {
 	availNew, availOld       int
 	toCreate                 int
 	podsCreated              int64
+	// Moves (move.go): the deployment, the pods leaving (their
+	// replacement exists), the replacements to create, the progress.
+	dep          *api.Deployment
+	leaving      map[string]bool
+	nLeaving     int
+	replacements []replacement
+	moveNote     string
+	rebalance    *api.RebalanceStatus
 }
 
 // newRollout reads d's spec (replicas, strategy) and sorts its pods:
@@ -113,6 +121,7 @@ func newRollout(d *api.Deployment, pods []*api.Pod, nodeByName map[string]*api.N
 		surge:      1,
 		nodeByName: nodeByName,
 		deleted:    make(map[string]bool),
+		dep:        d,
 	}
 	if d.Spec.Replicas != nil {
 		r.replicas = max(0, *d.Spec.Replicas)
@@ -162,23 +171,27 @@ func (r *rollout) deletePod(p *api.Pod, why string) {
 // maxUnavailable.
 func (r *rollout) minAvailable() int { return max(0, r.replicas-r.unavail) }
 
-// scale plans the pass without a rollout: create the missing pods, delete
-// the surplus.
+// scale plans the pass without a rollout: settle the moves in flight,
+// create the missing pods, delete the surplus, start the next move
+// (move.go). A pod leaving in a move does not count towards replicas.
 func (r *rollout) scale() {
-	if r.nNew < r.replicas {
-		r.toCreate = r.replicas - r.nNew
+	r.finishMoves()
+	if n := r.nNew - r.nLeaving; n < r.replicas {
+		r.toCreate = r.replicas - n
 	}
 	r.dropSurplusNew()
+	r.startMove()
 }
 
-// dropSurplusNew deletes new pods beyond replicas, in deletion order.
+// dropSurplusNew deletes new pods beyond replicas, in deletion order,
+// skipping those already deleted or leaving.
 func (r *rollout) dropSurplusNew() {
-	for i := 0; r.nNew > r.replicas; i++ {
-		r.deletePod(r.newPods[i], fmt.Sprintf("scaling down to %d replicas", r.replicas))
-		if available(r.newPods[i], r.nodeByName) {
-			r.availNew--
+	for i := 0; r.nNew-r.nLeaving > r.replicas && i < len(r.newPods); i++ {
+		p := r.newPods[i]
+		if r.deleted[p.Metadata.Name] || r.leaving[p.Metadata.Name] {
+			continue
 		}
-		r.nNew--
+		r.dropNew(p, fmt.Sprintf("scaling down to %d replicas", r.replicas))
 	}
 }
 
@@ -225,14 +238,18 @@ func (r *rollout) creates(d *api.Deployment, taken func(string) bool) []Action {
 	names := newNamer(nameKey(api.KindDeployment, d.Metadata.Name, d.Metadata.Created), d.Status.PodsCreated, taken)
 	prefix := deploymentPodPrefix(d.Metadata.Name)
 	acts := r.deletes
-	for range r.toCreate {
+	for i := range r.toCreate {
 		name := names.name(prefix)
 		if name == "" {
 			r.toCreate = len(acts) - len(r.deletes)
 			break
 		}
 		p := newPod(name, r.owner, d.Spec.Template, r.rev)
-		acts = append(acts, newAction(ActionCreate, p, "%d of %d replicas of revision %s", r.nNew+r.toCreate, r.replicas, r.rev))
+		why := r.applyReplacement(i, p)
+		if why == "" {
+			why = fmt.Sprintf("%d of %d replicas of revision %s", r.nNew+r.toCreate, r.replicas, r.rev)
+		}
+		acts = append(acts, newAction(ActionCreate, p, "%s", why))
 	}
 	r.podsCreated = names.next
 	return acts
@@ -250,6 +267,9 @@ func (r *rollout) status(now time.Time, d *api.Deployment) api.DeploymentStatus 
 	st.UpdatedReplicas = r.nNew + r.toCreate
 	st.ReadyReplicas = r.availNew + r.availOld
 	st.AvailableReplicas = r.availNew + r.availOld
+	if r.rebalance != nil {
+		st.Rebalance = r.rebalance
+	}
 	replicas, rev, minAvailable := r.replicas, r.rev, r.minAvailable()
 	if st.AvailableReplicas >= minAvailable {
 		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionAvailable, Status: api.ConditionTrue,
@@ -263,6 +283,9 @@ func (r *rollout) status(now time.Time, d *api.Deployment) api.DeploymentStatus 
 	case complete:
 		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
 			Reason: reasonRolloutComplete, Message: fmt.Sprintf("revision %s is available", rev)}, now)
+	case r.moveNote != "":
+		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
+			Reason: reasonMoving, Message: r.moveNote}, now)
 	case r.nOld > 0:
 		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
 			Reason: reasonRolling, Message: fmt.Sprintf("%d of %d pods updated to revision %s, %d old remain", st.UpdatedReplicas, replicas, rev, r.nOld)}, now)
@@ -321,7 +344,8 @@ func countAvailable(ps []*api.Pod, nodes map[string]*api.Node) int {
 }
 
 // sortForDeletion orders pods by how willingly they are deleted: Pending
-// ones first, then those on nodes that are not Ready, then those not
+// ones first, then those on nodes that are not Ready or are draining
+// (they must leave anyway), then those not
 // available, then the newest, then by name (descending).
 func sortForDeletion(ps []*api.Pod, nodes map[string]*api.Node) {
 	type ranked struct {
@@ -334,7 +358,7 @@ func sortForDeletion(ps []*api.Pod, nodes map[string]*api.Node) {
 		switch {
 		case p.Status.Phase == api.PodPending || p.Status.Phase == "":
 			r = 0
-		case nodes[p.Spec.Node] != nil && nodes[p.Spec.Node].Status.Phase != api.NodeReady:
+		case nodes[p.Spec.Node] != nil && (nodes[p.Spec.Node].Status.Phase != api.NodeReady || onDrainingNode(p, nodes)):
 			r = 1
 		case !available(p, nodes):
 			r = 2

@@ -121,7 +121,7 @@ const (
 	// declared dead while the board itself still answers over SSH (its
 	// sshd and systemd): its pods keep running and the placer keeps
 	// observing them, but no new pod is scheduled there.
-	ConditionAgentDown = "AgentDown"
+	ConditionAgentDown = api.ConditionAgentDown
 )
 
 // Reasons of the node Ready condition.
