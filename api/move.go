@@ -99,6 +99,18 @@ func (d *Deployment) RebalancePending() bool {
 	return st == nil || st.ID != d.Spec.Rebalance.ID || !st.Done
 }
 
+// KeepRebalance gives d, a deployment being applied from a manifest, the
+// rebalance request of stored, the deployment as it is stored (nil when
+// new): a manifest never carries one, and applying it again must neither
+// cancel a pending request nor start one.
+func (d *Deployment) KeepRebalance(stored *Deployment) {
+	d.Spec.Rebalance = nil
+	if stored != nil && stored.Spec.Rebalance != nil {
+		r := *stored.Spec.Rebalance
+		d.Spec.Rebalance = &r
+	}
+}
+
 // SpreadBoards returns, sorted, the names of the boards pods of template t
 // are spread over by a rebalance: Ready, not cordoned, agent not down,
 // matching t's node selector and able to enforce its limits (the

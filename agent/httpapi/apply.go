@@ -202,6 +202,9 @@ func (s *Server) planApply(items []applyItem) (results []api.ApplyResult, ops []
 				return nil, nil, nil, err
 			}
 		}
+		if err := keepRebalance(it.obj, cur, exists); err != nil {
+			return nil, nil, nil, err
+		}
 		raw, err := specRaw(it.obj)
 		if err != nil {
 			return nil, nil, nil, err
@@ -243,4 +246,23 @@ func (s *Server) planApply(items []applyItem) (results []api.ApplyResult, ops []
 		results = append(results, res)
 	}
 	return results, ops, opIndex, nil
+}
+
+// keepRebalance keeps the stored deployment's rebalance request across an
+// apply (api.Deployment.KeepRebalance).
+func keepRebalance(o api.Object, cur api.RawObject, exists bool) error {
+	d, ok := o.(*api.Deployment)
+	if !ok {
+		return nil
+	}
+	var stored *api.Deployment
+	if exists {
+		so, err := api.FromRaw(cur)
+		if err != nil {
+			return fmt.Errorf("decoding stored %s: %w", objectRef(cur.Kind, cur.Metadata.Name), err)
+		}
+		stored = so.(*api.Deployment)
+	}
+	d.KeepRebalance(stored)
+	return nil
 }

@@ -254,3 +254,33 @@ func TestApplyRetriesOnConflict(t *testing.T) {
 		t.Errorf("%d transactions, want 3", n)
 	}
 }
+
+// TestApplyKeepsRebalance: a rebalance request (herdctl rebalance) survives
+// a re-apply of the manifest, which cannot carry one, and a manifest that
+// does carry one does not start one.
+func TestApplyKeepsRebalance(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	withRebalance := deployment("web", intp(2))
+	withRebalance.Spec.Rebalance = &api.RebalanceRequest{ID: "sneaky"}
+	res, err := e.c.Apply(ctx, []api.Object{withRebalance}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := typed[*api.Deployment](t, res[0].Object).Spec.Rebalance; r != nil {
+		t.Fatalf("apply of a new deployment stored rebalance %+v, want none", r)
+	}
+	stored := typed[*api.Deployment](t, res[0].Object)
+	stored.Spec.Rebalance = &api.RebalanceRequest{ID: "r1"}
+	if _, err := e.c.Update(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	res, err = e.c.Apply(ctx, []api.Object{deployment("web", intp(2))}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := typed[*api.Deployment](t, res[0].Object).Spec.Rebalance
+	if res[0].Action != "unchanged" || got == nil || got.ID != "r1" {
+		t.Errorf("re-apply after rebalance: %s with rebalance %+v, want unchanged with r1", res[0].Action, got)
+	}
+}
