@@ -139,6 +139,24 @@ func agentDown(n *Node) bool {
 	return false
 }
 
+// PlanRebalance returns what a rebalance of d would do now: the boards
+// its pods are spread over (SpreadBoards), how many of its pods each holds
+// (SpreadCounts) and the moves (PlanSpread). The pods counted are d's live
+// pods of its current template revision, as the deployment controller
+// counts them; herdctl rebalance --dry-run prints this.
+func PlanRebalance(d *Deployment, nodes []*Node, pods []*Pod) (boards []string, counts []int, moves []Move) {
+	owner := OwnerRef{Kind: KindDeployment, Name: d.Metadata.Name}
+	rev := TemplateHash(d.Spec.Template)
+	var mine []*Pod
+	for _, p := range pods {
+		if p != nil && p.Spec.Owner == owner && p.Spec.Revision == rev && !p.Status.Phase.Terminal() {
+			mine = append(mine, p)
+		}
+	}
+	boards = SpreadBoards(nodes, &d.Spec.Template)
+	return boards, SpreadCounts(boards, mine), PlanSpread(boards, mine)
+}
+
 // Move is one step of a plan: pod Pod leaves board From for board To.
 type Move struct {
 	Pod  string `json:"pod"`

@@ -20,7 +20,8 @@ func (a *app) cordonCmd(on bool) *cobra.Command {
 		Use:   use,
 		Short: short,
 		Long: short + `. Pods already running there stay (like kubectl cordon);
-delete them, or scale, to move them.`,
+herdctl drain moves them. Uncordon also ends a drain (herdctl drain) and
+lets the daemons' pods stopped by drain --daemons come back.`,
 		Args: argsBetween(1, 1<<10),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 			return a.completeNames(cmd, api.KindNode, nil), cobra.ShellCompDirectiveNoFileComp
@@ -51,31 +52,19 @@ delete them, or scale, to move them.`,
 	}
 }
 
-// setUnschedulable sets a node's cordon flag with compare-and-swap,
-// retrying a few times when the node controller writes in between.
+// setUnschedulable sets a node's cordon flag (uncordon also clears a
+// drain request) with compare-and-swap.
 func setUnschedulable(ctx context.Context, c apiClient, name string, on bool) (bool, error) {
-	for attempt := 0; ; attempt++ {
-		raw, err := c.Get(ctx, api.KindNode, name)
-		if err != nil {
-			return false, err
-		}
-		o, err := api.FromRaw(raw)
-		if err != nil {
-			return false, err
-		}
-		n := o.(*api.Node)
-		if n.Spec.Unschedulable == on {
-			return false, nil
+	return updateNodeChanged(ctx, c, name, func(n *api.Node) bool {
+		if n.Spec.Unschedulable == on && (on || !n.Draining()) {
+			return false
 		}
 		n.Spec.Unschedulable = on
-		_, err = c.Update(ctx, n)
-		if err == nil {
-			return true, nil
+		if !on {
+			n.Spec.Drain = nil // uncordon ends a drain too
 		}
-		if !api.IsCode(err, "conflict") || attempt == 4 {
-			return false, err
-		}
-	}
+		return true
+	})
 }
 
 func trimKindPrefix(s, kind string) string {

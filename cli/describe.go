@@ -230,6 +230,16 @@ func (p printer) describeDeployment(d *descBuilder, o *api.Deployment) []api.Con
 		intOr(o.Spec.Strategy.MaxSurge, "1"), intOr(o.Spec.Strategy.MaxUnavailable, "0")))
 	d.kv(0, "Revision", st.Revision)
 	d.kv(0, "Observed Generation", strconv.FormatInt(st.ObservedGeneration, 10))
+	if rb := o.Spec.Rebalance; rb != nil {
+		state := "requested, not started"
+		if rs := st.Rebalance; rs != nil && rs.ID == rb.ID {
+			state = map[bool]string{true: "done", false: "in progress"}[rs.Done]
+			if rs.Message != "" {
+				state += ": " + rs.Message
+			}
+		}
+		d.kv(0, "Rebalance", fmt.Sprintf("%s (%s ago)", state, humanAge(rb.Requested, p.Now)))
+	}
 	p.template(d, o.Spec.Template)
 	return st.Conditions
 }
@@ -308,6 +318,13 @@ func (p printer) describeNode(d *descBuilder, o *api.Node) []api.Condition {
 	}
 	d.kv(0, "Status", status)
 	d.kv(0, "Roles", nodeRole(o))
+	if dr := o.Spec.Drain; dr != nil {
+		what := "deployments' pods"
+		if dr.Daemons {
+			what += " and daemons' pods"
+		}
+		d.kv(0, "Drain", fmt.Sprintf("moving %s off, requested %s ago", what, humanAge(dr.Requested, p.Now)))
+	}
 	d.kv(0, "Fenced", strconv.FormatBool(st.Fenced))
 	d.kv(0, "Address", st.Address)
 	d.kv(0, "SSH Address", st.SSHAddress)

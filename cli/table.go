@@ -210,12 +210,15 @@ func nodeStatus(n *api.Node) string {
 		s = "Unknown"
 	}
 	for _, c := range n.Status.Conditions {
-		if c.Type == "AgentDown" && c.Status == api.ConditionTrue {
+		if c.Type == api.ConditionAgentDown && c.Status == api.ConditionTrue {
 			s += ",AgentDown" // the board runs its pods; its agent is down
 		}
 	}
 	if n.Spec.Unschedulable {
 		s += ",SchedulingDisabled"
+	}
+	if n.Draining() {
+		s += ",Draining"
 	}
 	return s
 }
