@@ -311,8 +311,9 @@ func (r *Runner) keysFor(ctx context.Context, ch Change) []Key {
 		return keys
 	case api.KindNode:
 		// A node's phase, address or labels matter to the scheduler, to
-		// daemons and to service endpoints.
-		return append([]Key{KeyOf(api.KindNode, ch.Name), KeySchedule}, r.allKeys(ctx, api.KindDaemon, api.KindService)...)
+		// daemons and to service endpoints; its drain request and cordon
+		// to deployments (moves, move.go).
+		return append([]Key{KeyOf(api.KindNode, ch.Name), KeySchedule}, r.allKeys(ctx, api.KindDeployment, api.KindDaemon, api.KindService)...)
 	}
 	return nil
 }

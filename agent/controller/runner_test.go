@@ -261,3 +261,21 @@ func podNamesOf(ps []*api.Pod) []string {
 	}
 	return out
 }
+
+// TestRunnerNodeChangeWakesDeployments: a node's drain request or cordon
+// changes what a deployment must do (move.go), so a node change enqueues
+// every deployment, beside the scheduler, daemons and services.
+func TestRunnerNodeChangeWakesDeployments(t *testing.T) {
+	w := newWorld(t)
+	w.add(readyNode("a"))
+	w.add(deployment("web", 1))
+	st := &fakeState{w: w}
+	r, err := NewRunner(DefaultRunnerConfig(), st, st, clocktest.New(t0), testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := r.keysFor(context.Background(), Change{Kind: api.KindNode, Name: "a", Object: w.nodes["a"]})
+	if !slices.Contains(keys, KeyOf(api.KindDeployment, "web")) {
+		t.Errorf("keys for a node change: %v, want deployment web among them", keys)
+	}
+}
