@@ -66,6 +66,8 @@ const (
 	ReasonNodeLeft          = "Left"
 	ReasonNodeCordoned      = "Cordoned"
 	ReasonNodeUncordoned    = "Uncordoned"
+	ReasonNodeDraining      = "Draining"
+	ReasonNodeDrainEnded    = "DrainEnded"
 	ReasonFenced            = "Fenced"
 	ReasonLeaderElected     = "LeaderElected"
 	ReasonCreated           = "Created"

@@ -67,6 +67,17 @@ func nodeEvents(old, cur *api.Node, now time.Time) []api.EventSpec {
 			out = append(out, event(cur, api.ReasonNodeUncordoned, api.EventNormal, name, now, "%s uncordoned", name))
 		}
 	}
+	if old.Draining() != cur.Draining() {
+		if cur.Draining() {
+			what := "its deployments' pods"
+			if cur.DrainsDaemons() {
+				what += " and daemons' pods"
+			}
+			out = append(out, event(cur, api.ReasonNodeDraining, api.EventNormal, name, now, "%s draining: %s move off, one at a time", name, what))
+		} else {
+			out = append(out, event(cur, api.ReasonNodeDrainEnded, api.EventNormal, name, now, "%s: drain request ended", name))
+		}
+	}
 	wasDown, isDown := hasTrue(old.Status.Conditions, ConditionAgentDown), hasTrue(cur.Status.Conditions, ConditionAgentDown)
 	if isDown && !wasDown {
 		out = append(out, event(cur, ConditionAgentDown, api.EventWarning, name, now, "%s: %s", name, conditionMessage(cur.Status.Conditions, ConditionAgentDown)))

@@ -52,6 +52,10 @@ func TestDeriveEvents(t *testing.T) {
 			[]ev{{api.ReasonNodeReady, api.EventNormal, "b2", "b2 is Ready: fenced: no stale units"}, {api.ReasonFenced, api.EventNormal, "b2", "b2 fenced: fenced: no stale units"}}},
 		{"cordoned", node(api.NodeReady, "", "", false, true), node(api.NodeReady, "", "", true, true),
 			[]ev{{api.ReasonNodeCordoned, api.EventNormal, "b2", "b2 cordoned: no new pods are placed there"}}},
+		{"drain", node(api.NodeReady, "", "", true, true), draining(node(api.NodeReady, "", "", true, true)),
+			[]ev{{api.ReasonNodeDraining, api.EventNormal, "b2", "b2 draining: its deployments' pods move off, one at a time"}}},
+		{"drain withdrawn", draining(node(api.NodeReady, "", "", true, true)), node(api.NodeReady, "", "", true, true),
+			[]ev{{api.ReasonNodeDrainEnded, api.EventNormal, "b2", "b2: drain request ended"}}},
 		{"facts refreshed: nothing", node(api.NodeReady, "", "", false, true), node(api.NodeReady, "", "", false, true), nil},
 		{"endpoints", svc(ep("web-a", "b1"), ep("web-b", "b2")), svc(ep("web-a", "b1"), ep("web-c", "b4")),
 			[]ev{{api.ReasonEndpointsUpdated, api.EventNormal, "", "2 endpoints: web-a@b1, web-c@b4"}}},
@@ -71,4 +75,9 @@ func TestDeriveEvents(t *testing.T) {
 			}
 		})
 	}
+}
+
+func draining(n *api.Node) *api.Node {
+	n.Spec.Drain = &api.NodeDrain{}
+	return n
 }
