@@ -365,12 +365,15 @@ type fleetView struct {
 	pods  map[string]*api.Pod
 	deps  map[string]*api.Deployment
 	rv    uint64 // the oldest list's resource version
+	// listed holds the kind/name of objects whose state came from the
+	// list, not yet from the watch.
+	listed map[string]bool
 }
 
 var followedKinds = []api.Kind{api.KindNode, api.KindPod, api.KindDeployment}
 
 func listFleet(ctx context.Context, c apiClient) (*fleetView, error) {
-	v := &fleetView{nodes: map[string]*api.Node{}, pods: map[string]*api.Pod{}, deps: map[string]*api.Deployment{}}
+	v := &fleetView{nodes: map[string]*api.Node{}, pods: map[string]*api.Pod{}, deps: map[string]*api.Deployment{}, listed: map[string]bool{}}
 	for i, k := range followedKinds {
 		raws, rv, err := c.List(ctx, k)
 		if err != nil {
@@ -381,7 +384,7 @@ func listFleet(ctx context.Context, c apiClient) (*fleetView, error) {
 		}
 		for _, r := range raws {
 			r.Kind = k
-			if err := v.set(r, false); err != nil {
+			if err := v.set(r, false, true); err != nil {
 				return nil, err
 			}
 		}
@@ -389,14 +392,23 @@ func listFleet(ctx context.Context, c apiClient) (*fleetView, error) {
 	return v, nil
 }
 
-// set stores (or, with deleted, removes) one object of a followed kind.
-func (v *fleetView) set(r api.RawObject, deleted bool) error {
+// set stores (or, with deleted, removes) one object of a followed kind,
+// from a list or from the watch. The watch starts at the oldest list's
+// version, so it replays changes the lists already hold: a watch event no
+// newer than a listed state is skipped (one transaction may carry two
+// events of an object at one version; the list holds the last). A
+// deletion carries the deleted object's last version, so it applies to a
+// listed state of that version.
+func (v *fleetView) set(r api.RawObject, deleted, fromList bool) error {
 	if !slices.Contains(followedKinds, r.Kind) {
 		return nil
 	}
-	if old := v.rvOf(r.Kind, r.Metadata.Name); old > r.Metadata.ResourceVersion {
-		return nil // a replayed, older state (the watch starts at the oldest list)
+	key := string(r.Kind) + "/" + r.Metadata.Name
+	old := v.rvOf(r.Kind, r.Metadata.Name)
+	if old > r.Metadata.ResourceVersion || (!deleted && !fromList && v.listed[key] && old == r.Metadata.ResourceVersion) {
+		return nil
 	}
+	v.listed[key] = fromList
 	o, err := api.FromRaw(r)
 	if err != nil {
 		return err
@@ -478,7 +490,7 @@ func (a *app) follow(ctx context.Context, c apiClient, check func(*fleetView) (b
 			return err
 		}
 		end, err := watchEvents(ctx, c, "", v.rv, func(ev api.WatchEvent) (bool, error) {
-			if err := v.set(ev.Object, ev.Type == api.EventDeleted); err != nil {
+			if err := v.set(ev.Object, ev.Type == api.EventDeleted, false); err != nil {
 				return false, err
 			}
 			return check(v)
