@@ -42,6 +42,7 @@ func TestFleet(t *testing.T) {
 		{"g_kill9_mid_apply", testKill9MidApply},
 		{"h_packet_loss", testPacketLoss},
 		{"i_rollout_undo", testRolloutUndo},
+		{"j_drain_rebalance", testDrainRebalance},
 		// Last: it cuts a board off and heals it; the board must rejoin
 		// gossip by itself and be fenced (the restore checks convergence).
 		{"f_partition", testPartition},
