@@ -184,8 +184,19 @@ func updateNode(ctx context.Context, c apiClient, name string, change func(*api.
 }
 
 func updateNodeChanged(ctx context.Context, c apiClient, name string, change func(*api.Node) bool) (bool, error) {
-	for attempt := 0; ; attempt++ {
-		raw, err := c.Get(ctx, api.KindNode, name)
+	return updateCAS(ctx, c, api.KindNode, name, change)
+}
+
+// maxCASAttempts bounds updateCAS's tries when other writers (the node
+// controller, the deployment's status) write in between.
+const maxCASAttempts = 5
+
+// updateCAS reads kind/name, lets change edit it and writes it back,
+// compare-and-swap on the version read, again from the read on a
+// conflict. It reports whether it wrote (change returns false for no).
+func updateCAS[T api.Object](ctx context.Context, c apiClient, kind api.Kind, name string, change func(T) bool) (bool, error) {
+	for attempt := 1; ; attempt++ {
+		raw, err := c.Get(ctx, kind, name)
 		if err != nil {
 			return false, err
 		}
@@ -193,15 +204,18 @@ func updateNodeChanged(ctx context.Context, c apiClient, name string, change fun
 		if err != nil {
 			return false, err
 		}
-		n := o.(*api.Node)
-		if !change(n) {
+		t, ok := o.(T)
+		if !ok {
+			return false, fmt.Errorf("%s: stored object is a %T", ref(kind, name), o)
+		}
+		if !change(t) {
 			return false, nil
 		}
-		_, err = c.Update(ctx, n)
+		_, err = c.Update(ctx, t)
 		if err == nil {
 			return true, nil
 		}
-		if !api.IsCode(err, "conflict") || attempt == 4 {
+		if !api.IsCode(err, "conflict") || attempt == maxCASAttempts {
 			return false, err
 		}
 	}
@@ -315,25 +329,11 @@ func (a *app) requestRebalance(ctx context.Context, c apiClient, name string) (s
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	for attempt := 0; ; attempt++ {
-		raw, err := c.Get(ctx, api.KindDeployment, name)
-		if err != nil {
-			return "", err
-		}
-		o, err := api.FromRaw(raw)
-		if err != nil {
-			return "", err
-		}
-		d := o.(*api.Deployment)
+	_, err := updateCAS(ctx, c, api.KindDeployment, name, func(d *api.Deployment) bool {
 		d.Spec.Rebalance = &api.RebalanceRequest{ID: id, Requested: a.clock.Now().UTC()}
-		_, err = c.Update(ctx, d)
-		if err == nil {
-			return id, nil
-		}
-		if !api.IsCode(err, "conflict") || attempt == 4 {
-			return "", err
-		}
-	}
+		return true
+	})
+	return id, err
 }
 
 // rebalancePlanText is rebalance --dry-run's report for one deployment.
