@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/herd-dev/herd/agent/herddns"
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/agent/metrics"
 	"github.com/herd-dev/herd/agent/placer"
@@ -48,6 +49,8 @@ type Agent struct {
 	metrics         *metrics.Registry
 	metricsTokens   *httpapi.TokenFile // nil without metrics_token_file
 	metricsListener net.Listener       // nil without metrics_listen
+	dnsUDP          net.PacketConn     // nil without dns_listen
+	dnsTCP          net.Listener       // nil without dns_listen
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -143,6 +146,9 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	if err := a.listenMetrics(); err != nil {
+		return nil, err
+	}
+	if err := a.listenDNS(); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -317,6 +323,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 
+	if a.dnsUDP != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := herddns.NewServer(storeDNS{a.store}, herddns.DefaultLimits).Serve(apiCtx, a.dnsUDP, a.dnsTCP); err != nil && !errors.Is(err, context.Canceled) {
+				a.log.Error("dns listener stopped", "err", err)
+			}
+		}()
+	}
+
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if len(a.cfg.Join) > 0 {
@@ -386,6 +402,10 @@ func (a *Agent) close() {
 	}
 	if a.metricsListener != nil {
 		a.metricsListener.Close()
+	}
+	if a.dnsUDP != nil {
+		a.dnsUDP.Close()
+		a.dnsTCP.Close()
 	}
 	if a.gossip != nil {
 		a.gossip.Shutdown()

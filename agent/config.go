@@ -102,6 +102,12 @@ type Config struct {
 	// api_token_file) that grant GET /metrics and nothing else, on every
 	// listener; API tokens work on /metrics too. Empty: none.
 	MetricsTokenFile string `toml:"metrics_token_file"`
+	// DNSListen is where a server answers DNS for the herd. zone (UDP and
+	// TCP, package herddns): "" (the default) for nowhere, host:port, or
+	// "auto:PORT" for the gossip advertise IP and PORT. Servers only:
+	// workers hold no state to answer from. DNS carries no credentials;
+	// see docs/services.md for why this listener may still be open.
+	DNSListen string `toml:"dns_listen"`
 
 	// SSHAddress is where the leader reaches this board's sshd: host:port,
 	// or auto / auto:PORT / empty for the gossip advertise IP and PORT
@@ -267,6 +273,9 @@ func (c *Config) Validate() error {
 	}
 	if err := checkMetricsListen(c.MetricsListen, c.MetricsTokenFile); err != nil {
 		add("metrics_listen %q: %v", c.MetricsListen, err)
+	}
+	if err := checkDNSListen(c.DNSListen, c.Server); err != nil {
+		add("dns_listen %q: %v", c.DNSListen, err)
 	}
 	for i, h := range c.APIHosts {
 		if h == "" || strings.ContainsAny(h, "/ \t") {
