@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 
 	"github.com/herd-dev/herd/agent/herddns"
 	"github.com/herd-dev/herd/api"
@@ -21,11 +20,7 @@ func checkDNSListen(l string, server bool) error {
 	if l == "" {
 		return nil
 	}
-	if port, auto := autoPort(l); auto {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return errors.New("want host:port or auto:PORT (a port from 1 to 65535)")
-		}
-	} else if err := checkHostPort(l, false); err != nil {
+	if err := checkListenAddr(l); err != nil {
 		return err
 	}
 	if !server {

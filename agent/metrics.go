@@ -21,17 +21,25 @@ func checkMetricsListen(l, tokenFile string) error {
 	if l == "" {
 		return nil
 	}
-	if port, auto := autoPort(l); auto {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return errors.New("want host:port or auto:PORT (a port from 1 to 65535)")
-		}
-	} else if err := checkHostPort(l, false); err != nil {
+	if err := checkListenAddr(l); err != nil {
 		return err
 	}
 	if tokenFile == "" {
 		return errors.New("a metrics listener needs metrics_token_file")
 	}
 	return nil
+}
+
+// checkListenAddr validates an extra listener's address (metrics_listen,
+// dns_listen): auto:PORT or host:port.
+func checkListenAddr(l string) error {
+	if port, auto := autoPort(l); auto {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return errors.New("want host:port or auto:PORT (a port from 1 to 65535)")
+		}
+		return nil
+	}
+	return checkHostPort(l, false)
 }
 
 // metricsAddr is the address metrics_listen names: auto:PORT is the
