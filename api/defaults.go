@@ -39,7 +39,8 @@ const (
 //     maxUnavailable 0. Replicas is left alone: nil means the manifest does
 //     not own it, and the server decides at apply (1 on create).
 //   - Daemon: template labels default to {"app": name}.
-//   - Service: a port's name defaults to its target.
+//   - Service: a port's name defaults to its target, the protocol of a
+//     proxy port (port > 0) to tcp.
 //   - Pod: template defaults only.
 //   - Pod templates: restart "always"; sandbox "default"; port protocol "tcp"; port names
 //     "p0", "p1", ... by index; file mode "0644", and modes are written with
@@ -73,6 +74,9 @@ func SetDefaults(o Object) {
 		for i := range v.Spec.Ports {
 			if v.Spec.Ports[i].Name == "" {
 				v.Spec.Ports[i].Name = v.Spec.Ports[i].Target
+			}
+			if v.Spec.Ports[i].Port > 0 && v.Spec.Ports[i].Protocol == "" {
+				v.Spec.Ports[i].Protocol = DefaultProtocol
 			}
 		}
 	case *Pod:

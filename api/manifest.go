@@ -143,8 +143,10 @@ type manifestService struct {
 }
 
 type manifestServicePort struct {
-	Name   string  `toml:"name"`
-	Target portRef `toml:"target"`
+	Name     string  `toml:"name"`
+	Target   portRef `toml:"target"`
+	Port     int     `toml:"port,omitempty"`
+	Protocol string  `toml:"protocol,omitempty"`
 }
 
 type manifestTemplate struct {
@@ -264,7 +266,7 @@ func (m *manifestService) toAPI() *Service {
 		Spec:     ServiceSpec{Selector: nilIfEmptyMap(m.Selector)},
 	}
 	for _, p := range m.Ports {
-		s.Spec.Ports = append(s.Spec.Ports, ServicePort{Name: p.Name, Target: string(p.Target)})
+		s.Spec.Ports = append(s.Spec.Ports, ServicePort{Name: p.Name, Target: string(p.Target), Port: p.Port, Protocol: p.Protocol})
 	}
 	return s
 }
@@ -367,7 +369,7 @@ func toManifest(o Object) (string, any, error) {
 	case *Service:
 		m := &manifestService{Name: v.Metadata.Name, Labels: v.Metadata.Labels, Selector: v.Spec.Selector}
 		for _, p := range v.Spec.Ports {
-			m.Ports = append(m.Ports, manifestServicePort{Name: p.Name, Target: portRef(p.Target)})
+			m.Ports = append(m.Ports, manifestServicePort{Name: p.Name, Target: portRef(p.Target), Port: p.Port, Protocol: p.Protocol})
 		}
 		return "service", m, nil
 	case nil:

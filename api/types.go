@@ -496,6 +496,12 @@ type ServicePort struct {
 	Name string `json:"name,omitempty"`
 	// Target is the pod port name (or number as a string) to expose.
 	Target string `json:"target"`
+	// Port, when set, is the port every board listens on and forwards to
+	// a ready endpoint (the service proxy); the service owns it on every
+	// board, so no pod is placed on it. 0: no proxy port.
+	Port int `json:"port,omitempty"`
+	// Protocol of Port: tcp or udp. Default tcp.
+	Protocol string `json:"protocol,omitempty"`
 }
 
 // ServiceStatus lists the endpoints of ready pods.

@@ -384,6 +384,7 @@ func (v *validator) service(p fieldPath, s *ServiceSpec) {
 		v.addf(pp, "required: at least one port, e.g. [[service.ports]] target = \"http\"")
 	}
 	seen := map[string]int{}
+	proxies := map[ProxyPort]int{}
 	for i, sp := range s.Ports {
 		ip := pp.index(i)
 		if sp.Target == "" {
@@ -391,6 +392,7 @@ func (v *validator) service(p fieldPath, s *ServiceSpec) {
 		} else if msg := portRefProblem(sp.Target); msg != "" {
 			v.addf(ip.field("target", "target"), "%s", msg)
 		}
+		v.proxyPort(ip, sp, proxies, i)
 		np := ip.field("name", "name")
 		if sp.Name == "" {
 			continue // Target is empty too; reported above
@@ -402,6 +404,34 @@ func (v *validator) service(p fieldPath, s *ServiceSpec) {
 		} else {
 			seen[sp.Name] = i
 		}
+	}
+}
+
+// proxyPort checks a service port's proxy port and protocol (seen: the
+// proxy ports of the ports before it).
+func (v *validator) proxyPort(ip fieldPath, sp ServicePort, seen map[ProxyPort]int, i int) {
+	pp, pr := ip.field("port", "port"), ip.field("protocol", "protocol")
+	if sp.Port == 0 {
+		if sp.Protocol != "" {
+			v.addf(pr, "%q needs a port: protocol is the protocol of the port every board forwards", sp.Protocol)
+		}
+		return
+	}
+	if sp.Port < 1 || sp.Port > MaxPort {
+		v.addf(pp, "%d: a port must be between 1 and %d (or left out for no proxy port)", sp.Port, MaxPort)
+		return
+	}
+	if sp.Protocol != "tcp" && sp.Protocol != "udp" {
+		v.addf(pr, "%q: must be tcp or udp", sp.Protocol)
+		return
+	}
+	c := ProxyPort{sp.Port, sp.Protocol}
+	if slices.Contains(HerdPorts, c) {
+		v.addf(pp, "%s is one of herd's own ports on a board (sshd, gossip, Raft, API, metrics, DNS): pick another", c)
+	} else if j, dup := seen[c]; dup {
+		v.addf(pp, "duplicate %s (also ports[%d])", c, j)
+	} else {
+		seen[c] = i
 	}
 }
 

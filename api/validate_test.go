@@ -84,6 +84,10 @@ func TestValidateValid(t *testing.T) {
 		{"node selector shorthand", tmpl(func(t *PodTemplate) { t.NodeSelector = map[string]string{"arch": "arm64", "herd.dev/arch": "arm64"} })},
 		{"service", validService()},
 		{"service target number", svc(func(s *Service) { s.Spec.Ports = []ServicePort{{Target: "8080"}, {Name: "b", Target: "http"}} })},
+		{"service proxy port", svc(func(s *Service) { s.Spec.Ports[0].Port = 8080 })},
+		{"service proxy tcp and udp", svc(func(s *Service) {
+			s.Spec.Ports = []ServicePort{{Name: "a", Target: "http", Port: 53}, {Name: "b", Target: "http", Port: 53, Protocol: "udp"}}
+		})},
 		{"daemon", &Daemon{Metadata: ObjectMeta{Name: "agent"}, Spec: DaemonSpec{Template: PodTemplate{Exec: []string{"/bin/agent"}}}}},
 		{"pod", &Pod{Metadata: ObjectMeta{Name: "web-1a2b3c4d5e-x7k2p"}, Spec: PodSpec{Template: PodTemplate{Exec: []string{"/bin/x"}}}}},
 		{"node with dots and capitals", &Node{Metadata: ObjectMeta{Name: "Pi-1.local"}}},
@@ -142,6 +146,13 @@ func TestValidateRules(t *testing.T) {
 		{"service target number", svc(func(s *Service) { s.Spec.Ports[0].Target = "70000" }), "spec.ports[0].target", "between 1 and 65535"},
 		{"service target name", svc(func(s *Service) { s.Spec.Ports[0].Target = "Http" }), "spec.ports[0].target", "neither a port name nor a port number"},
 		{"service port name", svc(func(s *Service) { s.Spec.Ports[0].Name = "a_b" }), "spec.ports[0].name", "not a valid port name"},
+		{"service proxy port range", svc(func(s *Service) { s.Spec.Ports[0].Port = 70000 }), "spec.ports[0].port", "between 1 and 65535"},
+		{"service proxy protocol", svc(func(s *Service) { s.Spec.Ports[0].Port, s.Spec.Ports[0].Protocol = 80, "sctp" }), "spec.ports[0].protocol", "tcp or udp"},
+		{"service protocol without port", svc(func(s *Service) { s.Spec.Ports[0].Protocol = "udp" }), "spec.ports[0].protocol", "needs a port"},
+		{"service proxy herd port", svc(func(s *Service) { s.Spec.Ports[0].Port = 8600 }), "spec.ports[0].port", "herd's own ports"},
+		{"service proxy duplicate", svc(func(s *Service) {
+			s.Spec.Ports = []ServicePort{{Name: "a", Target: "http", Port: 80}, {Name: "b", Target: "http", Port: 80}}
+		}), "spec.ports[1].port", "duplicate 80/tcp"},
 		{"service port duplicate", svc(func(s *Service) { s.Spec.Ports = append(s.Spec.Ports, ServicePort{Target: "http"}) }), "spec.ports[1].name", "duplicate"},
 		// exec
 		{"exec missing", tmpl(func(t *PodTemplate) { t.Exec = nil }), "spec.template.exec", "required"},
