@@ -91,7 +91,7 @@ func NewIndex(c *Cluster) *Index {
 		podNames:    make(map[string]bool, len(c.Pods)),
 		byNode:      make(map[string][]*api.Pod),
 		byLabel:     make(map[string][]*api.Pod),
-		snap:        &scheduler.Snapshot{Nodes: c.Nodes, Pods: c.Pods},
+		snap:        &scheduler.Snapshot{Nodes: c.Nodes, Pods: c.Pods, Services: c.Services},
 	}
 	for _, m := range c.Members {
 		if m.Name != "" {

@@ -183,6 +183,9 @@ func retryable(err error) bool {
 // "unchanged" for a write the store would treat as a no-op) and the ops
 // that change something; opIndex maps each op to its item.
 func (s *Server) planApply(items []applyItem) (results []api.ApplyResult, ops []raftstore.Op, opIndex []int, err error) {
+	if err := s.checkProxyPorts(items); err != nil {
+		return nil, nil, nil, err
+	}
 	now := s.cfg.Clock.Now().UTC()
 	all := make([]raftstore.Op, 0, len(items))
 	stored := make(map[string]api.RawObject, len(items))
@@ -264,5 +267,34 @@ func keepRebalance(o api.Object, cur api.RawObject, exists bool) error {
 		stored = so.(*api.Deployment)
 	}
 	d.KeepRebalance(stored)
+	return nil
+}
+
+// checkProxyPorts refuses services whose proxy port another service owns
+// (api.ProxyConflicts), against the stored services.
+func (s *Server) checkProxyPorts(items []applyItem) error {
+	var applied []*api.Service
+	for _, it := range items {
+		if svc, ok := it.obj.(*api.Service); ok && len(svc.ProxyPorts()) > 0 {
+			applied = append(applied, svc)
+		}
+	}
+	if len(applied) == 0 {
+		return nil
+	}
+	raws, _, err := s.cfg.Store.List(api.KindService)
+	if err != nil {
+		return err
+	}
+	stored := make([]*api.Service, 0, len(raws))
+	for _, r := range raws {
+		r.Kind = api.KindService
+		if o, err := api.FromRaw(r); err == nil {
+			stored = append(stored, o.(*api.Service))
+		}
+	}
+	if errs := api.ProxyConflicts(applied, stored); len(errs) > 0 {
+		return invalid(errs)
+	}
 	return nil
 }

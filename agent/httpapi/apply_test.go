@@ -284,3 +284,33 @@ func TestApplyKeepsRebalance(t *testing.T) {
 		t.Errorf("re-apply after rebalance: %s with rebalance %+v, want unchanged with r1", res[0].Action, got)
 	}
 }
+
+// TestApplyRefusesTakenProxyPort: a proxy port belongs to one service; a
+// second service claiming it is refused with the field named, and nothing
+// is written (dry run included).
+func TestApplyRefusesTakenProxyPort(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	withPort := func(name string, port int) *api.Service {
+		s := service(name)
+		s.Spec.Ports[0].Port = port
+		return s
+	}
+	if _, err := e.c.Apply(ctx, []api.Object{withPort("web", 8080)}, false); err != nil {
+		t.Fatal(err)
+	}
+	rv := e.store.ResourceVersion()
+	for _, dry := range []bool{true, false} {
+		_, err := e.c.Apply(ctx, []api.Object{withPort("api", 8080)}, dry)
+		if err == nil || !strings.Contains(err.Error(), "spec.ports[0].port") || !strings.Contains(err.Error(), "8080/tcp is already the port of service web") {
+			t.Errorf("dry run %v: err = %v, want the taken port named", dry, err)
+		}
+	}
+	if got := e.store.ResourceVersion(); got != rv {
+		t.Errorf("a refused apply wrote: resourceVersion %d → %d", rv, got)
+	}
+	// The owner may re-apply, and move its port; the other may then take it.
+	if _, err := e.c.Apply(ctx, []api.Object{withPort("web", 8081), withPort("api", 8080)}, false); err != nil {
+		t.Errorf("moving the port and taking the freed one: %v", err)
+	}
+}

@@ -55,6 +55,9 @@ func (c Config) Validate() error {
 type Snapshot struct {
 	Nodes []*api.Node
 	Pods  []*api.Pod
+	// Services own their proxy ports on every board (api.ProxyOwners): no
+	// pod gets one, fixed or picked.
+	Services []*api.Service
 }
 
 // Decision is where a pod goes.
@@ -170,6 +173,9 @@ type state struct {
 	byName map[string]int32
 	ports  map[portKey]struct{}
 	owners map[ownerKey]int
+	// reserved are the services' proxy ports, held on every node: the
+	// owning service by port.
+	reserved map[portKey]string
 	// scratch buffers reused while placing one pod: the probe start of
 	// every dynamic port (offs) and the host ports picked on a node
 	// (hostBuf).
@@ -178,12 +184,15 @@ type state struct {
 }
 
 func newState(cfg Config, s *Snapshot, owners map[api.OwnerRef]struct{}) *state {
-	st := &state{cfg: cfg, owners: make(map[ownerKey]int)}
+	st := &state{cfg: cfg, owners: make(map[ownerKey]int), reserved: make(map[portKey]string)}
 	if s == nil {
 		st.ports = make(map[portKey]struct{})
 		return st
 	}
 	st.ports = make(map[portKey]struct{}, len(s.Pods))
+	for _, c := range api.ProxyOwners(s.Services) {
+		st.reserved[reservedKey(c.Port, c.Protocol)] = c.Service
+	}
 	st.nodes = make([]nodeInfo, 0, len(s.Nodes))
 	st.byName = make(map[string]int32, len(s.Nodes))
 	for _, n := range s.Nodes {
@@ -230,6 +239,23 @@ func (st *state) take(ni int32, p *api.Pod, req api.Request, hostPorts map[strin
 			st.ports[portKey{ni, int32(hp), protoOf(port)}] = struct{}{}
 		}
 	}
+}
+
+// reservedKey is the key of a service's proxy port in state.reserved (node
+// -1: every node).
+func reservedKey(port int, protocol string) portKey {
+	k := portKey{-1, int32(port), protoTCP}
+	if protocol == "udp" {
+		k.proto = protoUDP
+	}
+	return k
+}
+
+func protoName(p *api.Port) string {
+	if protoOf(p) == protoUDP {
+		return "udp"
+	}
+	return "tcp"
 }
 
 func protoOf(p *api.Port) uint8 {
@@ -337,6 +363,9 @@ func (st *state) filter(ni int32, pod *api.Pod, req api.Request) string {
 		if p.Port <= 0 {
 			continue
 		}
+		if svc, ok := st.reserved[reservedKey(p.Port, p.Protocol)]; ok {
+			return fmt.Sprintf("port %s is service %s's port on every board", api.ProxyPort{Port: p.Port, Protocol: protoName(p)}, svc)
+		}
 		if _, used := st.ports[portKey{ni, int32(p.Port), protoOf(p)}]; used {
 			if protoOf(p) == protoUDP {
 				return "port " + strconv.Itoa(p.Port) + "/udp in use"
@@ -379,6 +408,9 @@ func (st *state) pickPorts(ni int32, pod *api.Pod) ([]int, bool) {
 		for k := 0; k < size; k++ {
 			cand := st.cfg.PortMin + (off+k)%size
 			if _, used := st.ports[portKey{ni, int32(cand), proto}]; used {
+				continue
+			}
+			if _, svc := st.reserved[portKey{-1, int32(cand), proto}]; svc {
 				continue
 			}
 			if ownPortUsed(ports, st.hostBuf, cand, proto, i) {

@@ -586,3 +586,32 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("DefaultConfig().Validate() = %v", err)
 	}
 }
+
+// TestPlaceKeepsServicePortsFree: a service's proxy port is held on every
+// board: a fixed pod port on it fits nowhere, and no dynamic port is picked
+// there (a two-port range where the service holds one).
+func TestPlaceKeepsServicePortsFree(t *testing.T) {
+	svc := &api.Service{Metadata: api.ObjectMeta{Name: "web"}, Spec: api.ServiceSpec{
+		Ports: []api.ServicePort{{Name: "http", Target: "http", Port: 30000, Protocol: "tcp"}}}}
+	snap := &Snapshot{Nodes: []*api.Node{node("a"), node("b")}, Services: []*api.Service{svc}}
+	_, err := Place(snap, pod("p", ports(api.Port{Name: "http", Port: 30000, Protocol: "tcp"})))
+	if err == nil || err.Error() != "0/2 boards: 2 port 30000/tcp is service web's port on every board" {
+		t.Fatalf("fixed port on a service port: err = %v", err)
+	}
+	if _, err := Place(snap, pod("u", ports(api.Port{Name: "dns", Port: 30000, Protocol: "udp"}))); err != nil {
+		t.Errorf("the same port over udp is free: %v", err)
+	}
+	sc, err := New(Config{PortMin: 30000, PortMax: 30001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		d, err := sc.Place(snap, pod(fmt.Sprintf("d%d", i), ports(api.Port{Name: "http", Protocol: "tcp"})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.HostPorts["http"] != 30001 {
+			t.Errorf("pod d%d got port %d, want 30001 (30000 is the service's)", i, d.HostPorts["http"])
+		}
+	}
+}
