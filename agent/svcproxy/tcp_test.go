@@ -235,7 +235,8 @@ func TestTCPNoLeak(t *testing.T) {
 		}
 	}
 	silent := dial(t, p, webTCP)
-	quiet := dial(t, p, floodKey) // never reads
+	quiet := dial(t, p, floodKey)          // never reads while flooded,
+	quiet.Conn.(*net.TCPConn).CloseWrite() // nor sends: only the write stalls
 	half := dial(t, p, webTCP)
 	half.Conn.(*net.TCPConn).CloseWrite() // FIN, then never reads
 	gone := dial(t, p, webTCP)
