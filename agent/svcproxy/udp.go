@@ -119,8 +119,11 @@ func (l *udpListener) session(from netip.AddrPort) *session {
 	if s != nil {
 		return s
 	}
-	plan := l.plan(time.Now())
-	if full || len(plan) == 0 {
+	var plan []choice
+	if !full {
+		plan = l.plan(time.Now())
+	}
+	if len(plan) == 0 {
 		l.refused()
 		return nil
 	}
