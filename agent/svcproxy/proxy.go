@@ -20,6 +20,7 @@ type Key struct {
 	Protocol string // "tcp" or "udp"
 }
 
+// String names the key as errors and logs do: service "web" port "http" (tcp).
 func (k Key) String() string {
 	return fmt.Sprintf("service %q port %q (%s)", k.Service, k.Port, k.Protocol)
 }
