@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,10 +17,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/herd-dev/herd/agent/herddns"
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/agent/metrics"
 	"github.com/herd-dev/herd/agent/placer"
+	"github.com/herd-dev/herd/agent/svcproxy"
+	"github.com/herd-dev/herd/agent/svcview"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
 	"github.com/herd-dev/herd/raftstore"
@@ -49,8 +51,10 @@ type Agent struct {
 	metrics         *metrics.Registry
 	metricsTokens   *httpapi.TokenFile // nil without metrics_token_file
 	metricsListener net.Listener       // nil without metrics_listen
-	dnsUDP          net.PacketConn     // nil without dns_listen
-	dnsTCP          net.Listener       // nil without dns_listen
+	dns             []dnsListener      // dns_listen's listeners
+	view            *svcview.Feed      // the services as this board sees them
+	proxy           *svcproxy.Proxy    // nil with service_proxy = "off"
+	viewFile        string             // where a worker reads the view
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -76,6 +80,9 @@ type Options struct {
 	// Executor, when set, is how the leader acts on boards instead of SSH
 	// (in-process tests use a fake fleet).
 	Executor placerExecutor
+	// ServiceViewFile, when set, is where a worker reads the service view
+	// instead of svcview.Path (in-process tests).
+	ServiceViewFile string
 }
 
 // New builds an agent: it opens the raftstore (servers) and starts gossip
@@ -151,6 +158,8 @@ func New(cfg Config, opts Options) (*Agent, error) {
 	if err := a.listenDNS(); err != nil {
 		return nil, err
 	}
+	a.startServices()
+	a.viewFile = cmp.Or(opts.ServiceViewFile, svcview.Path)
 	ok = true
 	return a, nil
 }
@@ -323,15 +332,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 
-	if a.dnsUDP != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := herddns.NewServer(storeDNS{a.store}, herddns.DefaultLimits).Serve(apiCtx, a.dnsUDP, a.dnsTCP); err != nil && !errors.Is(err, context.Canceled) {
-				a.log.Error("dns listener stopped", "err", err)
-			}
-		}()
-	}
+	a.serveDNS(apiCtx, &wg, a.view)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -347,6 +348,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Info("joined gossip", "contacted", n)
 		}()
 	}
+	a.runServices(runCtx, &wg)
 	n := newNotifier()
 	wg.Add(2)
 	go func() { defer wg.Done(); a.pumpGossip(runCtx, n) }()
@@ -403,9 +405,9 @@ func (a *Agent) close() {
 	if a.metricsListener != nil {
 		a.metricsListener.Close()
 	}
-	if a.dnsUDP != nil {
-		a.dnsUDP.Close()
-		a.dnsTCP.Close()
+	a.closeDNS()
+	if a.proxy != nil {
+		a.proxy.Close()
 	}
 	if a.gossip != nil {
 		a.gossip.Shutdown()

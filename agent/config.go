@@ -102,12 +102,21 @@ type Config struct {
 	// api_token_file) that grant GET /metrics and nothing else, on every
 	// listener; API tokens work on /metrics too. Empty: none.
 	MetricsTokenFile string `toml:"metrics_token_file"`
-	// DNSListen is where a server answers DNS for the herd. zone (UDP and
-	// TCP, package herddns): "" (the default) for nowhere, host:port, or
-	// "auto:PORT" for the gossip advertise IP and PORT. Servers only:
-	// workers hold no state to answer from. DNS carries no credentials;
-	// see docs/services.md for why this listener may still be open.
+	// DNSListen is where this agent answers DNS for the herd. zone (UDP
+	// and TCP, package herddns), from its view of the services (a server's
+	// store, a worker's view file from the leader; package svcview): ""
+	// (the default) for 127.0.0.1:8600 and the gossip advertise IP port
+	// 8600, either skipped with a warning when its port is taken; "off"
+	// for nowhere; or one host:port or "auto:PORT" (the gossip advertise
+	// IP and PORT), which must open. DNS carries no credentials; see
+	// docs/security.md for why this listener may still be open.
 	DNSListen string `toml:"dns_listen"`
+	// ServiceProxy is the address the service proxy listens on for every
+	// service port with a port (package svcproxy): "" (the default) for
+	// every address of the board, "off" for none, or one IP address. A
+	// port that cannot be opened (a process already holds it) is logged
+	// and retried when the services change.
+	ServiceProxy string `toml:"service_proxy"`
 
 	// SSHAddress is where the leader reaches this board's sshd: host:port,
 	// or auto / auto:PORT / empty for the gossip advertise IP and PORT
@@ -163,6 +172,7 @@ func DevConfig(dataDir string) Config {
 	c.APIListen = []string{DefaultAPIAddr}
 	c.SSHAddress = "127.0.0.1:22"
 	c.SSHHostKeyFile = ""
+	c.ServiceProxy = "127.0.0.1"
 	c.Dev = true
 	return c
 }
@@ -274,7 +284,10 @@ func (c *Config) Validate() error {
 	if err := checkMetricsListen(c.MetricsListen, c.MetricsTokenFile); err != nil {
 		add("metrics_listen %q: %v", c.MetricsListen, err)
 	}
-	if err := checkDNSListen(c.DNSListen, c.Server); err != nil {
+	if err := checkServiceProxy(c.ServiceProxy); err != nil {
+		add("service_proxy %q: %v", c.ServiceProxy, err)
+	}
+	if err := checkDNSListen(c.DNSListen); err != nil {
 		add("dns_listen %q: %v", c.DNSListen, err)
 	}
 	for i, h := range c.APIHosts {

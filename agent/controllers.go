@@ -6,6 +6,7 @@ import (
 
 	"github.com/herd-dev/herd/agent/controller"
 	"github.com/herd-dev/herd/agent/placer"
+	"github.com/herd-dev/herd/agent/svcview"
 	"github.com/herd-dev/herd/internal/clock"
 )
 
@@ -39,6 +40,12 @@ func (a *Agent) startControllers(ctx context.Context, wg *sync.WaitGroup, n *not
 		a.log.Warn("not placing pods on boards: no cluster SSH key", "sshKeyFile", a.cfg.SSHKeyFile)
 		return
 	}
+	pub := svcview.NewPublisher(a.view, viewWriter{a.exec}, clock.RealClock(), a.log.With("component", "svcview"))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = pub.Run(ctx) // returns ctx's error
+	}()
 	pcfg := placer.DefaultConfig()
 	pcfg.RecordWitness = state.recordWitness
 	pcfg.Observer = a.metrics

@@ -1,87 +1,117 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"sync"
 
 	"github.com/herd-dev/herd/agent/herddns"
-	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/raftstore"
 )
 
-// DefaultDNSPort is the port of the DNS listener for auto:PORT examples
-// (dns_listen = "auto:8600").
+// DefaultDNSPort is the port of the DNS listeners by default (dns_listen
+// unset): 127.0.0.1 and the gossip advertise IP.
 const DefaultDNSPort = 8600
 
-// checkDNSListen validates dns_listen: empty, auto:PORT or host:port, and
-// only on a server.
-func checkDNSListen(l string, server bool) error {
-	if l == "" {
+// checkDNSListen validates dns_listen: empty, off, auto:PORT or
+// host:port.
+func checkDNSListen(l string) error {
+	if l == "" || l == "off" {
 		return nil
 	}
-	if err := checkListenAddr(l); err != nil {
-		return err
-	}
-	if !server {
-		return errors.New("only servers answer DNS (a worker holds no state to answer from); leave it empty here")
-	}
-	return nil
+	return checkListenAddr(l)
 }
 
-// listenDNS opens the DNS listener's UDP socket and TCP listener on one
-// address (dns_listen), served by Run.
+// dnsAddrs returns the addresses dns_listen names and whether they must
+// open (an explicit address must; the defaults are skipped when taken).
+func dnsAddrs(l, gossipAdv string) (addrs []string, required bool) {
+	switch l {
+	case "off":
+		return nil, false
+	case "":
+		lo := net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultDNSPort))
+		adv := metricsAddr("auto:"+strconv.Itoa(DefaultDNSPort), gossipAdv)
+		if adv == lo {
+			return []string{lo}, false
+		}
+		return []string{lo, adv}, false
+	}
+	return []string{metricsAddr(l, gossipAdv)}, true
+}
+
+// dnsListener is one address the agent answers DNS on.
+type dnsListener struct {
+	udp net.PacketConn
+	tcp net.Listener
+}
+
+// listenDNS opens a UDP socket and a TCP listener on each address of
+// dns_listen, served by Run from the agent's service view.
 func (a *Agent) listenDNS() error {
-	if a.cfg.DNSListen == "" || a.store == nil {
-		return nil
+	addrs, required := dnsAddrs(a.cfg.DNSListen, a.adv.Gossip)
+	for _, addr := range addrs {
+		l, err := openDNS(addr)
+		if err != nil {
+			if required {
+				return fmt.Errorf("agent: dns_listen: %w", err)
+			}
+			a.log.Warn("not answering DNS on this address (set dns_listen to pick another, or off)", "addr", addr, "err", err)
+			continue
+		}
+		a.dns = append(a.dns, l)
 	}
-	addr := metricsAddr(a.cfg.DNSListen, a.adv.Gossip)
-	pc, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		return fmt.Errorf("agent: dns listen: %w", err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
-		return fmt.Errorf("agent: dns listen: %w", err)
-	}
-	a.dnsUDP, a.dnsTCP = pc, ln
 	return nil
 }
 
-// DNSAddr returns the address of the DNS listener, "" without one.
-func (a *Agent) DNSAddr() string {
-	if a.dnsUDP == nil {
-		return ""
-	}
-	return a.dnsUDP.LocalAddr().String()
-}
-
-// storeDNS reads the DNS answers' state from the server's local copy of
-// the store (its applied log: a follower may be a few milliseconds behind
-// the leader, as for stale reads).
-type storeDNS struct{ s *raftstore.Store }
-
-func (d storeDNS) DNSState() herddns.State {
-	var st herddns.State
-	if raws, _, err := d.s.List(api.KindService); err == nil {
-		st.Services = decodeAll[*api.Service](api.KindService, raws)
-	}
-	if raws, _, err := d.s.List(api.KindNode); err == nil {
-		st.Nodes = decodeAll[*api.Node](api.KindNode, raws)
-	}
-	return st
-}
-
-func decodeAll[T api.Object](kind api.Kind, raws []api.RawObject) []T {
-	out := make([]T, 0, len(raws))
-	for _, r := range raws {
-		r.Kind = kind
-		if o, err := api.FromRaw(r); err == nil {
-			if t, ok := o.(T); ok {
-				out = append(out, t)
-			}
+// openDNS opens UDP and TCP on one address. With port 0 the UDP port is
+// picked first; when that port is taken over TCP another is tried.
+func openDNS(addr string) (dnsListener, error) {
+	_, port, _ := net.SplitHostPort(addr)
+	for try := 0; ; try++ {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return dnsListener{}, err
+		}
+		ln, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return dnsListener{udp: pc, tcp: ln}, nil
+		}
+		pc.Close()
+		if port != "0" || try == 9 {
+			return dnsListener{}, err
 		}
 	}
-	return out
+}
+
+// DNSAddr returns the address of the first DNS listener, "" without one.
+func (a *Agent) DNSAddr() string {
+	if len(a.dns) == 0 {
+		return ""
+	}
+	return a.dns[0].udp.LocalAddr().String()
+}
+
+// serveDNS answers on every DNS listener from src until ctx ends.
+func (a *Agent) serveDNS(ctx context.Context, wg *sync.WaitGroup, src herddns.Source) {
+	for _, l := range a.dns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// One herddns.Server per listener: a Server serves one pair.
+			err := herddns.NewServer(src, herddns.DefaultLimits).Serve(ctx, l.udp, l.tcp)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				a.log.Error("dns listener stopped", "addr", l.udp.LocalAddr(), "err", err)
+			}
+		}()
+	}
+}
+
+// closeDNS closes every DNS listener.
+func (a *Agent) closeDNS() {
+	for _, l := range a.dns {
+		l.udp.Close()
+		l.tcp.Close()
+	}
 }

@@ -3,7 +3,6 @@ package agent
 import (
 	"crypto/sha256"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,32 +12,7 @@ import (
 	"github.com/herd-dev/herd/internal/testutil"
 )
 
-func TestDNSConfig(t *testing.T) {
-	base := DefaultConfig()
-	base.Name = "pi1"
-	for _, c := range []struct {
-		listen string
-		server bool
-		want   string
-	}{
-		{"", false, ""},
-		{"auto:8600", true, ""},
-		{"10.0.0.1:8600", true, ""},
-		{"auto:8600", false, "only servers answer DNS"},
-		{"auto:dns", true, "auto:PORT"},
-		{"nonsense", true, "dns_listen"},
-	} {
-		cfg := base
-		cfg.DNSListen, cfg.Server = c.listen, c.server
-		err := cfg.Validate()
-		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
-			t.Errorf("dns_listen %q (server %v): %v, want %q", c.listen, c.server, err, c.want)
-		}
-	}
-}
-
-// TestDNSListener: a server with dns_listen answers for its own board
-// from its store, over UDP and TCP on the one address.
+// TestDNSListener: a server answers for its own board from its store, over UDP and TCP on the one address.
 func TestDNSListener(t *testing.T) {
 	sum := sha256.Sum256([]byte(t.Name()))
 	f := &testFleet{t: t, key: sum[:], boards: fakeboard.New()}

@@ -100,11 +100,15 @@ func decodeAll[T api.Object](kind api.Kind, raws []api.RawObject) []T {
 // leader's Publisher) until ctx ends. It creates path's directory (0755)
 // if missing and watches it with inotify, reading the file whenever it is
 // renamed into place or written; a file that cannot be read or decoded
-// is logged and the previous view kept. It returns ctx's error, or an
+// is logged and the previous view kept. The folder is made 0700 (its
+// parents 0755) when missing. It returns ctx's error, or an
 // error when inotify cannot be set up.
 func FollowFile(ctx context.Context, path string, feed *Feed, log *slog.Logger) error {
 	dir, name := filepath.Split(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(dir)), 0o755); err != nil {
+		return fmt.Errorf("svcview: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("svcview: %w", err)
 	}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)

@@ -9,8 +9,10 @@ import (
 	"github.com/herd-dev/herd/api"
 )
 
-// Path is where the leader writes the view on a worker board.
-const Path = "/run/herd/services.json"
+// Path is where the leader writes the view on a worker board: a file
+// only root reads (0600) in a folder of its own (0700), beside the API
+// socket's folder, whose mode it leaves alone.
+const Path = "/run/herd/view/services.json"
 
 // MaxBytes bounds a view file a worker reads (a view of 100 services with
 // 100 endpoints each is about 1.5 MB).
