@@ -23,7 +23,11 @@ const (
 	MetricsTokenPath = "/etc/herd/metrics.token"
 	MetricsListen    = "auto:7949"
 	MetricsPort      = 7949
-	ClusterSSHKey    = "/etc/herd/cluster_ssh_key"
+	// DNSPort is the port of every agent's DNS listener on loopback
+	// (agent.DefaultDNSPort, which bootstrap cannot import: the agent
+	// imports bootstrap), where ResolvedDropInPath sends herd. names.
+	DNSPort       = 8600
+	ClusterSSHKey = "/etc/herd/cluster_ssh_key"
 	// ClusterSSHPub and ClusterKeyPath are files of older bootstraps
 	// (the public key, and the one key of both purposes): removed from
 	// every board.
