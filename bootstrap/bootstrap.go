@@ -486,7 +486,8 @@ func (o Options) elevate(ctx context.Context, b *board) error {
 
 // probe connects to the board and checks it: root, directly or through
 // passwordless sudo; sudo itself (the executor account needs it); systemd,
-// the architecture, its SSH host key and address.
+// whether systemd-resolved runs, the architecture, its SSH host key and
+// address.
 func (o Options) probe(ctx context.Context, b *board, say func(string)) error {
 	say("checking...")
 	if err := o.connect(b, ""); err != nil {
@@ -546,6 +547,11 @@ func (o Options) probe(ctx context.Context, b *board, say func(string)) error {
 	if n, err := strconv.Atoi(strings.SplitN(sdv, ".", 2)[0]); err == nil && n < MinSystemd {
 		return fmt.Errorf("bootstrap: %s: systemd %s is too old: herd.service needs systemd %d or later (StateDirectory=)", node, sdv, MinSystemd)
 	}
+	res, err = r.Run(ctx, node, []string{"systemctl", "is-active", "--quiet", ResolvedUnit})
+	if err != nil {
+		return err
+	}
+	resolved := res.ExitStatus == 0
 	b.root = o.BoardRoot(b.res.Label)
 	var hostKeyFile string
 	var hostKey []byte
@@ -571,7 +577,7 @@ func (o Options) probe(ctx context.Context, b *board, say func(string)) error {
 		return fmt.Errorf("bootstrap: %s: the address of the connection is unknown", node)
 	}
 	b.probe = &Probe{Hostname: hostname, Machine: machine, Arch: arch, Systemd: sdv, Address: ip,
-		HostKeyFile: hostKeyFile, HostKey: hostKey}
+		HostKeyFile: hostKeyFile, HostKey: hostKey, Resolved: resolved}
 	say(fmt.Sprintf("systemd %s, arch %s → %s, address %s, host name %s", sdv, machine, arch, ip, hostname))
 	return nil
 }
@@ -608,7 +614,7 @@ func (c *binaryCache) get(bins Binaries, arch string) (File, error) {
 }
 
 // install brings one board up to date: files, stale secrets,
-// authorized_keys, systemd.
+// authorized_keys, systemd, the resolver's drop-in.
 func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets, from []string, bins *binaryCache, say func(string)) error {
 	bin, err := bins.get(o.Binaries, b.probe.Arch)
 	if err != nil {
@@ -619,7 +625,8 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 		return err
 	}
 	stale := StalePaths(p.Role)
-	have, modeMap, err := b.observeFiles(ctx, want, stale)
+	// The resolver drop-in is looked at with the others (one round trip).
+	have, modeMap, err := b.observeFiles(ctx, append(slices.Clip(want), ResolvedDropIn()), stale)
 	if err != nil {
 		return err
 	}
@@ -637,6 +644,12 @@ func (o Options) install(ctx context.Context, b *board, p BoardPlan, sec Secrets
 	if err != nil {
 		return err
 	}
+	// After the agent (which answers herd. names) is up to date.
+	rsteps, err := b.wireResolver(ctx, have, say)
+	if err != nil {
+		return err
+	}
+	steps = append(steps, rsteps...)
 	role := "worker"
 	if p.Role.Server {
 		role = "server"

@@ -4,8 +4,9 @@
 // verifies host keys against the user's known_hosts, never trusting on first
 // use; checks systemd and the CPU architecture; uploads the matching herd
 // binary; writes the keys each board may hold, /etc/herd/agent.toml and
-// herd.service; creates the executor account the leader logs in as; and
-// starts the agent. It owns:
+// herd.service; creates the executor account the leader logs in as;
+// starts the agent; and, where systemd-resolved runs, sends the herd.
+// domain to the agent's DNS listener on 127.0.0.1 (resolver.go). It owns:
 //
 //   - resolving "user@host:port" arguments and ssh_config aliases (Target,
 //     SSHConfig), the user's SSH keys (Auth) and known_hosts checks
@@ -54,8 +55,18 @@
 //     last server, not a voter whose leaving breaks the quorum, unless
 //     forced), the cluster key's authorized_keys line dropped, herd.service
 //     stopped (the agent leaves the cluster), the workload units
-//     (api.PodFromUnitName) and BoardPaths removed, the board dropped from
-//     the state once the cluster shows it Gone;
+//     (api.PodFromUnitName) and BoardPaths removed (and a running
+//     systemd-resolved reloaded when its drop-in was among them), the
+//     board dropped from the state once the cluster shows it Gone;
+//   - the board's resolver (resolver.go, PlanResolver): the probe asks
+//     `systemctl is-active systemd-resolved.service`; when it runs (systemd
+//     246 or later, for a port in DNS=) the drop-in ResolvedDropInPath
+//     (RenderResolvedDropIn: DNS=127.0.0.1:DNSPort, Domains=~herd.) is
+//     written when missing or different and resolved is then
+//     reload-or-restarted; otherwise nothing is written and one progress
+//     line says how to point the board's resolver at 127.0.0.1 port
+//     DNSPort. --remove removes the drop-in (it is in BoardPaths) and
+//     reloads a running resolved (ResolverRemoveSteps);
 //   - the thin shell applying them (Run, Upgrade, Remove) through a small
 //     Remote interface implemented by units/sshexec, and waiting for the
 //     cluster to form (WaitForCluster).

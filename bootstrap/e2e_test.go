@@ -24,7 +24,8 @@ import (
 )
 
 // fakeSystemctl is a stateful systemctl: it logs its argv (NUL-separated,
-// one line per call) and remembers enable/start in files next to it.
+// one line per call) and remembers enable/start in files next to it;
+// systemd-resolved runs when the file "resolved" is there.
 const fakeSystemctl = `#!/bin/sh
 d=$(dirname "$0")
 printf '%s\0' "$@" >> "$d/systemctl.log"
@@ -32,10 +33,11 @@ printf '\n' >> "$d/systemctl.log"
 case "$1" in
 --version) echo "systemd 252 (252.22-1~deb12u1)"; echo "+PAM +AUDIT" ;;
 is-enabled) [ -e "$d/enabled" ] ;;
-is-active) [ -e "$d/active" ] ;;
+is-active) if [ "$3" = systemd-resolved.service ]; then [ -e "$d/resolved" ]; else [ -e "$d/active" ]; fi ;;
 enable) touch "$d/enabled" ;;
 start|restart) touch "$d/active" ;;
 daemon-reload) ;;
+reload-or-restart) [ "$2" = systemd-resolved.service ] && [ -e "$d/resolved" ] ;;
 *) echo "fake systemctl: unexpected $*" >&2; exit 1 ;;
 esac
 `
@@ -282,14 +284,38 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	userKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(l.boards["b1"].srv.ClientSigner.PublicKey()))) + " me@laptop\n"
 	writeFile(t, l.boards["b1"].root, "root/.ssh/authorized_keys", []byte(userKey), 0o640)
 
+	// systemd-resolved runs on b2 only.
+	writeFile(t, l.boards["b2"].bin, "resolved", nil, 0o644)
+
 	remotes := map[string]*counting{}
-	res, err := Run(ctx, l.options(t, remotes, "b1", "b2", "b3"))
+	o := l.options(t, remotes, "b1", "b2", "b3")
+	var progressMu sync.Mutex
+	progress := map[string][]string{}
+	o.Progress = func(board, msg string) {
+		t.Logf("%s: %s", board, msg)
+		progressMu.Lock()
+		progress[board] = append(progress[board], msg)
+		progressMu.Unlock()
+	}
+	res, err := Run(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range res.Boards {
 		if b.Err != nil {
 			t.Fatalf("%s: %v", b.Label, b.Err)
+		}
+	}
+	// Where resolved does not run, one line says how to wire herd. names.
+	for name, want := range map[string]int{"b1": 1, "b2": 0, "b3": 1} {
+		n := 0
+		for _, m := range progress[name] {
+			if strings.HasPrefix(m, "systemd-resolved is not running: ") && strings.Contains(m, "server=/herd/127.0.0.1#8600") {
+				n++
+			}
+		}
+		if n != want {
+			t.Errorf("%s: %d lines about systemd-resolved not running, want %d: %q", name, n, want, progress[name])
 		}
 	}
 	if !res.Created {
@@ -352,6 +378,11 @@ func TestBootstrapEndToEnd(t *testing.T) {
 				file{"/etc/herd/agent.toml", configs[name], 0o644},
 				file{"/etc/systemd/system/herd.service", RenderUnit(), 0o644},
 				file{"/var/lib/herd-exec/.ssh/authorized_keys", authKeys, authMode})
+			if name == "b2" {
+				files = append(files, file{"/etc/systemd/resolved.conf.d/herd.conf", RenderResolvedDropIn(), 0o644})
+			} else if _, err := os.Stat(filepath.Join(b.root, "etc/systemd/resolved.conf.d")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("resolved.conf.d made on %s, where resolved does not run (%v)", name, err)
+			}
 			if name == "b1" {
 				// The user's own root login is left alone.
 				files = append(files, file{"/root/.ssh/authorized_keys", []byte(userKey), 0o640})
@@ -391,11 +422,15 @@ func TestBootstrapEndToEnd(t *testing.T) {
 			}
 			want := [][]string{
 				{"--version"},
+				{"is-active", "--quiet", "systemd-resolved.service"},
 				{"is-enabled", "--quiet", "herd.service"},
 				{"is-active", "--quiet", "herd.service"},
 				{"daemon-reload"},
 				{"enable", "herd.service"},
 				{"start", "herd.service"},
+			}
+			if name == "b2" {
+				want = append(want, []string{"reload-or-restart", "systemd-resolved.service"})
 			}
 			if diff := cmp.Diff(want, b.systemctlCalls(t)); diff != "" {
 				t.Errorf("systemctl calls (-want +got):\n%s", diff)
@@ -405,7 +440,7 @@ func TestBootstrapEndToEnd(t *testing.T) {
 				switch f.path {
 				case "/etc/sudoers.d/herd":
 					wantWrites = append(wantWrites, "put "+stage, "run mv -f -- "+stage+" "+filepath.Join(b.root, f.path))
-				case "/var/lib/herd-exec/.ssh/authorized_keys", "/root/.ssh/authorized_keys":
+				case "/var/lib/herd-exec/.ssh/authorized_keys", "/root/.ssh/authorized_keys", "/etc/systemd/resolved.conf.d/herd.conf":
 				default:
 					wantWrites = append(wantWrites, "put "+filepath.Join(b.root, f.path))
 				}
@@ -414,6 +449,10 @@ func TestBootstrapEndToEnd(t *testing.T) {
 				"run mkdir -p -m 755 -- "+filepath.Join(b.root, "var/lib/herd-exec/.ssh"),
 				"put "+filepath.Join(b.root, "var/lib/herd-exec/.ssh/authorized_keys"),
 				"run systemctl daemon-reload", "run systemctl enable herd.service", "run systemctl start herd.service")
+			if name == "b2" {
+				wantWrites = append(wantWrites, "put "+filepath.Join(b.root, "etc/systemd/resolved.conf.d/herd.conf"),
+					"run systemctl reload-or-restart systemd-resolved.service")
+			}
 			if diff := cmp.Diff(wantWrites, remotes[name].take()); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
 			}
@@ -453,7 +492,7 @@ func TestBootstrapEndToEnd(t *testing.T) {
 			if w := remotes[b.Label].take(); len(w) > 0 {
 				t.Errorf("%s: %d writes on a second run: %q", b.Label, len(w), w)
 			}
-			want := [][]string{{"--version"}, {"is-enabled", "--quiet", "herd.service"}, {"is-active", "--quiet", "herd.service"}}
+			want := [][]string{{"--version"}, {"is-active", "--quiet", "systemd-resolved.service"}, {"is-enabled", "--quiet", "herd.service"}, {"is-active", "--quiet", "herd.service"}}
 			if diff := cmp.Diff(want, l.boards[b.Label].systemctlCalls(t)); diff != "" {
 				t.Errorf("%s: systemctl calls (-want +got):\n%s", b.Label, diff)
 			}

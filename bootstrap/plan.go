@@ -47,6 +47,10 @@ type Probe struct {
 	// content.
 	HostKeyFile string
 	HostKey     []byte
+	// Resolved is true when systemd-resolved runs on the board
+	// (`systemctl is-active systemd-resolved.service`): bootstrap then
+	// wires herd. names into it (PlanResolver).
+	Resolved bool
 }
 
 // Role is a board's part in the cluster.

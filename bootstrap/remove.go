@@ -22,12 +22,13 @@ var ErrRemove = errors.New("bootstrap: remove")
 // BoardPaths is everything herd puts on a board, besides the workload
 // units and the authorized_keys line: what BoardFiles gives a server (a
 // worker's files are a subset), what StalePaths names for either role,
-// the binary an upgrade uploads, and the folders the agent and the placer
-// fill (ConfigDir with the pods' environment files, DataDir, the API
-// socket's folder). Sorted; folders are removed with what they hold.
+// the binary an upgrade uploads, the resolver's drop-in
+// (ResolvedDropInPath), and the folders the agent and the placer fill
+// (ConfigDir with the pods' environment files, DataDir, the API socket's
+// folder). Sorted; folders are removed with what they hold.
 func BoardPaths() []string {
 	files, _ := BoardFiles(BoardPlan{Role: Role{Server: true}}, Secrets{}, File{Path: BinaryPath})
-	out := []string{NewBinaryPath, ConfigDir, units.EnvDir, DataDir, path.Dir(APISocket), ExecHome}
+	out := []string{NewBinaryPath, ConfigDir, units.EnvDir, DataDir, path.Dir(APISocket), ExecHome, ResolvedDropInPath}
 	for _, f := range files {
 		out = append(out, f.Path)
 	}
@@ -133,7 +134,8 @@ type RemovedBoard struct {
 // leaves gossip: a server leaves Raft, a worker's node becomes Left and
 // its pods are replaced elsewhere), then every herd-*.service unit is
 // stopped, disabled and removed with its environment file, then
-// BoardPaths; it waits for the cluster to see the board gone and drops it
+// BoardPaths (systemd-resolved reloaded when its drop-in was among them
+// and it runs); it waits for the cluster to see the board gone and drops it
 // from the state folder. It refuses what CheckRemoval refuses.
 func Remove(ctx context.Context, o Options, ro RemoveOptions) ([]RemovedBoard, error) {
 	if ro.Status == nil {
@@ -278,6 +280,12 @@ func (o Options) removeBoard(ctx context.Context, st *State, sb StateBoard, say 
 	}
 	if err := removeHerdFiles(ctx, b, &rb, say); err != nil {
 		return rb, err
+	}
+	for _, step := range ResolverRemoveSteps(slices.Contains(rb.Removed, ResolvedDropInPath), b.probe.Resolved) {
+		say(strings.Join(step, " "))
+		if err := runOK(ctx, r, node, step); err != nil {
+			return rb, err
+		}
 	}
 	if hasAccount {
 		if err := runOK(ctx, r, node, []string{"userdel", "--", ExecUser}); err != nil {

@@ -16,7 +16,8 @@ import (
 )
 
 // removeSystemctl is a fake systemctl for Remove: it logs its argv and
-// marks herd.service disabled.
+// marks herd.service disabled; systemd-resolved runs when the file
+// "resolved" is there.
 const removeSystemctl = `#!/bin/sh
 d=$(dirname "$0")
 printf '%s\0' "$@" >> "$d/systemctl.log"
@@ -26,6 +27,8 @@ case "$1" in
 disable) [ "$3" = herd.service ] && touch "$d/herd-disabled"; exit 0 ;;
 list-units) echo "herd-web-q7k9m.service loaded failed failed web" ;;
 daemon-reload|reset-failed) ;;
+is-active) [ "$3" = systemd-resolved.service ] && [ -e "$d/resolved" ] ;;
+reload-or-restart) [ "$2" = systemd-resolved.service ] && [ -e "$d/resolved" ] ;;
 *) echo "fake systemctl: unexpected $*" >&2; exit 1 ;;
 esac
 `
@@ -41,10 +44,15 @@ func TestRemoveBoard(t *testing.T) {
 	remotes := map[string]*counting{}
 	o := l.options(t, remotes, "b1", "b2")
 	o.Servers = 1
+	// systemd-resolved runs on b2: bootstrap gives it the drop-in.
+	writeFile(t, l.boards["b2"].bin, "resolved", nil, 0o644)
 	if _, err := Run(ctx, o); err != nil {
 		t.Fatal(err)
 	}
 	b2 := l.boards["b2"]
+	if _, err := os.Stat(filepath.Join(b2.root, ResolvedDropInPath)); err != nil {
+		t.Fatalf("the resolved drop-in after bootstrap: %v", err)
+	}
 	userKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(b2.srv.ClientSigner.PublicKey()))) + " me@laptop\n"
 	ak := filepath.Join(b2.root, "root/.ssh/authorized_keys")
 	if _, err := os.Stat(filepath.Join(b2.root, ExecAuthKeysPath)); err != nil {
@@ -96,6 +104,9 @@ func TestRemoveBoard(t *testing.T) {
 			return slices.Equal(c, append([]string{"disable", "--now", "--"}, wantUnits...))
 		}) {
 		t.Errorf("systemctl calls %q: want herd.service and both units disabled --now", calls)
+	}
+	if !slices.ContainsFunc(calls, func(c []string) bool { return slices.Equal(c, []string{"reload-or-restart", ResolvedUnit}) }) {
+		t.Errorf("systemctl calls %q: want resolved reloaded once its drop-in is gone", calls)
 	}
 	for _, p := range append(BoardPaths(), "/etc/systemd/system/herd-web-x2b4z.service", "/etc/herd/env/herd-web-x2b4z.env") {
 		if _, err := os.Lstat(filepath.Join(b2.root, p)); !errors.Is(err, os.ErrNotExist) {

@@ -22,6 +22,7 @@ func TestBoardPaths(t *testing.T) {
 		"/etc/herd/gossip.key",
 		"/etc/herd/server.key",
 		"/etc/sudoers.d/herd",
+		"/etc/systemd/resolved.conf.d/herd.conf",
 		"/etc/systemd/system/herd.service",
 		"/run/herd",
 		"/usr/local/bin/herd",
@@ -37,7 +38,7 @@ func TestBoardPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range files {
+	for _, f := range append(files, ResolvedDropIn()) {
 		if !strings.HasPrefix(f.Path, "/") || !contains(BoardPaths(), f.Path) {
 			t.Errorf("%s is written by bootstrap but not removed", f.Path)
 		}

@@ -23,7 +23,13 @@ const (
 	MetricsTokenPath = "/etc/herd/metrics.token"
 	MetricsListen    = "auto:7949"
 	MetricsPort      = 7949
-	ClusterSSHKey    = "/etc/herd/cluster_ssh_key"
+	// DNSPort is the port of every agent's DNS listener on loopback,
+	// where ResolvedDropInPath sends herd. names: agent.DefaultDNSPort,
+	// which bootstrap does not import (the agent's tests import bootstrap,
+	// and herdctl would link the whole agent); a test in agent checks
+	// that the two agree.
+	DNSPort       = 8600
+	ClusterSSHKey = "/etc/herd/cluster_ssh_key"
 	// ClusterSSHPub and ClusterKeyPath are files of older bootstraps
 	// (the public key, and the one key of both purposes): removed from
 	// every board.

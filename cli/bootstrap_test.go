@@ -24,7 +24,7 @@ printf '%s\n' "$*" >> "$d/systemctl.log"
 case "$1" in
 --version) echo "systemd 252 (252.22-1~deb12u1)" ;;
 is-enabled) [ -e "$d/enabled" ] ;;
-is-active) [ -e "$d/active" ] ;;
+is-active) [ "$3" != systemd-resolved.service ] && [ -e "$d/active" ] ;;
 enable) touch "$d/enabled" ;;
 start|restart) touch "$d/active" ;;
 daemon-reload) ;;
@@ -166,7 +166,7 @@ func TestBootstrapCommand(t *testing.T) {
 	}
 	for name, b := range bins {
 		log, _ := os.ReadFile(filepath.Join(b, "systemctl.log"))
-		if got := string(log); got != "--version\nis-enabled --quiet herd.service\nis-active --quiet herd.service\n" {
+		if got := string(log); got != "--version\nis-active --quiet systemd-resolved.service\nis-enabled --quiet herd.service\nis-active --quiet herd.service\n" {
 			t.Errorf("%s: systemctl calls on the second run:\n%s", name, got)
 		}
 	}

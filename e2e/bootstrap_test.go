@@ -45,3 +45,22 @@ func TestBootstrapAsSudoUser(t *testing.T) {
 		}
 	}
 }
+
+// TestBootstrapResolver checks what bootstrap did about the boards'
+// resolvers: the lab's boards do not run systemd-resolved, so each got one
+// line saying how to point its resolver at the agent for herd., and no
+// drop-in.
+func TestBootstrapResolver(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, b := range fleet.Boards {
+		want := b + ": systemd-resolved is not running: herd. names are not wired into this board's resolver; point its resolver at 127.0.0.1 port 8600 for herd."
+		if n := strings.Count(fleet.BootstrapOutput, want); n != 1 {
+			t.Errorf("%s: bootstrap printed %q %d times, want once:\n%s", b, want, n, fleet.BootstrapOutput)
+		}
+		out, err := fleet.SSH(ctx, b, "", `systemctl is-active systemd-resolved.service; test -e /etc/systemd/resolved.conf.d/herd.conf && echo drop-in; true`)
+		if err != nil || strings.TrimSpace(out) == "active" || strings.Contains(out, "drop-in") {
+			t.Errorf("%s: systemd-resolved state and drop-in: %q (%v); want it not active and no drop-in", b, out, err)
+		}
+	}
+}

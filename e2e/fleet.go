@@ -60,6 +60,8 @@ type Fleet struct {
 	// LabScript is scripts/lab; empty means Root/scripts/lab. See
 	// SnapshotLab.
 	LabScript string
+	// BootstrapOutput is what Start's herdctl bootstrap printed.
+	BootstrapOutput string
 
 	mu       sync.Mutex
 	forwards map[string]*forward
@@ -209,6 +211,7 @@ func (f *Fleet) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w\n%s", err, out)
 	}
+	f.BootstrapOutput = string(out)
 	f.logf("bootstrap: %.1fs", time.Since(start).Seconds())
 	return Poll(ctx, 250*time.Millisecond, "every node Ready after bootstrap", func(ctx context.Context) (bool, string) {
 		nodes, err := f.Nodes(ctx, "")
