@@ -310,6 +310,17 @@ func testWorkerPowerPull(t *testing.T) {
 	v := victim(t, s, leader)
 	restoreLab(t)
 	lost := Web.PodsOn(s, v)
+	// Every board names the service's endpoints, and a request through
+	// any surviving board's service port keeps working through the
+	// failover.
+	checkServiceDNS(t, ctx, fleet.Boards, "")
+	var survivors []string
+	for _, b := range fleet.Boards {
+		if b != v {
+			survivors = append(survivors, b)
+		}
+	}
+	requests := StartRequests(survivors, 50*time.Millisecond)
 	// Headless Chromium watches herdctl dashboard through the failover.
 	dash := startDashboard(t, v, lost)
 	t.Logf("leader %s; pulling the power on %s (runs %s)", leader, v, lost[0].Metadata.Name)
@@ -319,11 +330,73 @@ func testWorkerPowerPull(t *testing.T) {
 	r, err := fleet.PullPower(ctx, v, viaExcept(v), false, Web, pollFast)
 	t.Logf("failover: %v", r)
 	if err != nil {
+		requests.Stop()
 		t.Fatal(err)
 	}
 	checkReplaced(t, ctx, v, lost)
+	checkRequests(t, ctx, requests, pulled)
+	checkServiceDNS(t, ctx, survivors, v)
 	checkTimeline(t, ctx, v, lost, pulled)
 	checkDashboard(t, dash, <-seen, v)
+}
+
+// checkServiceDNS checks that every board in boards answers
+// web.svc.herd. (A) and _http._tcp.web.svc.herd. (SRV) with the
+// service's endpoints, none on dead (if set), with dig.
+func checkServiceDNS(t *testing.T, ctx context.Context, boards []string, dead string) {
+	t.Helper()
+	svc, err := fleet.Service(ctx, viaExcept(dead), Web.Service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSRV, wantA := WantDNS(svc, Web.Port)
+	if len(wantSRV) != Web.Replicas {
+		t.Fatalf("service endpoints %v, want %d", wantSRV, Web.Replicas)
+	}
+	for _, b := range boards {
+		var a []string
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := Poll(wctx, 100*time.Millisecond, "dig @"+b, func(ctx context.Context) (bool, string) {
+			srv, got, err := DNSEndpoints(ctx, b, Web.Service, Web.Port)
+			if err != nil {
+				return false, err.Error()
+			}
+			a = got
+			return slices.Equal(srv, wantSRV) && slices.Equal(got, wantA), fmt.Sprintf("SRV %v A %v, want SRV %v A %v", srv, got, wantSRV, wantA)
+		})
+		cancel()
+		if err != nil {
+			t.Errorf("dig @%s: %v", b, err)
+		}
+		if dead != "" && slices.Contains(a, BoardIP(dead)) {
+			t.Errorf("dig @%s still names the dead board %s", b, dead)
+		}
+	}
+	t.Logf("dig on %v: SRV %v", boards, wantSRV)
+}
+
+// checkRequests waits until the requests through the service ports
+// succeed again after the power pull, then reports how many failed and
+// for how long.
+func checkRequests(t *testing.T, ctx context.Context, l *RequestLoop, pulled time.Time) {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := Poll(wctx, 100*time.Millisecond, "20 requests in a row through the service ports", func(context.Context) (bool, string) {
+		return l.LastOK(20), "a recent request failed"
+	})
+	cancel()
+	reqs := l.Stop()
+	failed, recovered, worst := Outage(reqs, pulled.Sub(l.Start))
+	t.Logf("service port during the failover: %d requests every 50 ms through %d boards, %d failed, all succeeding again %v after the pull; slowest %v",
+		len(reqs), len(fleet.Boards)-1, failed, recovered.Round(time.Millisecond), worst.Round(time.Millisecond))
+	for _, r := range reqs {
+		if r.Err != "" && r.Err != "running" {
+			t.Logf("  failed at %v via %s: %s", (r.At - pulled.Sub(l.Start)).Round(time.Millisecond), r.Board, r.Err)
+		}
+	}
+	if err != nil {
+		t.Errorf("requests through the service port: %v", err)
+	}
 }
 
 // checkReplaced checks, after victim died, that its pods are gone from it
