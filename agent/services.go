@@ -28,6 +28,7 @@ func (a *Agent) startServices() {
 		return
 	}
 	a.proxy = svcproxy.New(svcproxy.Options{Host: a.cfg.ServiceProxy, Log: a.log.With("component", "svcproxy")})
+	a.metrics.AddProxy(a.proxy)
 }
 
 // runServices keeps the service view current (a server from its store, a
