@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strconv"
@@ -292,7 +293,11 @@ func (p printer) describeService(d *descBuilder, o *api.Service) []api.Condition
 		if name == "" {
 			name = sp.Target
 		}
-		ports = append(ports, fmt.Sprintf("%s -> pod port %s", name, sp.Target))
+		line := fmt.Sprintf("%s -> pod port %s", name, sp.Target)
+		if sp.Port > 0 {
+			line += fmt.Sprintf(", on every board at %d/%s", sp.Port, cmp.Or(sp.Protocol, api.DefaultProtocol))
+		}
+		ports = append(ports, line)
 	}
 	d.kv(0, "Ports", strings.Join(ports, "\n"))
 	if len(o.Status.Endpoints) == 0 {

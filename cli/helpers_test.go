@@ -455,7 +455,7 @@ func fixtures() map[api.Kind][]api.Object {
 	pods[2].(*api.Pod).Status.Message = "no node fits: 2 nodes lack 64Mi free memory"
 	svc := &api.Service{Kind: api.KindService,
 		Metadata: api.ObjectMeta{Name: "web", Created: ago(7 * time.Minute)},
-		Spec:     api.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []api.ServicePort{{Name: "http", Target: "http"}}},
+		Spec:     api.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []api.ServicePort{{Name: "http", Target: "http", Port: 8080, Protocol: "tcp"}}},
 		Status: api.ServiceStatus{Endpoints: []api.Endpoint{
 			{Port: "http", Pod: "web-7x2kq", Node: "pi1", Address: "10.0.0.11:8080"},
 			{Port: "http", Pod: "web-b9d4m", Node: "pi2", Address: "10.0.0.12:8080"},

@@ -98,9 +98,9 @@ func (p printer) header(kind api.Kind) []string {
 		}
 		return h
 	case api.KindService:
-		h := []string{"NAME", "SELECTOR", "ENDPOINTS", "AGE"}
+		h := []string{"NAME", "SELECTOR", "ENDPOINTS", "PORTS", "AGE"}
 		if p.Wide {
-			h = append(h, "PORTS")
+			h = append(h, "TARGETS")
 		}
 		return h
 	case api.KindNode:
@@ -146,7 +146,11 @@ func (p printer) row(o api.Object) []string {
 		}
 		return r
 	case *api.Service:
-		r := []string{m.Name, orNone(p.labels(o.Spec.Selector)), endpointsSummary(o.Status.Endpoints), age}
+		var proxies []string
+		for _, c := range o.ProxyPorts() {
+			proxies = append(proxies, c.String())
+		}
+		r := []string{m.Name, orNone(p.labels(o.Spec.Selector)), endpointsSummary(o.Status.Endpoints), orNone(strings.Join(proxies, ",")), age}
 		if p.Wide {
 			var ports []string
 			for _, sp := range o.Spec.Ports {
