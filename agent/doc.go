@@ -11,7 +11,11 @@
 // adapter and the loops that apply the plans, and the event recorder
 // (recorder.go: while leading, every committed change goes through
 // controller.DeriveEvents and the events are written in batches of
-// up to 100 ms). At start it reads the
+// up to 100 ms), and the service view with what it feeds (services.go,
+// dns.go: every agent's view of the services, from its store on a server
+// or from the file the leader's svcview.Publisher writes on a worker,
+// answers DNS through agent/herddns and sets agent/svcproxy's listeners
+// with proxyBindings). At start it reads the
 // board's facts (facts.go: FactsFrom derives them purely from /proc, /sys,
 // uname and `systemctl --version` samples) and works out the addresses it
 // advertises (advertise.go: resolveAdvertise, the bind address or the
