@@ -174,6 +174,7 @@ func (a *Agent) openStore(base *slog.Logger) (hasState bool, err error) {
 	rc := raftstore.DefaultConfig()
 	rc.NodeID = cfg.Name
 	rc.DataDir = filepath.Join(cfg.DataDir)
+	rc.LogStore = cfg.RaftLogStore
 	rc.BindAddr = cfg.RaftBind
 	rc.AdvertiseAddr = a.adv.Raft
 	rc.ServerKey = a.keys.server[0]

@@ -109,6 +109,7 @@ one to ` + devTokenHint + `, and removes it on exit.`,
 	f.BoolVar(&dev, "dev", false, "run one throw-away agent on loopback (temporary data dir, bootstraps alone, API on "+DefaultAPIAddr+")")
 	f.StringVar(&fc.Name, "name", fc.Name, "node name (a DNS label)")
 	f.StringVar(&fc.DataDir, "data-dir", fc.DataDir, "data directory (Raft log and snapshots)")
+	f.StringVar(&fc.RaftLogStore, "raft-log-store", fc.RaftLogStore, "Raft log store on disk: wal (default) or bolt; the other one's data is migrated at start")
 	f.BoolVar(&fc.Server, "server", fc.Server, "take part in Raft (false: gossip member only)")
 	f.IntVar(&fc.BootstrapExpect, "bootstrap-expect", fc.BootstrapExpect, "servers to wait for before forming the first Raft configuration")
 	f.StringSliceVar(&fc.Join, "join", fc.Join, "gossip addresses of other agents (repeatable)")
@@ -209,6 +210,7 @@ func applyFlags(cmd *cobra.Command, cfg, fc *Config) {
 	}
 	set("name", func() { cfg.Name = fc.Name })
 	set("data-dir", func() { cfg.DataDir = fc.DataDir })
+	set("raft-log-store", func() { cfg.RaftLogStore = fc.RaftLogStore })
 	set("server", func() { cfg.Server = fc.Server })
 	set("bootstrap-expect", func() { cfg.BootstrapExpect = fc.BootstrapExpect })
 	set("join", func() { cfg.Join = fc.Join })

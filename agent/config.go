@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/herd-dev/herd/raftstore"
 	"net"
 	"os"
 	"path/filepath"
@@ -41,6 +42,11 @@ type Config struct {
 	Name string `toml:"name"`
 	// DataDir holds the Raft log, snapshots and the node's state.
 	DataDir string `toml:"data_dir"`
+	// RaftLogStore is a server's on-disk Raft log: "wal" (raft-wal, the
+	// default) or "bolt" (raft-boltdb, what herd used before). A data dir
+	// holding the other one is migrated at start, the old copy kept as
+	// raft.db.migrated or wal.migrated (raftstore.Config.LogStore).
+	RaftLogStore string `toml:"raft_log_store"`
 	// Server makes this agent a Raft server (voter or non-voter). Agents
 	// with server = false are gossip members only.
 	Server bool `toml:"server"`
@@ -283,6 +289,11 @@ func (c *Config) Validate() error {
 	}
 	if err := checkMetricsListen(c.MetricsListen, c.MetricsTokenFile); err != nil {
 		add("metrics_listen %q: %v", c.MetricsListen, err)
+	}
+	switch c.RaftLogStore {
+	case "", raftstore.LogStoreWAL, raftstore.LogStoreBolt:
+	default:
+		add("raft_log_store %q: want %q (the default) or %q", c.RaftLogStore, raftstore.LogStoreWAL, raftstore.LogStoreBolt)
 	}
 	if err := checkServiceProxy(c.ServiceProxy); err != nil {
 		add("service_proxy %q: %v", c.ServiceProxy, err)

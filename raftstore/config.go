@@ -35,9 +35,17 @@ const ServerKeySize = 32
 type Config struct {
 	// NodeID is this server's stable Raft ID (usually the board's name).
 	NodeID string
-	// DataDir holds DataDir/raft/raft.db (log and stable store) and
-	// DataDir/raft/snapshots. Empty means in-memory: nothing survives Close.
+	// DataDir holds the Raft log and stable store (DataDir/raft/wal, or
+	// DataDir/raft/raft.db with LogStore "bolt") and the snapshots
+	// (DataDir/raft/snapshots). Empty means in-memory: nothing survives
+	// Close.
 	DataDir string
+	// LogStore is the on-disk log and stable store: LogStoreWAL (the
+	// default when empty; raft-wal, an append-only log) or LogStoreBolt
+	// (raft-boltdb). Opening a data dir that holds the other one's data
+	// migrates it (migrate.go). See BENCHMARKS.md "Raft log store" for
+	// the choice.
+	LogStore string
 	// BindAddr is the TCP host:port the Raft transport listens on. Port 0
 	// picks a free port.
 	BindAddr string
@@ -130,11 +138,22 @@ func DefaultConfig() Config {
 	}
 }
 
+// Log stores (Config.LogStore).
+const (
+	LogStoreWAL  = "wal"
+	LogStoreBolt = "bolt"
+)
+
 // Validate reports every problem with c, each naming the field.
 func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("raftstore: config: "+format, args...))
+	}
+	switch c.LogStore {
+	case "", LogStoreWAL, LogStoreBolt:
+	default:
+		add("LogStore %q: want %q or %q", c.LogStore, LogStoreWAL, LogStoreBolt)
 	}
 	if c.NodeID == "" {
 		add("NodeID is empty")

@@ -15,7 +15,10 @@ import (
 	"github.com/herd-dev/herd/internal/testutil"
 )
 
-const crashEnv = "HERD_RAFTSTORE_CRASH_DIR"
+const (
+	crashEnv      = "HERD_RAFTSTORE_CRASH_DIR"
+	crashStoreEnv = "HERD_RAFTSTORE_CRASH_LOGSTORE"
+)
 
 // TestCrashChild is the process TestKillNineRecovers kills: it writes
 // until killed, printing each acknowledged write.
@@ -26,6 +29,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.BindAddr, cfg.ServerKey, cfg.DataDir = "crash", "127.0.0.1:0", TestKey("crash"), dir
+	cfg.LogStore = os.Getenv(crashStoreEnv)
 	s, err := Open(cfg)
 	if err != nil {
 		fmt.Println("error", err)
@@ -48,13 +52,22 @@ func TestCrashChild(t *testing.T) {
 	}
 }
 
+// TestKillNineRecovers kills a store with SIGKILL in the middle of a
+// stream of writes, on each log store, and checks that every acknowledged
+// write is there after a restart.
 func TestKillNineRecovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a process")
 	}
+	for _, store := range []string{LogStoreWAL, LogStoreBolt} {
+		t.Run(store, func(t *testing.T) { killNineRecovers(t, store) })
+	}
+}
+
+func killNineRecovers(t *testing.T, store string) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
-	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+	cmd.Env = append(os.Environ(), crashEnv+"="+dir, crashStoreEnv+"="+store)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +100,7 @@ func TestKillNineRecovers(t *testing.T) {
 	cmd.Wait()
 
 	cfg := TestConfig(t, "crash", TestKey("crash"))
-	cfg.DataDir, cfg.BindAddr = dir, addr
+	cfg.DataDir, cfg.BindAddr, cfg.LogStore = dir, addr, store
 	s, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)

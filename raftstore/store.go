@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/internal/clock"
@@ -86,7 +84,7 @@ type Store struct {
 	logs   raft.LogStore
 	stable raft.StableStore
 	snaps  raft.SnapshotStore
-	bolt   *raftboltdb.BoltStore // nil in memory
+	disk   *diskLog // nil in memory
 
 	leadership    *leadership
 	leaderChanged *broadcaster
@@ -181,8 +179,9 @@ func Open(cfg Config) (*Store, error) {
 }
 
 // openStorage sets up the Raft log, stable and snapshot stores: in
-// memory without a DataDir, else bolt (behind a log cache) and snapshot
-// files under DataDir/raft. The returned func closes what it opened.
+// memory without a DataDir, else the on-disk log (openDiskLog, behind a
+// log cache) and snapshot files under DataDir/raft. The returned func
+// closes what it opened.
 func (s *Store) openStorage(hc *hclogAdapter) (func(), error) {
 	if s.cfg.DataDir == "" {
 		mem := raft.NewInmemStore()
@@ -193,25 +192,22 @@ func (s *Store) openStorage(hc *hclogAdapter) (func(), error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("raftstore: data dir: %w", err)
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second},
-	})
+	disk, err := openDiskLog(dir, s.cfg.LogStore, hc, s.log)
 	if err != nil {
-		return nil, fmt.Errorf("raftstore: open %s: %w", filepath.Join(dir, "raft.db"), err)
+		return nil, err
 	}
-	cache, err := raft.NewLogCache(256, bolt)
+	cache, err := raft.NewLogCache(256, disk.logs)
 	if err != nil {
-		bolt.Close()
+		disk.Close()
 		return nil, fmt.Errorf("raftstore: log cache: %w", err)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hc.Named("snapshots"))
 	if err != nil {
-		bolt.Close()
+		disk.Close()
 		return nil, fmt.Errorf("raftstore: snapshot store in %s: %w", dir, err)
 	}
-	s.bolt, s.logs, s.stable, s.snaps = bolt, cache, bolt, snaps
-	return func() { bolt.Close() }, nil
+	s.disk, s.logs, s.stable, s.snaps = disk, cache, disk.stable, snaps
+	return func() { disk.Close() }, nil
 }
 
 // openTransport listens on BindAddr with the server-key TLS mux (Raft RPCs
@@ -746,9 +742,9 @@ func (s *Store) Close() error {
 		s.mux.Close()
 		s.wg.Wait()
 		s.mux.wait()
-		if s.bolt != nil {
-			if err := s.bolt.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("raftstore: close raft.db: %w", err))
+		if s.disk != nil {
+			if err := s.disk.Close(); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		s.closeErr = errors.Join(errs...)

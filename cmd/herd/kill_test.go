@@ -177,6 +177,9 @@ func startAgents(t *testing.T, bin, dir, prefix string) []*proc {
 	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The servers use both Raft log stores (the default raft-wal, and
+	// bolt), so the kill -9 tests run on each.
+	logStores := []string{"wal", "bolt"}
 	var procs []*proc
 	var gossipAddrs []string
 	for range 3 {
@@ -199,7 +202,8 @@ api_listen = [%q]
 api_token_file = %q
 ssh_address = "127.0.0.1:22"
 ssh_host_key_file = ""
-`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossipAddrs, `", "`)+`"`, keyFile, gossipAddrs[i], testutil.FreeAddr(t), p.api, tokenFile)
+raft_log_store = %q
+`, p.name, filepath.Join(p.dir, "data"), `"`+strings.Join(gossipAddrs, `", "`)+`"`, keyFile, gossipAddrs[i], testutil.FreeAddr(t), p.api, tokenFile, logStores[i%len(logStores)])
 		if err := os.WriteFile(filepath.Join(p.dir, "agent.toml"), []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
