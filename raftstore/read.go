@@ -102,19 +102,58 @@ func (s *Store) readIndex(ctx context.Context) (uint64, error) {
 		return 0, &errRetry{fmt.Errorf("%w: %s is not a leader that has caught up in term %d", ErrNotLeader, s.cfg.NodeID, term)}
 	}
 	index := s.readTarget()
-	switch err := s.waitFuture(ctx, s.raft.VerifyLeader()); {
-	case err == nil:
-	case ctx.Err() != nil:
-		return 0, fmt.Errorf("%w: verify leadership: %w", ErrNoLeader, ctx.Err())
-	case errors.Is(err, raft.ErrRaftShutdown):
-		return 0, ErrClosed
-	default:
-		return 0, &errRetry{fmt.Errorf("%w: %s: verify leadership: %v", ErrNotLeader, s.cfg.NodeID, err)}
+	for range verifyRounds(s.voters()) {
+		switch err := s.waitFuture(ctx, s.raft.VerifyLeader()); {
+		case err == nil:
+		case ctx.Err() != nil:
+			return 0, fmt.Errorf("%w: verify leadership: %w", ErrNoLeader, ctx.Err())
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return 0, ErrClosed
+		default:
+			return 0, &errRetry{fmt.Errorf("%w: %s: verify leadership: %v", ErrNotLeader, s.cfg.NodeID, err)}
+		}
 	}
 	if s.raft.CurrentTerm() != term { // lost and won again meanwhile
 		return 0, &errRetry{fmt.Errorf("%w: %s: term changed while verifying", ErrNotLeader, s.cfg.NodeID)}
 	}
 	return index, nil
+}
+
+// verifyRounds is how many VerifyLeader calls, one after the other, a
+// read needs among voters voting servers. hashicorp/raft counts a
+// follower's answer to any heartbeat or append in flight when the answer
+// arrives, including one sent before VerifyLeader was called: after a
+// pause of the leader (SIGSTOP, a stalled board), an answer sent by a
+// follower before the pause, when it still followed this leader, can
+// confirm a leader deposed meanwhile, and the read would be stale (seen by
+// TestLinearizable). Each follower has at most two requests of this
+// leader in flight (its heartbeat and its replication; no pipelining), and
+// an answer votes only in the verifications pending when it arrives. With
+// F followers and a quorum of Q, stale answers can satisfy at most
+// 2F/(Q-1) verifications in a row, so one more than that is satisfied
+// only by answers to requests sent after the read began. On a live leader
+// each round is one heartbeat round trip.
+func verifyRounds(voters int) int {
+	q := voters/2 + 1
+	if voters <= 1 || q <= 1 {
+		return 1
+	}
+	return 2*(voters-1)/(q-1) + 1
+}
+
+// voters is the number of voters in the latest configuration (at least 1).
+func (s *Store) voters() int {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 1
+	}
+	n := 0
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter {
+			n++
+		}
+	}
+	return max(n, 1)
 }
 
 // readTarget returns the index of the last command (an entry the FSM

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/herd-dev/herd/api"
 )
 
@@ -118,5 +120,16 @@ func TestReadBarrierOlderLeader(t *testing.T) {
 	}
 	if id, _, err := c.Stores[f].VerifiedLeader(ctxTimeout(t, 10*time.Second)); err != nil || id != c.Stores[leader].NodeID() {
 		t.Errorf("VerifiedLeader on a follower of an older leader = %q, %v; want %s", id, err, c.Stores[leader].NodeID())
+	}
+}
+
+func TestVerifyRounds(t *testing.T) {
+	got := map[int]int{}
+	for v := 0; v <= 7; v++ {
+		got[v] = verifyRounds(v)
+	}
+	want := map[int]int{0: 1, 1: 1, 2: 3, 3: 5, 4: 4, 5: 5, 6: 4, 7: 5}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("verifyRounds (-want +got):\n%s", d)
 	}
 }
