@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/raft"
 
 	"github.com/herd-dev/herd/api"
 )
@@ -143,5 +144,49 @@ func TestLogStoreConfig(t *testing.T) {
 	cfg.LogStore = "leveldb"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `LogStore "leveldb"`) {
 		t.Errorf("Validate = %v, want the LogStore named", err)
+	}
+}
+
+// TestWALTailTruncationSurvivesRestart: a follower that was a leader
+// clears the log suffix it never committed (a tail truncation), then is
+// killed; its log must open again. raft-wal v0.4.0 sealed the segment
+// without an index block there and could not read index 1 after a
+// restart (hashicorp/raft-wal#31): raft panicked at start.
+func TestWALTailTruncationSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	hc := newHCLog(testLogger(t), "raft", nil)
+	d, err := openDiskLog(dir, LogStoreWAL, hc, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []*raft.Log
+	for i := uint64(1); i <= 10; i++ {
+		logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte("x")})
+	}
+	if err := d.logs.StoreLogs(logs); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.logs.DeleteRange(9, 10); err != nil { // "clearing log suffix"
+		t.Fatal(err)
+	}
+	if err := d.logs.StoreLogs([]*raft.Log{{Index: 9, Term: 2, Type: raft.LogCommand, Data: []byte("y")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err = openDiskLog(dir, LogStoreWAL, hc, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, want := range []raft.Log{{Index: 1, Term: 1}, {Index: 8, Term: 1}, {Index: 9, Term: 2}} {
+		var l raft.Log
+		if err := d.logs.GetLog(want.Index, &l); err != nil || l.Term != want.Term {
+			t.Errorf("GetLog(%d) after a restart = term %d, %v; want term %d", want.Index, l.Term, err, want.Term)
+		}
+	}
+	if last, _ := d.logs.LastIndex(); last != 9 {
+		t.Errorf("LastIndex %d, want 9", last)
 	}
 }
