@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,11 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
 		t.Fatalf("waiting for %s: %v", sel, err)
 	}
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	// Read the text in the page, in one step, once the element has some:
+	// between the wait and a read by node the page may render the element
+	// anew (a watch event), and a read of the replaced node gives "".
+	js := `(() => { const e = document.querySelector(` + strconv.Quote(sel) + `); const s = e ? e.innerText : ""; return s.trim() !== "" ? s : false })()`
+	s, err := chromedp.Run(ctx, chromedp.Poll[string](js, chromedp.WithPollingInterval(20*time.Millisecond)))
 	if err != nil {
 		t.Fatalf("reading %s: %v", sel, err)
 	}
