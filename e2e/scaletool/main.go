@@ -100,14 +100,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var extra *largeResult
 	for _, n := range o.sizes {
 		r, large, err := measureSize(ctx, self, dir, n, o, n == largest, stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "scaletool: %d boards: %v\n", n, err)
-			return 1
-		}
-		results = append(results, r)
 		if large != nil {
 			extra = large
 		}
+		if err != nil {
+			fmt.Fprintf(stderr, "scaletool: %d boards: %v\n", n, err)
+			report(stdout, o, results, extra) // what was measured so far
+			return 1
+		}
+		results = append(results, r)
 	}
 	report(stdout, o, results, extra)
 	return 0

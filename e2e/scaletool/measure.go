@@ -39,7 +39,8 @@ type largeResult struct {
 	n          int
 	detect     [][3]float64 // per kill: first, median, last observer (ms)
 	observers  int
-	missed     int // observers that saw no failure within 30 s
+	missed     int      // observers that saw no failure within 30 s
+	unsettled  []string // restarts after which the workers did not all count every member alive within a minute
 	victims    int
 	lostPods   int
 	notReady   time.Duration // kill to every victim NotReady
@@ -81,7 +82,7 @@ func measureSize(ctx context.Context, self, dir string, n int, o options, large 
 	if o.detect > 0 && f.workers != nil {
 		fmt.Fprintf(log, "scaletool: %d boards: %d failure detections\n", n, o.detect)
 		if err := f.detections(o.detect, lr); err != nil {
-			return r, nil, err
+			return r, lr, err
 		}
 	}
 	if o.wave > 0 && f.workers != nil {
@@ -256,7 +257,7 @@ func (f *fleet) detections(k int, lr *largeResult) error {
 			return err
 		}
 		if _, err := f.workers.do("settle %d", f.n); err != nil {
-			return err
+			lr.unsettled = append(lr.unsettled, fmt.Sprintf("after killing %s: %v", victim, err))
 		}
 	}
 	return nil

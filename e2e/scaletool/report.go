@@ -48,6 +48,9 @@ func report(w io.Writer, o options, rs []sizeResult, lr *largeResult) {
 			fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f |\n", row.what, pct(row.v, 50), pct(row.v, 95), pct(row.v, 100))
 		}
 		fmt.Fprintf(w, "\nObservers that saw no failure within 30 s: %d.\n", lr.missed)
+		for _, u := range lr.unsettled {
+			fmt.Fprintf(w, "\nNot settled %s\n", u)
+		}
 	}
 	if lr.victims > 0 {
 		fmt.Fprintf(w, "\n### Wave: %d boards powered off at once (%d boards, %d pods lost)\n\n", lr.victims, lr.n, lr.lostPods)
