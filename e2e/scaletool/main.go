@@ -109,6 +109,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		results = append(results, r)
+		fmt.Fprintf(stderr, "scaletool: %d boards: leader %s CPU %.2f%% RSS %.1f MB; followers %.2f%%; workers %.1f%%; gossip %.0f B/s per board; machine busy %.0f%%\n",
+			n, r.leader, r.leaderCPU, r.leaderRSS, r.followerCPU, r.workersCPU, r.gossipWorker, r.machineBusy)
 	}
 	report(stdout, o, results, extra)
 	return 0

@@ -256,6 +256,7 @@ func (f *fleet) detections(k int, lr *largeResult) error {
 		if _, err := f.workers.do("start %s", victim); err != nil {
 			return err
 		}
+		fmt.Fprintf(os.Stderr, "scaletool: detect %s: %v ms (first, median, last)\n", victim, s)
 		if _, err := f.workers.do("settle %d", f.n); err != nil {
 			lr.unsettled = append(lr.unsettled, fmt.Sprintf("after killing %s: %v", victim, err))
 		}
