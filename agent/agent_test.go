@@ -391,19 +391,27 @@ func TestGossipEventsReachAgent(t *testing.T) {
 	})
 }
 
-func TestGossipOnlyAgentRefusesState(t *testing.T) {
-	f := newFleet(t, 1, 1)
-	f.leader()
+// workerConfig is a gossip-only agent on free loopback ports that joins
+// the gossip addresses given (none: alone).
+func workerConfig(t *testing.T, name string, join ...string) Config {
+	t.Helper()
 	cfg := DefaultConfig()
-	cfg.Name = "worker"
+	cfg.Name = name
 	cfg.Server = false
 	cfg.DataDir = t.TempDir()
 	cfg.GossipBind = testutil.FreeAddr(t)
 	cfg.APIListen = []string{testutil.FreeAddr(t)}
+	cfg.SSHAddress = "127.0.0.1:22"
 	cfg.SSHHostKeyFile = ""
 	cfg.ClusterKeyFile = ""
-	cfg.Join = []string{f.agents[0].cfg.GossipBind}
-	f.start(cfg)
+	cfg.Join = join
+	return cfg
+}
+
+func TestGossipOnlyAgentRefusesState(t *testing.T) {
+	f := newFleet(t, 1, 1)
+	f.leader()
+	f.start(workerConfig(t, "worker", f.agents[0].cfg.GossipBind))
 	c := f.client(1)
 	_, _, err := c.List(context.Background(), api.KindDeployment)
 	var ae *api.APIError

@@ -148,17 +148,9 @@ func TestMetricsListenerOnWorker(t *testing.T) {
 	if err := httpapi.WriteTokenFile(tokFile, tok); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
-	cfg.Name = "worker"
-	cfg.Server = false
-	cfg.DataDir = t.TempDir()
-	cfg.GossipBind = testutil.FreeAddr(t)
-	cfg.APIListen = []string{testutil.FreeAddr(t)}
+	cfg := workerConfig(t, "worker", f.agents[0].cfg.GossipBind)
 	cfg.MetricsListen = testutil.FreeAddr(t)
 	cfg.MetricsTokenFile = tokFile
-	cfg.SSHHostKeyFile = ""
-	cfg.ClusterKeyFile = ""
-	cfg.Join = []string{f.agents[0].cfg.GossipBind}
 	w := f.start(cfg).a
 	base := "http://" + w.MetricsAddr()
 	waitFor(t, "worker sees the server", 10*time.Second, func() error {

@@ -131,14 +131,7 @@ func TestWorkerAnswersFromItsView(t *testing.T) {
 	}
 	writeFileAtomic(t, viewFile, view(api.Endpoint{Port: "http", Pod: "web-a", Node: "b1", Address: backend.Listener.Addr().String()}))
 
-	cfg := DefaultConfig()
-	cfg.Name = "w1"
-	cfg.Server = false
-	cfg.DataDir = t.TempDir()
-	cfg.GossipBind = testutil.FreeAddr(t)
-	cfg.APIListen = []string{testutil.FreeAddr(t)}
-	cfg.SSHHostKeyFile = ""
-	cfg.ClusterKeyFile = ""
+	cfg := workerConfig(t, "w1")
 	cfg.DNSListen = "127.0.0.1:0"
 	cfg.ServiceProxy = "127.0.0.1"
 	a, err := New(cfg, Options{ClusterKey: make([]byte, 32), Logger: testutil.Logger(t), ServiceViewFile: viewFile})
@@ -208,17 +201,8 @@ func TestWorkerAnswersFromItsView(t *testing.T) {
 func TestLeaderWritesViewToWorkers(t *testing.T) {
 	f := newFleet(t, 1, 1)
 	f.leader()
-	cfg := DefaultConfig()
-	cfg.Name = "w1"
-	cfg.Server = false
-	cfg.DataDir = t.TempDir()
-	cfg.GossipBind = testutil.FreeAddr(t)
-	cfg.APIListen = []string{testutil.FreeAddr(t)}
-	cfg.SSHAddress = "127.0.0.1:22"
-	cfg.SSHHostKeyFile = ""
-	cfg.ClusterKeyFile = ""
+	cfg := workerConfig(t, "w1", f.agents[0].cfg.GossipBind)
 	cfg.DNSListen = "off"
-	cfg.Join = []string{f.agents[0].cfg.GossipBind}
 	f.start(cfg)
 	svc := &api.Service{Kind: api.KindService, Metadata: api.ObjectMeta{Name: "web"}, Spec: api.ServiceSpec{
 		Selector: map[string]string{"app": "web"}, Ports: []api.ServicePort{{Target: "http", Port: 8080}}}}
