@@ -585,6 +585,21 @@ func FromRaw(r RawObject) (Object, error) {
 	return o, nil
 }
 
+// FromRawList converts the raw objects of one kind (a store's List) to
+// their typed form, leaving out any that does not decode as a T.
+func FromRawList[T Object](kind Kind, raws []RawObject) []T {
+	out := make([]T, 0, len(raws))
+	for _, r := range raws {
+		r.Kind = kind
+		if o, err := FromRaw(r); err == nil {
+			if t, ok := o.(T); ok {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
 // UnknownKindError reports a kind herd does not know.
 type UnknownKindError struct{ Kind string }
 

@@ -286,14 +286,7 @@ func (s *Server) checkProxyPorts(items []applyItem) error {
 	if err != nil {
 		return err
 	}
-	stored := make([]*api.Service, 0, len(raws))
-	for _, r := range raws {
-		r.Kind = api.KindService
-		if o, err := api.FromRaw(r); err == nil {
-			stored = append(stored, o.(*api.Service))
-		}
-	}
-	if errs := api.ProxyConflicts(applied, stored); len(errs) > 0 {
+	if errs := api.ProxyConflicts(applied, api.FromRawList[*api.Service](api.KindService, raws)); len(errs) > 0 {
 		return invalid(errs)
 	}
 	return nil

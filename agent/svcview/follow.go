@@ -79,21 +79,8 @@ func setFromStore(s Store, feed *Feed) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	feed.Set(Build(decodeAll[*api.Service](api.KindService, svcRaws), decodeAll[*api.Node](api.KindNode, nodeRaws)))
+	feed.Set(Build(api.FromRawList[*api.Service](api.KindService, svcRaws), api.FromRawList[*api.Node](api.KindNode, nodeRaws)))
 	return min(rv1, rv2), nil
-}
-
-func decodeAll[T api.Object](kind api.Kind, raws []api.RawObject) []T {
-	out := make([]T, 0, len(raws))
-	for _, r := range raws {
-		r.Kind = kind
-		if o, err := api.FromRaw(r); err == nil {
-			if t, ok := o.(T); ok {
-				out = append(out, t)
-			}
-		}
-	}
-	return out
 }
 
 // FollowFile keeps feed's view equal to the file at path (written by the
