@@ -71,6 +71,12 @@ type Config struct {
 	ReconnectInterval time.Duration
 	// Timing holds the failure-detection and dissemination settings.
 	Timing Timing
+	// OnMessage, when set, receives the messages other members Send: kind
+	// and body (a copy it may keep). It is called from one goroutine, in
+	// arrival order; while it runs, up to 64 more wait and further ones are
+	// dropped (MessagesDropped). Anyone holding the gossip key can send, so
+	// it must authenticate what it acts on. Nil ignores them.
+	OnMessage func(kind byte, body []byte)
 
 	// wrapTransport, when set (tests only), wraps the network transport,
 	// e.g. to drop packets.

@@ -12,6 +12,14 @@
 // changes are delivered as coalescing events that never block memberlist.
 // Heartbeats never touch Raft or the disk.
 //
+// Members can also push small messages to one another (Gossip.Send,
+// Config.OnMessage): memberlist's reliable user messages over TCP,
+// encrypted with the gossip key, at most MaxMessage bytes, handed to the
+// receiver on a bounded queue that never blocks memberlist. They carry no
+// sender identity, so a receiver authenticates what it acts on (the unit
+// reports boards send the servers are signed with the board's SSH host
+// key, package agent/unitreport).
+//
 // The package also holds the pure helper BootstrapPeers, which lets every
 // server compute the same initial Raft voter set from what gossip shows.
 //

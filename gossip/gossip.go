@@ -96,6 +96,11 @@ type Gossip struct {
 
 	events *eventQueue
 	counts counters
+	// msgs queues received user messages for Config.OnMessage (nil when
+	// unset); dropped counts the ones that did not fit.
+	msgs    chan message
+	msgStop chan struct{}
+	dropped atomic.Uint64
 	closed atomic.Bool
 	// lifeMu keeps Leave and Shutdown apart: memberlist panics on a leave
 	// after shutdown.
@@ -154,9 +159,15 @@ func New(cfg Config) (*Gossip, error) {
 	}
 
 	go g.events.run()
+	if cfg.OnMessage != nil {
+		g.msgs = make(chan message, messageQueue)
+		g.msgStop = make(chan struct{})
+		go g.deliver(g.msgs, g.msgStop)
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		g.events.close()
+		g.closeMessages()
 		return nil, fmt.Errorf("gossip: start memberlist on %s:%d: %w", cfg.BindAddr, cfg.BindPort, err)
 	}
 	g.ml = ml
@@ -359,6 +370,7 @@ func (g *Gossip) Shutdown() error {
 	}
 	err := g.ml.Shutdown()
 	g.events.close()
+	g.closeMessages()
 	if err != nil {
 		return fmt.Errorf("gossip: shutdown: %w", err)
 	}
@@ -433,9 +445,6 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	}
 	return d.g.metaBytes
 }
-
-// NotifyMsg implements memberlist.Delegate; herd sends no user messages.
-func (d *delegate) NotifyMsg([]byte) {}
 
 // GetBroadcasts implements memberlist.Delegate; herd has none.
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
