@@ -101,7 +101,7 @@ type Gossip struct {
 	msgs    chan message
 	msgStop chan struct{}
 	dropped atomic.Uint64
-	closed atomic.Bool
+	closed  atomic.Bool
 	// lifeMu keeps Leave and Shutdown apart: memberlist panics on a leave
 	// after shutdown.
 	lifeMu sync.Mutex

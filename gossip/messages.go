@@ -102,4 +102,3 @@ func (d *delegate) NotifyMsg(b []byte) {
 		g.dropped.Add(1)
 	}
 }
-
