@@ -78,6 +78,16 @@ type Config struct {
 	// (the node controller reads it as controller.MemberInfo.Witness).
 	// It is called from the workers, concurrently, and must not block.
 	RecordWitness func(node string, w controller.Witness)
+	// ReportedListInterval is how often a board whose agent reports its
+	// units (Placer.Report) is still listed over SSH: the safety net for a
+	// lost report. Jittered by ObserveJitter. Passes in between come from
+	// reports and, while a bound pod has a readiness check or is coming up,
+	// every ObserveInterval without listing the board.
+	ReportedListInterval time.Duration
+	// ReportTTL: a board counts as reporting while its last report is at
+	// most this old (boards re-send every minute); after that it is
+	// listed every ObserveInterval again.
+	ReportTTL time.Duration
 	// Observer, when set, is told of every Executor call and of each pod's
 	// first running unit (metrics). Nil observes nothing.
 	Observer Observer
@@ -92,7 +102,8 @@ type Config struct {
 // doubling up to 5 s, a 30 s resync, a 1 s rewatch delay, a 2-minute pass
 // timeout, a 2 s default probe timeout, 8 parallel probes,
 // /etc/systemd/system, and witnesses of 750 ms every second, failing at
-// once after 300 ms of keepalive silence.
+// once after 300 ms of keepalive silence; a board that reported within 3
+// minutes is listed over SSH every 2 minutes.
 func DefaultConfig() Config {
 	return Config{
 		ObserveInterval:   5 * time.Second,
@@ -109,6 +120,9 @@ func DefaultConfig() Config {
 		WitnessTimeout:    750 * time.Millisecond,
 		WitnessInterval:   time.Second,
 		WitnessSilence:    300 * time.Millisecond,
+
+		ReportedListInterval: 2 * time.Minute,
+		ReportTTL:            3 * time.Minute,
 	}
 }
 
@@ -137,6 +151,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: WitnessTimeout %v must be positive", ErrInvalidConfig, c.WitnessTimeout)
 	case c.WitnessInterval <= 0:
 		return fmt.Errorf("%w: WitnessInterval %v must be positive", ErrInvalidConfig, c.WitnessInterval)
+	case c.ReportedListInterval <= 0:
+		return fmt.Errorf("%w: ReportedListInterval %v must be positive", ErrInvalidConfig, c.ReportedListInterval)
+	case c.ReportTTL <= 0:
+		return fmt.Errorf("%w: ReportTTL %v must be positive", ErrInvalidConfig, c.ReportTTL)
 	case c.WitnessSilence < 0:
 		return fmt.Errorf("%w: WitnessSilence %v must not be negative", ErrInvalidConfig, c.WitnessSilence)
 	case c.UnitDir == "" || !path.IsAbs(c.UnitDir) || path.Clean(c.UnitDir) != c.UnitDir:

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/controller"
+	"github.com/herd-dev/herd/agent/unitreport"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/units"
 )
@@ -52,6 +53,26 @@ func (o *observedExecutor) ShowUnits(ctx context.Context, node string) ([]units.
 	us, err := o.exec.ShowUnits(ctx, node)
 	o.done(node, OpShowUnits, start, err)
 	return us, err
+}
+
+var _ MarkedLister = (*observedExecutor)(nil)
+
+// ShowUnitsMarked passes on to exec's ShowUnitsMarked, or to ShowUnits
+// with a zero mark when exec is no MarkedLister.
+func (o *observedExecutor) ShowUnitsMarked(ctx context.Context, node string) ([]units.UnitState, unitreport.Mark, error) {
+	start := time.Now()
+	var (
+		us   []units.UnitState
+		mark unitreport.Mark
+		err  error
+	)
+	if ml, ok := o.exec.(MarkedLister); ok {
+		us, mark, err = ml.ShowUnitsMarked(ctx, node)
+	} else {
+		us, err = o.exec.ShowUnits(ctx, node)
+	}
+	o.done(node, OpShowUnits, start, err)
+	return us, mark, err
 }
 
 func (o *observedExecutor) PutFile(ctx context.Context, node, path string, content []byte, opt FileOptions) error {

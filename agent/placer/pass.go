@@ -31,6 +31,9 @@ type passResult struct {
 	acted int
 	// unsettled: a bound pod's unit is not yet running and ready.
 	unsettled bool
+	// probing: a bound pod has a readiness check, which needs passes at
+	// Config.ObserveInterval even while the board reports its units.
+	probing bool
 	// err is the first failure; the pass is retried after a backoff.
 	err error
 }
@@ -61,11 +64,14 @@ func (w *worker) pass(ctx context.Context) passResult {
 	desired := v.desired(w.node)
 	witness := v.witnessing(w.node)
 	w.watchSilence(ctx, cancel)
-	var observed []units.UnitState
+	var (
+		observed []units.UnitState
+		reported bool // observed came from a report or the last view, not the board
+	)
 	if witness {
 		observed, err = w.witness(ctx)
 	} else {
-		observed, err = p.exec.ShowUnits(ctx, w.node)
+		observed, reported, err = w.listed(ctx)
 	}
 	if err != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, errSilent) && !witness {
@@ -74,12 +80,19 @@ func (w *worker) pass(ctx context.Context) passResult {
 		return passResult{witness: witness, err: fmt.Errorf("listing units: %w", err)}
 	}
 	acts := w.plan(desired, observed)
+	if len(acts) > 0 && reported {
+		// Act only on what the board says over SSH right now.
+		if observed, err = w.listSSH(ctx); err != nil {
+			return passResult{err: fmt.Errorf("listing units: %w", err)}
+		}
+		acts = w.plan(desired, observed)
+	}
 
-	res := passResult{witness: witness}
+	res := passResult{witness: witness, probing: hasReadiness(desired)}
 	if len(acts) > 0 {
 		res.acted, res.err = w.execute(ctx, acts)
 		if res.acted > 0 {
-			observed, err = p.exec.ShowUnits(ctx, w.node)
+			observed, err = w.listSSH(ctx)
 			if err != nil {
 				res.err = errors.Join(res.err, fmt.Errorf("listing units after acting: %w", err))
 				return res
@@ -109,6 +122,11 @@ func (w *worker) pass(ctx context.Context) passResult {
 		}
 	}
 	return res
+}
+
+// hasReadiness reports whether one of pods has a readiness check.
+func hasReadiness(pods []*api.Pod) bool {
+	return slices.ContainsFunc(pods, func(p *api.Pod) bool { return p.Spec.Template.Readiness != nil })
 }
 
 // plan returns everything this pass does to the board: units.PlanBoard

@@ -47,6 +47,9 @@ type Placer struct {
 
 	running atomic.Bool
 
+	// reports: the newest unit report of each board (Report).
+	reports reportBox
+
 	// onPark, set by tests only, is called each time a worker is about to
 	// wait, after arming its timer.
 	onPark func(park)

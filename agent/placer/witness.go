@@ -27,7 +27,7 @@ func (w *worker) witness(ctx context.Context) ([]units.UnitState, error) {
 	wctx, cancel := context.WithTimeoutCause(ctx, p.cfg.WitnessTimeout,
 		fmt.Errorf("no answer within %v", p.cfg.WitnessTimeout))
 	defer cancel()
-	observed, err := p.exec.ShowUnits(wctx, w.node)
+	observed, err := w.listSSH(wctx)
 	if err != nil {
 		if cause := context.Cause(wctx); cause != nil && !errors.Is(cause, context.Canceled) {
 			err = fmt.Errorf("%w: %w", cause, err)
@@ -108,7 +108,7 @@ func (w *worker) sweep(ctx context.Context, cancel context.CancelCauseFunc, v *v
 	p := w.p
 	w.watchSilence(ctx, cancel)
 	wctx, stop := context.WithTimeout(ctx, p.cfg.WitnessTimeout)
-	observed, err := p.exec.ShowUnits(wctx, w.node)
+	observed, err := w.listSSH(wctx)
 	stop()
 	if err != nil {
 		return passResult{sweep: true, err: fmt.Errorf("sweep: listing units: %w", err)}

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/herd-dev/herd/agent/unitreport"
 	"github.com/herd-dev/herd/internal/clock"
+	"github.com/herd-dev/herd/units"
 )
 
 // worker passes over one board. Everything it does to the board happens in
@@ -34,6 +36,16 @@ type worker struct {
 	// pod name. Their units are not written or started; observe gives the
 	// pod a FilesWritten=False condition.
 	fileRefused map[string]fileRefusal
+
+	// The worker's view of the board's units: the last SSH listing or
+	// report (current, haveCurrent), the newest report mark either covered
+	// (seen), when the board was last listed over SSH and when that is due
+	// again while it reports (see Placer.Report).
+	current     []units.UnitState
+	haveCurrent bool
+	seen        unitreport.Mark
+	listedAt    time.Time
+	listDue     time.Time
 }
 
 // fileRefusal is why and when the board last refused a pod's file.
@@ -73,6 +85,7 @@ func (w *worker) poke() {
 // otherwise every ObserveInterval. A board that gets no passes
 // (down, or not a node any more) is left alone until poked.
 func (w *worker) run(ctx context.Context) {
+	defer w.p.reports.attach(w)()
 	var ps pacing
 	for {
 		if (ps.idle || ps.delay > 0) && !w.park(ctx, ps) {
@@ -188,10 +201,16 @@ func (w *worker) pace(ctx context.Context, ps *pacing, res passResult) {
 		if res.acted > 0 {
 			ps.quick = 0
 		}
-		if (res.acted > 0 || res.unsettled) && ps.quick < len(cfg.QuickObserve) {
+		now := w.p.clock.Now()
+		switch {
+		case (res.acted > 0 || res.unsettled) && ps.quick < len(cfg.QuickObserve):
 			ps.delay = cfg.QuickObserve[ps.quick]
 			ps.quick++
-		} else {
+		case w.reporting(now) && !res.probing && !res.unsettled:
+			// The board's reports wake the worker: pass again only
+			// for the safety-net SSH listing.
+			ps.delay = max(0, w.listDue.Sub(now))
+		default:
 			ps.delay = jitter(cfg.ObserveInterval, cfg.ObserveJitter, w.p.jitter())
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/placer/boardapi"
+	"github.com/herd-dev/herd/agent/unitreport"
 	"github.com/herd-dev/herd/units"
 )
 
@@ -91,6 +92,42 @@ func (f *Fleet) ShowUnits(ctx context.Context, node string) ([]units.UnitState, 
 		return nil
 	})
 	return out, err
+}
+
+// ShowUnitsMarked is ShowUnits plus the mark of the last report the
+// board began (Board.Report), as the board's seq file would give it.
+func (f *Fleet) ShowUnitsMarked(ctx context.Context, node string) ([]units.UnitState, unitreport.Mark, error) {
+	b := f.Board(node)
+	var (
+		out  []units.UnitState
+		mark unitreport.Mark
+	)
+	err := b.do(ctx, Call{Op: "ShowUnits"}, func() error {
+		mark = b.markLocked()
+		out = b.showLocked()
+		return nil
+	})
+	return out, mark, err
+}
+
+// ReportEpoch is the epoch of the fake boards' reports.
+const ReportEpoch = 1
+
+// Report does what a board's agent does for a unit report, without a
+// call: begins the next report (its mark is after every earlier one) and
+// returns it with the units at that moment.
+func (b *Board) Report() (unitreport.Mark, []units.UnitState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reportSeq++
+	return b.markLocked(), b.showLocked()
+}
+
+func (b *Board) markLocked() unitreport.Mark {
+	if b.reportSeq == 0 {
+		return unitreport.Mark{}
+	}
+	return unitreport.Mark{Epoch: ReportEpoch, Seq: b.reportSeq}
 }
 
 // PutFile stores content at path on node's board (parents need no
@@ -210,6 +247,7 @@ type Board struct {
 	startAs     map[string][2]string // unit → ActiveState, SubState after start
 	pids        int
 	starts      int
+	reportSeq   uint64 // the seq of the last report begun (Report)
 }
 
 type file struct {
