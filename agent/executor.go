@@ -12,6 +12,7 @@ import (
 
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/agent/placer"
+	"github.com/herd-dev/herd/agent/unitreport"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
 	"github.com/herd-dev/herd/units"
@@ -76,6 +77,24 @@ func (b *boardExecutor) Silence(node string) time.Duration { return b.ssh.Silenc
 // one round trip (sshexec.Executor.ShowUnits).
 func (b *boardExecutor) ShowUnits(ctx context.Context, node string) ([]units.UnitState, error) {
 	return b.ssh.ShowUnits(ctx, node)
+}
+
+var _ placer.MarkedLister = (*boardExecutor)(nil)
+
+// ShowUnitsMarked is ShowUnits plus the mark of the unit report the
+// board's agent last began (its seq file, read in the same round trip); a
+// board without one, or with an unreadable one, gives the zero mark, which
+// covers no report.
+func (b *boardExecutor) ShowUnitsMarked(ctx context.Context, node string) ([]units.UnitState, unitreport.Mark, error) {
+	us, raw, err := b.ssh.ShowUnitsMarked(ctx, node)
+	if err != nil || raw == "" {
+		return us, unitreport.Mark{}, err
+	}
+	m, perr := unitreport.ParseSeqFile([]byte(raw))
+	if perr != nil {
+		return us, unitreport.Mark{}, nil
+	}
+	return us, m, nil
 }
 
 // PutFile writes a file through the board helper (`herd board put-file`),

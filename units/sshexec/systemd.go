@@ -86,10 +86,12 @@ const hashMarker = "@@herd-hashes@@"
 // value from outside reaches it (the property list is units'
 // ShowProperties, a constant). It
 //
+//  0. prints markPrefix and the first line of ReportSeqFile (nothing
+//     when the board keeps none), on a line of its own;
 //  1. lists the herd-*.service units systemd has in memory (list-units
 //     --all, which includes not-found units still loaded) and the
 //     herd-*.service files in UnitDir;
-//  2. exits 0 with no output if there are none;
+//  2. exits 0 with no further output if there are none;
 //  3. prints `systemctl show` of all of them, in one call;
 //  4. prints hashMarker on a line of its own;
 //  5. prints "SHA256 NAME" for each of them that has a file in UnitDir.
@@ -101,6 +103,8 @@ const hashMarker = "@@herd-hashes@@"
 // a board whose state cannot be read is an error, never an empty list.
 func showUnitsScript() string {
 	return `# herd: list herd-*.service units and hash their files
+{ read -r m < ` + ReportSeqFile + `; } 2>/dev/null
+echo "` + markPrefix + `$m"
 d=` + UnitDir + `
 a=$(systemctl list-units --all --plain --no-legend --no-pager --type=service -- 'herd-*.service') || exit
 f=$(for x in "$d"/herd-*.service; do [ -f "$x" ] && echo "${x##*/}"; done)
@@ -128,15 +132,50 @@ done
 // with no herd units gives an empty list. A non-zero exit of the script
 // (systemctl or sha256sum failed) is an *ExitError.
 func (e *Executor) ShowUnits(ctx context.Context, node string) ([]units.UnitState, error) {
+	states, _, err := e.ShowUnitsMarked(ctx, node)
+	return states, err
+}
+
+// ReportSeqFile is where a board's agent writes the mark ("EPOCH SEQ") of
+// the unit report it is about to collect (package agent/unitwatch);
+// ShowUnitsMarked reads it in the same round trip as the listing.
+const ReportSeqFile = "/run/herd/unitreport.seq"
+
+// markPrefix starts the first line of showUnitsScript's output.
+const markPrefix = "@@herd-mark@@ "
+
+// maxMark bounds the seq file line ShowUnitsMarked passes on.
+const maxMark = 64
+
+// ShowUnitsMarked is ShowUnits plus the first line of the board's
+// ReportSeqFile as it was just before the listing ("" when there is none,
+// or when it is longer than 64 bytes), for the caller to parse.
+func (e *Executor) ShowUnitsMarked(ctx context.Context, node string) ([]units.UnitState, string, error) {
 	res, err := e.runChecked(ctx, node, []string{"sh", "-c", showUnitsScript(), "herd-show-units"})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	states, err := ParseShowUnits(res.Stdout)
+	mark, rest := cutMarkLine(res.Stdout)
+	states, err := ParseShowUnits(rest)
 	if err != nil {
-		return nil, fmt.Errorf("sshexec: node %s: %w", node, err)
+		return nil, "", fmt.Errorf("sshexec: node %s: %w", node, err)
 	}
-	return states, nil
+	return states, mark, nil
+}
+
+// cutMarkLine splits off the first line of out when it starts with
+// markPrefix, returning what follows the prefix (trimmed, "" when over
+// maxMark bytes) and the rest of out.
+func cutMarkLine(out []byte) (string, []byte) {
+	if !bytes.HasPrefix(out, []byte(markPrefix)) {
+		return "", out
+	}
+	line, rest, _ := bytes.Cut(out[len(markPrefix):], []byte("\n"))
+	line = bytes.TrimSpace(line)
+	if len(line) > maxMark {
+		return "", rest
+	}
+	return string(line), rest
 }
 
 // ParseShowUnits reads the output of ShowUnits' script: `systemctl show`

@@ -285,12 +285,34 @@ func TestBackoffDelay(t *testing.T) {
 // with its unit directory pointed at a temporary one, so the file listing
 // and hashing that TestSystemdOverSSH cannot reach on a real host are
 // exercised. The fake systemctl's show prints an Id block per unit asked.
+func TestCutMarkLine(t *testing.T) {
+	for _, tt := range []struct{ in, mark, rest string }{
+		{"", "", ""},
+		{"Id=x\n", "", "Id=x\n"},
+		{markPrefix + "\n", "", ""},
+		{markPrefix + "1 2\nId=x\n", "1 2", "Id=x\n"},
+		{markPrefix + strings.Repeat("9", maxMark+1) + "\nId=x\n", "", "Id=x\n"},
+	} {
+		mark, rest := cutMarkLine([]byte(tt.in))
+		if mark != tt.mark || string(rest) != tt.rest {
+			t.Errorf("cutMarkLine(%q) = %q, %q; want %q, %q", tt.in, mark, rest, tt.mark, tt.rest)
+		}
+	}
+}
+
 func TestShowUnitsScriptHashes(t *testing.T) {
 	dir, bin := t.TempDir(), t.TempDir()
 	script := showUnitsScript()
 	local := strings.Replace(script, "d="+UnitDir+"\n", "d='"+dir+"'\n", 1)
 	if local == script {
 		t.Fatal("script has no d=UnitDir line")
+	}
+	seq := filepath.Join(dir, "unitreport.seq")
+	if err := os.WriteFile(seq, []byte("1764700000000000000 42\nignored\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if local, script = strings.Replace(local, ReportSeqFile, seq, 1), local; local == script {
+		t.Fatal("script does not read ReportSeqFile")
 	}
 	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(`#!/bin/sh
 case "$1" in
@@ -339,7 +361,11 @@ esac
 			if err != nil {
 				t.Fatalf("script: %v\n%s", err, stderr.Bytes())
 			}
-			got, err := ParseShowUnits(out)
+			mark, rest := cutMarkLine(out)
+			if mark != "1764700000000000000 42" {
+				t.Errorf("mark line = %q, want the seq file's first line", mark)
+			}
+			got, err := ParseShowUnits(rest)
 			if err != nil {
 				t.Fatalf("ParseShowUnits: %v\noutput:\n%s", err, out)
 			}
