@@ -151,14 +151,32 @@ const maxMark = 64
 // ReportSeqFile as it was just before the listing ("" when there is none,
 // or when it is longer than 64 bytes), for the caller to parse.
 func (e *Executor) ShowUnitsMarked(ctx context.Context, node string) ([]units.UnitState, string, error) {
-	res, err := e.runChecked(ctx, node, []string{"sh", "-c", showUnitsScript(), "herd-show-units"})
+	res, err := e.runChecked(ctx, node, ShowUnitsArgv())
 	if err != nil {
 		return nil, "", err
 	}
-	mark, rest := cutMarkLine(res.Stdout)
-	states, err := ParseShowUnits(rest)
+	states, mark, err := ParseListing(res.Stdout)
 	if err != nil {
 		return nil, "", fmt.Errorf("sshexec: node %s: %w", node, err)
+	}
+	return states, mark, nil
+}
+
+// ShowUnitsArgv is the command ShowUnits runs on a board. A board's own
+// agent runs it locally (package agent/unitwatch's Collect) so that what
+// it reports is exactly what the leader's listing would see; parse its
+// output with ParseListing.
+func ShowUnitsArgv() []string {
+	return []string{"sh", "-c", showUnitsScript(), "herd-show-units"}
+}
+
+// ParseListing reads the whole output of ShowUnitsArgv: the mark line
+// (see ShowUnitsMarked) and the listing (ParseShowUnits).
+func ParseListing(out []byte) ([]units.UnitState, string, error) {
+	mark, rest := cutMarkLine(out)
+	states, err := ParseShowUnits(rest)
+	if err != nil {
+		return nil, "", err
 	}
 	return states, mark, nil
 }
