@@ -88,6 +88,10 @@ type Config struct {
 	// most this old (boards re-send every minute); after that it is
 	// listed every ObserveInterval again.
 	ReportTTL time.Duration
+	// Reports, when set, is where the boards' unit reports are kept
+	// across placers (a server's whole life, not one leadership term);
+	// nil gives the placer its own.
+	Reports *Reports
 	// Observer, when set, is told of every Executor call and of each pod's
 	// first running unit (metrics). Nil observes nothing.
 	Observer Observer

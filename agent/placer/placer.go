@@ -47,8 +47,8 @@ type Placer struct {
 
 	running atomic.Bool
 
-	// reports: the newest unit report of each board (Report).
-	reports reportBox
+	// reports: the newest unit report of each board (Config.Reports).
+	reports *Reports
 
 	// onPark, set by tests only, is called each time a worker is about to
 	// wait, after arming its timer.
@@ -93,6 +93,10 @@ func New(cfg Config, exec Executor, state controller.State, writer controller.Wr
 	}
 	if p.jitter == nil {
 		p.jitter = rand.Float64
+	}
+	p.reports = cfg.Reports
+	if p.reports == nil {
+		p.reports = NewReports(clk)
 	}
 	p.http = &http.Client{
 		Transport: &http.Transport{

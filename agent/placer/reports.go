@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/unitreport"
+	"github.com/herd-dev/herd/internal/clock"
 	"github.com/herd-dev/herd/units"
 )
 
@@ -23,59 +24,69 @@ type MarkedLister interface {
 type boardReport struct {
 	mark  unitreport.Mark
 	units []units.UnitState
-	at    time.Time // when the placer received it
+	at    time.Time // when it was received
 }
 
-// reportBox holds the newest report of every board and the wake channels
-// of the workers, for Report, which is called from outside the workers.
-type reportBox struct {
+// Reports holds the newest unit report of every board and wakes the
+// worker of a board that reported. One Reports outlives the placers that
+// use it (Config.Reports): a server keeps what boards told it while it
+// was a follower, so its placer starts a term with the boards' reports in
+// hand. Its methods are safe for concurrent use and never block.
+type Reports struct {
+	clock  clock.Clock
 	mu     sync.Mutex
 	byNode map[string]boardReport
 	wake   map[string]chan struct{}
 }
 
-// Report hands the placer what a board's agent says about its own herd
-// units (a verified unitreport.Report: the caller checked its signature
-// against the board's pinned host key). The newest report of each board is
-// kept, one not After the kept one is ignored, and the board's worker is
-// woken: its next pass folds the report into pod status without calling
-// the board, and calls it over SSH only to act (see "Reports" in the
-// package documentation). Report never blocks; it may be called before Run
-// and between two Runs (a server that becomes leader keeps what it was
-// told as a follower).
-func (p *Placer) Report(node string, mark unitreport.Mark, us []units.UnitState) {
-	b := &p.reports
+// NewReports returns an empty Reports that stamps reports with clk (nil:
+// the real clock).
+func NewReports(clk clock.Clock) *Reports {
+	if clk == nil {
+		clk = clock.RealClock()
+	}
+	return &Reports{clock: clk, byNode: make(map[string]boardReport), wake: make(map[string]chan struct{})}
+}
+
+// Put keeps what a board's agent says about its own herd units (a
+// verified unitreport.Report: the caller checked its signature against
+// the board's host key). The newest report of each board is kept, one not
+// After the kept one is ignored (Put then returns false), and the board's
+// worker, if one runs, is woken: its next pass folds the report into pod
+// status without calling the board, and calls it over SSH only to act
+// (see "Reports" in the package documentation).
+func (b *Reports) Put(node string, mark unitreport.Mark, us []units.UnitState) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if old, ok := b.byNode[node]; ok && !mark.After(old.mark) {
-		return
+		return false
 	}
-	if b.byNode == nil {
-		b.byNode = make(map[string]boardReport)
-	}
-	b.byNode[node] = boardReport{mark: mark, units: slices.Clone(us), at: p.clock.Now()}
+	b.byNode[node] = boardReport{mark: mark, units: slices.Clone(us), at: b.clock.Now()}
 	if ch := b.wake[node]; ch != nil {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
+	return true
 }
 
-// Forget drops what Report kept for node (it left the cluster).
-func (p *Placer) Forget(node string) {
-	p.reports.mu.Lock()
-	delete(p.reports.byNode, node)
-	p.reports.mu.Unlock()
+// Forget drops what Put kept for node (it left the cluster).
+func (b *Reports) Forget(node string) {
+	b.mu.Lock()
+	delete(b.byNode, node)
+	b.mu.Unlock()
 }
 
-// attach registers w's wake channel for Report; the returned func undoes it.
-func (b *reportBox) attach(w *worker) func() {
+// Report is p's Reports' Put.
+func (p *Placer) Report(node string, mark unitreport.Mark, us []units.UnitState) {
+	p.reports.Put(node, mark, us)
+}
+
+// attach registers w's wake channel for Put; the returned func undoes it.
+func (b *Reports) attach(w *worker) func() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.wake == nil {
-		b.wake = make(map[string]chan struct{})
-	}
 	b.wake[w.node] = w.wake
 	return func() {
 		b.mu.Lock()
@@ -87,7 +98,7 @@ func (b *reportBox) attach(w *worker) func() {
 }
 
 // get returns node's newest report.
-func (b *reportBox) get(node string) (boardReport, bool) {
+func (b *Reports) get(node string) (boardReport, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r, ok := b.byNode[node]
