@@ -24,6 +24,7 @@ import (
 	"github.com/herd-dev/herd/agent/svcview"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
+	"github.com/herd-dev/herd/internal/clock"
 	"github.com/herd-dev/herd/raftstore"
 )
 
@@ -55,6 +56,7 @@ type Agent struct {
 	view            *svcview.Feed      // the services as this board sees them
 	proxy           *svcproxy.Proxy    // nil with service_proxy = "off"
 	viewFile        string             // where a worker reads the view
+	reports         *placer.Reports    // boards' unit reports (servers only)
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -92,6 +94,9 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: opts.Logger}
+	if cfg.Server {
+		a.reports = placer.NewReports(clock.RealClock())
+	}
 	if a.log == nil {
 		a.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
 	}
@@ -215,6 +220,9 @@ func (a *Agent) startGossip(opts Options, gossipAdv string, hasState bool) error
 	gc.Join = cfg.Join
 	gc.Meta = meta
 	gc.Logger = a.log.With("component", "gossip")
+	if a.reports != nil {
+		gc.OnMessage = a.onGossipMessage
+	}
 	g, err := gossip.New(gc)
 	if err != nil {
 		return err
@@ -350,6 +358,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	a.runServices(runCtx, &wg)
+	a.startUnitWatch(runCtx, &wg)
 	n := newNotifier()
 	wg.Add(2)
 	go func() { defer wg.Done(); a.pumpGossip(runCtx, n) }()

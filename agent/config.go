@@ -123,6 +123,14 @@ type Config struct {
 	// port that cannot be opened (a process already holds it) is logged
 	// and retried when the services change.
 	ServiceProxy string `toml:"service_proxy"`
+	// UnitReports is whether this board's agent watches its own herd units
+	// through systemd's D-Bus signals and reports every change to the
+	// servers (package agent/unitwatch), signed with its SSH host key
+	// (the private half of ssh_host_key_file): "" (the default) does when
+	// the agent runs as root on a systemd board, "off" never. Without
+	// reports the leader lists the board over SSH every 5 s; with them,
+	// every 2 minutes.
+	UnitReports string `toml:"unit_reports"`
 
 	// SSHAddress is where the leader reaches this board's sshd: host:port,
 	// or auto / auto:PORT / empty for the gossip advertise IP and PORT
@@ -297,6 +305,11 @@ func (c *Config) Validate() error {
 	}
 	if err := checkServiceProxy(c.ServiceProxy); err != nil {
 		add("service_proxy %q: %v", c.ServiceProxy, err)
+	}
+	switch c.UnitReports {
+	case "", "off":
+	default:
+		add("unit_reports %q: want \"\" (the default: on where systemd runs) or \"off\"", c.UnitReports)
 	}
 	if err := checkDNSListen(c.DNSListen); err != nil {
 		add("dns_listen %q: %v", c.DNSListen, err)

@@ -49,6 +49,7 @@ func (a *Agent) startControllers(ctx context.Context, wg *sync.WaitGroup, n *not
 	pcfg := placer.DefaultConfig()
 	pcfg.RecordWitness = state.recordWitness
 	pcfg.Observer = a.metrics
+	pcfg.Reports = a.reports
 	pl, err := placer.New(pcfg, a.exec, state, state, clock.RealClock(), a.log.With("component", "placer"))
 	if err != nil {
 		a.log.Error("placer not started", "err", err)

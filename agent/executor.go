@@ -39,29 +39,36 @@ func newBoardExecutor(cfg Config, g *gossip.Gossip) (*boardExecutor, error) {
 	sc.User = cfg.SSHUser
 	sc.Signers = []ssh.Signer{signer}
 	sc.HostKeys = sshexec.HostKeyLookupFunc(func(node string) (string, ssh.PublicKey, error) {
-		for _, m := range g.Members() {
-			if m.Name != node {
-				continue
-			}
-			if m.Meta.SSHAddr == "" {
-				return "", nil, fmt.Errorf("agent: node %s announces no ssh address", node)
-			}
-			if m.Meta.HostKey == "" {
-				return m.Meta.SSHAddr, nil, fmt.Errorf("agent: node %s announces no ssh host key (ssh_host_key_file)", node)
-			}
-			k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(m.Meta.HostKey))
-			if err != nil {
-				return "", nil, fmt.Errorf("agent: node %s host key: %w", node, err)
-			}
-			return m.Meta.SSHAddr, k, nil
-		}
-		return "", nil, fmt.Errorf("agent: node %s is not a gossip member", node)
+		return announcedHost(g, node)
 	})
 	ex, err := sshexec.New(sc)
 	if err != nil {
 		return nil, err
 	}
 	return &boardExecutor{ssh: ex}, nil
+}
+
+// announcedHost returns the SSH address and host key node announces in
+// gossip: the key the leader's SSH connections verify and the key unit
+// reports from node must be signed with.
+func announcedHost(g *gossip.Gossip, node string) (string, ssh.PublicKey, error) {
+	for _, m := range g.Members() {
+		if m.Name != node {
+			continue
+		}
+		if m.Meta.SSHAddr == "" {
+			return "", nil, fmt.Errorf("agent: node %s announces no ssh address", node)
+		}
+		if m.Meta.HostKey == "" {
+			return m.Meta.SSHAddr, nil, fmt.Errorf("agent: node %s announces no ssh host key (ssh_host_key_file)", node)
+		}
+		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(m.Meta.HostKey))
+		if err != nil {
+			return "", nil, fmt.Errorf("agent: node %s host key: %w", node, err)
+		}
+		return m.Meta.SSHAddr, k, nil
+	}
+	return "", nil, fmt.Errorf("agent: node %s is not a gossip member", node)
 }
 
 func (b *boardExecutor) Close() error { return b.ssh.Close() }

@@ -27,6 +27,8 @@ type Registry struct {
 	boardLatency *prometheus.HistogramVec
 
 	txn *prometheus.HistogramVec
+
+	unitReports *prometheus.CounterVec
 }
 
 // Latency buckets: from a millisecond (a Raft commit on a LAN, an SSH
@@ -85,6 +87,10 @@ func New(version string) *Registry {
 		Help:    "Time from a write's start on this server to its transaction committed and applied here; forwarded is true when a follower sent it to the leader.",
 		Buckets: fastBuckets,
 	}, []string{"forwarded"})
+	r.unitReports = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herd_unit_reports_total",
+		Help: "Unit reports boards sent this server, by result: kept (newest of its board), stale (a newer one was kept or listed) or refused (malformed or not signed by the board's host key).",
+	}, []string{"result"})
 	r.initLabels()
 	r.reg.MustRegister(
 		build,
@@ -92,6 +98,7 @@ func New(version string) *Registry {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		r.queue, r.reconcile, r.reconcileErrors, r.reconcileRetries,
 		r.placement, r.boardCalls, r.boardErrors, r.boardLatency, r.txn,
+		r.unitReports,
 	)
 	return r
 }

@@ -50,6 +50,14 @@ func (r *Registry) BoardCall(node, op string, took time.Duration, err error) {
 	r.boardLatency.WithLabelValues(op).Observe(took.Seconds())
 }
 
+// UnitReportResults are the values of herd_unit_reports_total's result
+// label.
+var UnitReportResults = []string{"kept", "stale", "refused"}
+
+// UnitReport counts one unit report a server received, by result (one of
+// UnitReportResults).
+func (r *Registry) UnitReport(result string) { r.unitReports.WithLabelValues(result).Inc() }
+
 // initLabels creates every series of a bounded label set at 0, so that
 // queries find them before the first event.
 func (r *Registry) initLabels() {
@@ -60,6 +68,9 @@ func (r *Registry) initLabels() {
 	}
 	for _, op := range placer.BoardOps {
 		r.boardLatency.WithLabelValues(op)
+	}
+	for _, res := range UnitReportResults {
+		r.unitReports.WithLabelValues(res)
 	}
 	r.txn.WithLabelValues("false")
 	r.txn.WithLabelValues("true")
