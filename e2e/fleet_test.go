@@ -36,6 +36,7 @@ func TestFleet(t *testing.T) {
 		{"a_apply_web", testApplyWeb},
 		{"b_units_verify", testUnitsVerify},
 		{"b_prometheus", testPrometheus},
+		{"b_unit_reports", testUnitReports},
 		{"c_worker_power_pull", testWorkerPowerPull},
 		{"d_leader_power_pull", testLeaderPowerPull},
 		{"e_board_back_fenced", testBoardBackFenced},
