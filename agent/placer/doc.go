@@ -83,10 +83,14 @@
 // placer writes itself wakes a worker only when it makes a pod terminal or
 // a board Ready. After a pass that acted, or
 // while pods are still coming up or not ready, the worker re-observes after
-// Config.QuickObserve pauses (200 ms, 500 ms, 1 s, 2 s). Otherwise it passes
-// every Config.ObserveInterval (5 s, jittered): systemd on a board has no
-// watch the leader could subscribe to, so this is the one deliberate poll,
-// and it bounds how late a crash, a failure or a readiness change is seen.
+// Config.QuickObserve pauses (200 ms, 500 ms, 1 s, 2 s). Otherwise a board
+// that reports its units (see "Reports") gets a pass when a report comes
+// and while a bound pod has a readiness check every Config.ObserveInterval
+// (5 s, jittered; those passes list nothing), and is listed over SSH only
+// every Config.ReportedListInterval (2 minutes, jittered) as a safety net;
+// a board that does not report is listed every Config.ObserveInterval,
+// which then bounds how late a crash, a failure or a readiness change is
+// seen.
 // A failed pass (board unreachable, command failed, write conflict) is
 // retried after an exponential backoff capped at Config.RetryMax (5 s), and
 // state changes do not cut the backoff short. A board that is down while
@@ -98,6 +102,26 @@
 // and no status write. Other boards that are down (NotReady and not
 // fencing, Left, left in gossip) get no calls at all until the node
 // controller says they are back.
+//
+// # Reports
+//
+// A board's own agent watches its herd units through systemd's D-Bus
+// signals and sends a signed report of them to every server on each
+// change and every minute (packages agent/unitwatch and agent/unitreport;
+// the servers check the signature against the board's pinned host key
+// before Reports.Put). The newest report per board is kept in Reports,
+// which outlives a leadership term, and wakes the board's worker. A pass
+// takes the units from a report newer than anything it has seen instead of
+// listing the board, folds them into status as it would a listing, and
+// lists over SSH only to act (a plan is only ever made from a fresh
+// listing), after acting, for witnesses and sweeps, and every
+// ReportedListInterval. A board counts as reporting while its last report
+// is younger than Config.ReportTTL (3 minutes); after that it is listed
+// every ObserveInterval again. Reports are ordered by their unitreport.Mark;
+// the SSH listing reads the mark of the report the board last began in the
+// same round trip, so a report older than a listing never moves status
+// backwards, and a report that was lost costs at most one
+// ReportedListInterval.
 //
 // # Two witnesses before death
 //
