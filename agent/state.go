@@ -30,6 +30,7 @@ type clusterState struct {
 	cachedGen uint64
 	cached    *controller.Cluster
 	version   uint64
+	decoded   map[objectKey]decoded // the objects of cached, by kind and name
 
 	// started is when this leader term's state began: a member already
 	// dead then counts as down since started (a new leader witnesses it
@@ -62,19 +63,9 @@ func (s *clusterState) Snapshot(ctx context.Context) (*controller.Cluster, error
 	if s.cached != nil && gen == s.cachedGen {
 		return s.cached, nil
 	}
-	c := &controller.Cluster{}
-	for _, k := range api.Kinds {
-		raws, _, err := s.store.List(k)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range raws {
-			o, err := api.FromRaw(r)
-			if err != nil {
-				return nil, fmt.Errorf("agent: stored %s/%s: %w", k, r.Metadata.Name, err)
-			}
-			c.Add(o)
-		}
+	c, err := s.snapshotObjects()
+	if err != nil {
+		return nil, err
 	}
 	ms := s.gossip.Members()
 	c.Members = s.witnessed(memberInfos(ms), ms)
@@ -82,6 +73,50 @@ func (s *clusterState) Snapshot(ctx context.Context) (*controller.Cluster, error
 	c.Version = s.version
 	s.cached, s.cachedGen = c, gen
 	return c, nil
+}
+
+// snapshotObjects reads every stored object into a new Cluster. An object
+// whose resourceVersion is the one the last snapshot decoded is taken from
+// that snapshot instead of being decoded again: snapshots are never
+// modified (controller.State), so two snapshots may share an object, and a
+// status write costs the next snapshot one decode, not one per object.
+// Called with s.mu held.
+func (s *clusterState) snapshotObjects() (*controller.Cluster, error) {
+	c := &controller.Cluster{}
+	next := make(map[objectKey]decoded, len(s.decoded))
+	for _, k := range api.Kinds {
+		raws, _, err := s.store.List(k)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range raws {
+			key := objectKey{k, r.Metadata.Name}
+			d, ok := s.decoded[key]
+			if !ok || d.rv != r.Metadata.ResourceVersion {
+				o, err := api.FromRaw(r)
+				if err != nil {
+					return nil, fmt.Errorf("agent: stored %s/%s: %w", k, r.Metadata.Name, err)
+				}
+				d = decoded{rv: r.Metadata.ResourceVersion, obj: o}
+			}
+			next[key] = d
+			c.Add(d.obj)
+		}
+	}
+	s.decoded = next
+	return c, nil
+}
+
+// objectKey names a stored object.
+type objectKey struct {
+	kind api.Kind
+	name string
+}
+
+// decoded is a stored object as the last snapshot decoded it.
+type decoded struct {
+	rv  uint64
+	obj api.Object
 }
 
 func memberInfos(ms []gossip.Member) []controller.MemberInfo {

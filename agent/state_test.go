@@ -242,3 +242,48 @@ func TestApplyBigPassesFit(t *testing.T) {
 		t.Errorf("%d pods left", len(c.Pods))
 	}
 }
+
+// TestSnapshotDecodesOnlyChangedObjects: a snapshot after one write shows
+// the written object anew and shares the unchanged ones with the last.
+func TestSnapshotDecodesOnlyChangedObjects(t *testing.T) {
+	s, st := writerOn(t)
+	tmpl := api.PodTemplate{Exec: []string{"/bin/true"}}
+	storeCreate(t, st,
+		&api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "a"}, Spec: api.PodSpec{Template: tmpl}},
+		&api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "b"}, Spec: api.PodSpec{Template: tmpl}})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first, err := s.snapshotObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := st.Get(api.KindPod, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Metadata.Labels = map[string]string{"x": "1"}
+	if _, err := st.Txn(context.Background(), []raftstore.Op{{Type: raftstore.OpUpdate, Object: raw}}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.snapshotObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := func(c *controller.Cluster) map[string]*api.Pod {
+		m := map[string]*api.Pod{}
+		for _, p := range c.Pods {
+			m[p.Metadata.Name] = p
+		}
+		return m
+	}
+	p1, p2 := byName(first), byName(second)
+	if p2["b"].Metadata.Labels["x"] != "1" || p1["b"].Metadata.Labels["x"] != "" {
+		t.Errorf("pod b: labels %v then %v, want the write only in the second snapshot", p1["b"].Metadata.Labels, p2["b"].Metadata.Labels)
+	}
+	if p1["a"] != p2["a"] {
+		t.Errorf("unchanged pod a was decoded again")
+	}
+	if len(second.Pods) != 2 {
+		t.Errorf("%d pods in the second snapshot, want 2", len(second.Pods))
+	}
+}
