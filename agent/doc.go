@@ -15,7 +15,11 @@
 // dns.go: every agent's view of the services, from its store on a server
 // or from the file the leader's svcview.Publisher writes on a worker,
 // answers DNS through agent/herddns and sets agent/svcproxy's listeners
-// with proxyBindings). At start it reads the
+// with proxyBindings), and the unit reports (unitreports.go: on a systemd
+// board an agent/unitwatch Watcher sends the board's signed unit reports
+// to every server over gossip; a server opens them with agent/unitreport
+// against the host key the board announces and keeps them in a
+// placer.Reports that outlives its leadership terms). At start it reads the
 // board's facts (facts.go: FactsFrom derives them purely from /proc, /sys,
 // uname and `systemctl --version` samples) and works out the addresses it
 // advertises (advertise.go: resolveAdvertise, the bind address or the
