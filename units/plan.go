@@ -195,6 +195,10 @@ const (
 	ActionResetFailed ActionType = "reset-failed"
 	// ActionEnable is `systemctl enable`.
 	ActionEnable ActionType = "enable"
+	// ActionEnableNow is `systemctl enable --now`: a unit that is to be
+	// both enabled and started, in one systemctl call (Plan merges an
+	// ActionEnable and an ActionStart of the same unit into it).
+	ActionEnableNow ActionType = "enable-now"
 	// ActionStart is `systemctl start`.
 	ActionStart ActionType = "start"
 	// ActionRestart is `systemctl restart`.
@@ -281,8 +285,10 @@ func phase(t ActionType) int {
 		return 6
 	case ActionEnable:
 		return 7
+	case ActionEnableNow:
+		return 8
 	}
-	return 8 // start, restart
+	return 9 // start, restart
 }
 
 // Board is what PlanBoard plans a pass over one board from: the pods placed
@@ -476,6 +482,7 @@ func Plan(desired []*api.Pod, observed []UnitState) ([]Action, error) {
 	}
 	pl.stale()
 	pl.daemonReload(observed)
+	pl.acts = enableNow(pl.acts)
 	slices.SortStableFunc(pl.acts, func(a, b Action) int {
 		if d := phase(a.Type) - phase(b.Type); d != 0 {
 			return d
@@ -483,6 +490,33 @@ func Plan(desired []*api.Pod, observed []UnitState) ([]Action, error) {
 		return strings.Compare(a.Unit, b.Unit)
 	})
 	return pl.acts, errors.Join(pl.errs...)
+}
+
+// enableNow replaces the ActionEnable and ActionStart of each unit that
+// has both by one ActionEnableNow with the start's reason: one systemctl
+// call, one round trip to the board, fewer.
+func enableNow(acts []Action) []Action {
+	enable := map[string]bool{}
+	start := map[string]bool{}
+	for _, a := range acts {
+		switch a.Type {
+		case ActionEnable:
+			enable[a.Unit] = true
+		case ActionStart:
+			start[a.Unit] = true
+		}
+	}
+	out := acts[:0]
+	for _, a := range acts {
+		switch {
+		case a.Type == ActionEnable && start[a.Unit]:
+			continue
+		case a.Type == ActionStart && enable[a.Unit]:
+			a.Type = ActionEnableNow
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // planner is Plan's work in progress.

@@ -75,7 +75,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "new pod",
 			desired: []*api.Pod{a},
-			want:    []string{"write herd-a.service", "daemon-reload", "enable herd-a.service", "start herd-a.service"},
+			want:    []string{"write herd-a.service", "daemon-reload", "enable-now herd-a.service"},
 		},
 		{
 			name:     "failed unit of a placed pod is left to the controller",
@@ -117,15 +117,15 @@ func TestPlan(t *testing.T) {
 				"remove herd-b.service", "remove herd-c.service",
 				"write herd-a.service", "write herd-d.service",
 				"daemon-reload",
-				"enable herd-a.service",
-				"start herd-a.service", "restart herd-d.service",
+				"enable-now herd-a.service",
+				"restart herd-d.service",
 			},
 		},
 		{
 			name:     "file written but never loaded",
 			desired:  []*api.Pod{a},
 			observed: []UnitState{{Unit: "herd-a.service", FileHash: hashOf(t, a)}},
-			want:     []string{"daemon-reload", "enable herd-a.service", "start herd-a.service"},
+			want:     []string{"daemon-reload", "enable-now herd-a.service"},
 		},
 		{
 			name:     "systemd has a stale view of an unchanged file",
@@ -194,7 +194,7 @@ func TestPlan(t *testing.T) {
 			name:     "an unrenderable pod keeps its unit and blocks nothing else",
 			desired:  []*api.Pod{bad, a},
 			observed: []UnitState{{Unit: "herd-bad.service", LoadState: "loaded", ActiveState: "active", FileHash: "old"}},
-			want:     []string{"write herd-a.service", "daemon-reload", "enable herd-a.service", "start herd-a.service"},
+			want:     []string{"write herd-a.service", "daemon-reload", "enable-now herd-a.service"},
 			wantErr:  true,
 		},
 	} {
@@ -343,6 +343,9 @@ func applyPlan(t *testing.T, observed []UnitState, acts []Action) []UnitState {
 			u.ActiveState, u.SubState = "inactive", "dead"
 		case ActionEnable:
 			get(a.Unit).UnitFileState = "enabled"
+		case ActionEnableNow:
+			get(a.Unit).UnitFileState = "enabled"
+			fallthrough
 		case ActionStart, ActionRestart:
 			u := get(a.Unit)
 			if u.LoadState != "loaded" || u.NeedDaemonReload {
@@ -577,8 +580,7 @@ func TestPlanBoard(t *testing.T) {
 				{Type: ActionWrite, Unit: unit, Reason: "new pod placed on this node", Content: render(web), Files: webFiles,
 					Keep: []string{"/etc/shared.conf", "/etc/web/a.conf"}},
 				{Type: ActionDaemonReload, Reason: "unit files changed: " + unit, For: []string{unit}},
-				{Type: ActionEnable, Unit: unit, Reason: "new pod placed on this node"},
-				{Type: ActionStart, Unit: unit, Reason: "new pod placed on this node"},
+				{Type: ActionEnableNow, Unit: unit, Reason: "new pod placed on this node"},
 			},
 		},
 		{

@@ -86,6 +86,7 @@ type Silencer interface {
 const (
 	VerbDaemonReload = "daemon-reload"
 	VerbEnable       = "enable"
+	VerbEnableNow    = "enable-now" // systemctl enable --now
 	VerbDisable      = "disable"
 	VerbStart        = "start"
 	VerbStop         = "stop"

@@ -424,6 +424,8 @@ func verbOf(t units.ActionType) (verb string, up, ok bool) {
 		return VerbResetFailed, false, true
 	case units.ActionEnable:
 		return VerbEnable, true, true
+	case units.ActionEnableNow:
+		return VerbEnableNow, true, true
 	case units.ActionStart:
 		return VerbStart, true, true
 	case units.ActionRestart:

@@ -40,8 +40,8 @@ func TestPassPlacesBoundPod(t *testing.T) {
 	w := h.p.newWorker("n1")
 
 	res := h.pass(w)
-	if res.err != nil || res.acted != 5 || res.skip {
-		t.Fatalf("first pass = %+v, want 5 actions", res)
+	if res.err != nil || res.acted != 4 || res.skip {
+		t.Fatalf("first pass = %+v, want 4 actions", res)
 	}
 	wantCalls(t, b,
 		"ShowUnits",
@@ -49,8 +49,7 @@ func TestPassPlacesBoundPod(t *testing.T) {
 		"PutFile /etc/web/web-1.conf",
 		"PutFile "+unitDir+"herd-web-1.service",
 		"systemctl daemon-reload",
-		"systemctl enable herd-web-1.service",
-		"systemctl start herd-web-1.service",
+		"systemctl enable-now herd-web-1.service",
 		"ShowUnits",
 	)
 	if got, _ := b.File("/etc/web/web-1.conf"); string(got) != "greeting = hello\n" {

@@ -41,7 +41,7 @@ func allIn(s, chars string) bool {
 // isSystemctlVerb lists the verbs Systemctl accepts.
 func isSystemctlVerb(v string) bool {
 	switch v {
-	case "enable", "disable", "start", "stop", "restart", "reset-failed":
+	case "enable", "enable-now", "disable", "start", "stop", "restart", "reset-failed":
 		return true
 	}
 	return false
@@ -54,11 +54,12 @@ func (e *Executor) DaemonReload(ctx context.Context, node string) error {
 }
 
 // Systemctl runs `systemctl VERB -- UNITS...` on node. verb is one of enable,
-// disable, start, stop, restart, reset-failed; at least one unit is needed.
+// disable, start, stop, restart, reset-failed, or enable-now for `systemctl
+// enable --now`; at least one unit is needed.
 // A non-zero status is an *ExitError.
 func (e *Executor) Systemctl(ctx context.Context, node, verb string, names ...string) error {
 	if !isSystemctlVerb(verb) {
-		return fmt.Errorf("%w: systemctl verb %q (allowed: enable, disable, start, stop, restart, reset-failed)", ErrInvalidArgument, verb)
+		return fmt.Errorf("%w: systemctl verb %q (allowed: enable, enable-now, disable, start, stop, restart, reset-failed)", ErrInvalidArgument, verb)
 	}
 	if len(names) == 0 {
 		return fmt.Errorf("%w: systemctl %s: no units", ErrInvalidArgument, verb)
@@ -68,7 +69,11 @@ func (e *Executor) Systemctl(ctx context.Context, node, verb string, names ...st
 			return fmt.Errorf("%w: systemctl %s: unit name %q", ErrInvalidArgument, verb, u)
 		}
 	}
-	argv := append([]string{"systemctl", verb, "--"}, names...)
+	argv := []string{"systemctl", verb, "--"}
+	if verb == "enable-now" {
+		argv = []string{"systemctl", "enable", "--now", "--"}
+	}
+	argv = append(argv, names...)
 	_, err := e.runChecked(ctx, node, argv)
 	return err
 }

@@ -492,6 +492,9 @@ func TestSystemdOverSSH(t *testing.T) {
 		if err := e.Systemctl(ctx, "b1", "enable", "herd-a.service", "herd-b.service"); err != nil {
 			t.Fatal(err)
 		}
+		if err := e.Systemctl(ctx, "b1", "enable-now", "herd-c.service"); err != nil {
+			t.Fatal(err)
+		}
 		err := e.Systemctl(ctx, "b1", "start", "herd-missing.service")
 		var ee *ExitError
 		if !errors.As(err, &ee) || ee.Status != 5 || !strings.Contains(err.Error(), "not found") {
@@ -500,6 +503,7 @@ func TestSystemdOverSSH(t *testing.T) {
 		want := [][]string{
 			{"daemon-reload"},
 			{"enable", "--", "herd-a.service", "herd-b.service"},
+			{"enable", "--now", "--", "herd-c.service"},
 			{"start", "--", "herd-missing.service"},
 		}
 		if diff := cmp.Diff(want, calls(t, bin, "systemctl")); diff != "" {

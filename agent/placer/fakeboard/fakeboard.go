@@ -410,6 +410,11 @@ func (b *Board) verbLocked(verb, n string) error {
 	_, hasFile := b.files[b.unitPath(n)]
 	u := b.loaded[n]
 	switch verb {
+	case "enable-now":
+		if err := b.verbLocked("enable", n); err != nil {
+			return err
+		}
+		return b.verbLocked("start", n)
 	case "enable", "disable":
 		if !hasFile {
 			return fmt.Errorf("%w: %s %s: unit file does not exist", ErrCommand, verb, n)
