@@ -39,6 +39,10 @@ type fakeState struct {
 	applies  int // Apply calls
 	applied  []controller.Action
 	snap     *controller.Cluster // last snapshot, reused while rv is unchanged
+	// decoded: the objects of snap by kind/name, reused by the next
+	// snapshot while their resourceVersion is unchanged (as the agent's
+	// clusterState does).
+	decoded map[string]api.Object
 }
 
 var (
@@ -70,12 +74,23 @@ func (s *fakeState) Snapshot(ctx context.Context) (*controller.Cluster, error) {
 		return s.snap, nil // shared, as a real State's cache would be
 	}
 	c := &controller.Cluster{Version: s.rv}
+	next := make(map[string]api.Object, len(s.decoded))
+	decode := func(key string, o api.Object) api.Object {
+		if d, ok := s.decoded[key]; ok && d.GetMeta().ResourceVersion == o.GetMeta().ResourceVersion {
+			next[key] = d
+			return d
+		}
+		d := roundTrip(s.t, o)
+		next[key] = d
+		return d
+	}
 	for _, n := range slices.Sorted(maps.Keys(s.nodes)) {
-		c.Nodes = append(c.Nodes, roundTrip(s.t, s.nodes[n]))
+		c.Nodes = append(c.Nodes, decode("nodes/"+n, s.nodes[n]).(*api.Node))
 	}
 	for _, n := range slices.Sorted(maps.Keys(s.pods)) {
-		c.Pods = append(c.Pods, roundTrip(s.t, s.pods[n]))
+		c.Pods = append(c.Pods, decode("pods/"+n, s.pods[n]).(*api.Pod))
 	}
+	s.decoded = next
 	for _, n := range slices.Sorted(maps.Keys(s.members)) {
 		c.Members = append(c.Members, s.members[n])
 	}
