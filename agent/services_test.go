@@ -21,6 +21,7 @@ import (
 	"github.com/herd-dev/herd/agent/svcproxy"
 	"github.com/herd-dev/herd/agent/svcview"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/atomicfile"
 	"github.com/herd-dev/herd/internal/testutil"
 )
 
@@ -233,10 +234,7 @@ func TestLeaderWritesViewToWorkers(t *testing.T) {
 
 func writeFileAtomic(t *testing.T, path string, data []byte) {
 	t.Helper()
-	if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
+	if err := atomicfile.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/herd-dev/herd/internal/atomicfile"
 )
 
 // Keys a rotation replaces (herdctl bootstrap --rotate KEY).
@@ -298,7 +300,7 @@ func startRotation(st *State, key, oldPath, newPath string) (oldKey, newKey []by
 			p string
 			c []byte
 		}{{oldPath, oldKey}, {newPath, newKey}} {
-			if err := writeFileAtomic(f.p, f.c, 0o600); err != nil {
+			if err := atomicfile.WriteFile(f.p, f.c, 0o600); err != nil {
 				return nil, nil, fmt.Errorf("%w: %v", ErrState, err)
 			}
 		}

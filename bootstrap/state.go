@@ -15,6 +15,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/atomicfile"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -470,7 +471,7 @@ func (s *State) writeSecrets(names ...string) error {
 			}
 			continue
 		}
-		if err := writeFileAtomic(p, c, 0o600); err != nil {
+		if err := atomicfile.WriteFile(p, c, 0o600); err != nil {
 			return fmt.Errorf("%w: %v", ErrState, err)
 		}
 	}
@@ -543,35 +544,8 @@ func (s *State) Save() error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("%w: %v", ErrState, err)
 	}
-	if err := writeFileAtomic(filepath.Join(s.Dir, stateBoardsFile), buf.Bytes(), 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(s.Dir, stateBoardsFile), buf.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("%w: %v", ErrState, err)
 	}
 	return nil
-}
-
-// writeFileAtomic writes a temporary file, syncs it and renames it over
-// path.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

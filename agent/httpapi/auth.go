@@ -11,13 +11,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/atomicfile"
 	"github.com/herd-dev/herd/internal/clock"
 	"golang.org/x/sys/unix"
 )
@@ -55,29 +55,7 @@ func WriteTokenFile(path, token string) error {
 	if err := api.CheckToken(token); err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".token-*")
-	if err != nil {
-		return fmt.Errorf("httpapi: token file: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return fmt.Errorf("httpapi: token file: %w", err)
-	}
-	if _, err := f.WriteString(token + "\n"); err != nil {
-		f.Close()
-		return fmt.Errorf("httpapi: token file %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("httpapi: token file %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("httpapi: token file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
 		return fmt.Errorf("httpapi: token file: %w", err)
 	}
 	return nil

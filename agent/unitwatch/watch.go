@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/herd-dev/herd/agent/unitreport"
+	"github.com/herd-dev/herd/internal/atomicfile"
 	"github.com/herd-dev/herd/internal/clock"
 	"github.com/herd-dev/herd/units"
 )
@@ -242,34 +243,11 @@ func (w *Watcher) runSource(ctx context.Context, changed chan<- struct{}, restar
 	}
 }
 
-// writeFileSynced replaces path with data through a temporary file in the
-// same folder, synced before the rename: a reader sees the old content or
-// the new, never a torn one.
+// writeFileSynced replaces path with data (atomicfile.WriteFile),
+// making its folder first.
 func writeFileSynced(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename: nothing to remove
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteFile(path, data, mode)
 }
