@@ -30,7 +30,7 @@ func hostKey(t *testing.T) (ssh.Signer, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pem, err := ssh.MarshalPrivateKey(priv, "")
+	pem, err := ssh.MarshalPrivateKey(priv, "") // the file sshd would read
 	if err != nil {
 		t.Fatal(err)
 	}

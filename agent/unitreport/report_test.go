@@ -1,7 +1,6 @@
 package unitreport
 
 import (
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -12,21 +11,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units"
 )
 
-func newSigner(t *testing.T) ssh.Signer {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func newSigner(t *testing.T) ssh.Signer { return testutil.SSHSigner(t) }
 
 func keysOf(m map[string]ssh.Signer) KeyLookup {
 	return func(node string) (ssh.PublicKey, error) {

@@ -2,8 +2,6 @@ package unitwatch
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
@@ -38,15 +36,7 @@ type board struct {
 }
 
 func newBoard(t *testing.T) *board {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &board{t: t, signer: s, seq: filepath.Join(t.TempDir(), "run", "unitreport.seq"),
+	return &board{t: t, signer: testutil.SSHSigner(t), seq: filepath.Join(t.TempDir(), "run", "unitreport.seq"),
 		changed: make(chan chan<- struct{}, 4), fail: make(chan error)}
 }
 

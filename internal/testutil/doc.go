@@ -1,4 +1,4 @@
 // Package testutil holds the small helpers herd's tests share: a logger that
-// writes to t.Log, a poll-until-deadline wait, and loopback addresses of a test's own. It is imported by tests
+// writes to t.Log, a poll-until-deadline wait, loopback addresses of a test's own and fresh SSH keys. It is imported by tests
 // only.
 package testutil

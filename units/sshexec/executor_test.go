@@ -234,17 +234,7 @@ func TestReadFileCap(t *testing.T) {
 	}
 }
 
-func otherKey(t testing.TB) ssh.PublicKey {
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
+func otherKey(t testing.TB) ssh.PublicKey { return testutil.SSHSigner(t).PublicKey() }
 
 func TestHostKeyVerification(t *testing.T) {
 	srv := sshdtest.Start(t)

@@ -2,8 +2,6 @@ package sshexec
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"os"
 	"os/exec"
@@ -15,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
@@ -161,17 +160,7 @@ func neverDial(t *testing.T) *Executor {
 	return e
 }
 
-func sshdtestSigner(t *testing.T) ssh.Signer {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func sshdtestSigner(t *testing.T) ssh.Signer { return testutil.SSHSigner(t) }
 
 func TestInputValidation(t *testing.T) {
 	e := neverDial(t)
