@@ -578,16 +578,22 @@ func (pl *planner) placed(p *api.Pod, name string) {
 		pl.errs = append(pl.errs, err)
 		return
 	}
-	write := func(reason string, prune bool) {
+	write := func(reason string, prune, reload bool) {
 		pl.acts = append(pl.acts,
 			Action{Type: ActionWriteEnv, Unit: name, Reason: reason, Content: envFile, Path: EnvFilePath(name), Mode: EnvFileMode},
 			Action{Type: ActionWrite, Unit: name, Reason: reason, Content: content, Files: files, Prune: prune, Keep: pl.keep})
-		pl.reload = append(pl.reload, name)
+		if reload {
+			pl.reload = append(pl.reload, name)
+		}
 	}
 	u, ok := pl.seen[name]
 	switch {
 	case !ok || u.FileHash == "":
-		write("new pod placed on this node", false)
+		// A unit systemd has never seen needs no daemon-reload: systemd
+		// loads it from disk when it is enabled and started (and
+		// `systemctl enable` reloads by itself). One that systemd
+		// knows (loaded, or its file gone while it ran) does.
+		write("new pod placed on this node", false, ok)
 		pl.add(ActionEnable, name, "new pod placed on this node")
 		if isRunning(u.ActiveState) {
 			pl.add(ActionRestart, name, "unit file was missing while the unit ran")
@@ -595,7 +601,7 @@ func (pl *planner) placed(p *api.Pod, name string) {
 			pl.add(ActionStart, name, "new pod placed on this node")
 		}
 	case u.FileHash != Hash(content):
-		write("pod spec changed", true)
+		write("pod spec changed", true, true)
 		if u.UnitFileState == "disabled" {
 			pl.add(ActionEnable, name, "unit is not enabled")
 		}

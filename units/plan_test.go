@@ -75,7 +75,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "new pod",
 			desired: []*api.Pod{a},
-			want:    []string{"write herd-a.service", "daemon-reload", "enable-now herd-a.service"},
+			want:    []string{"write herd-a.service", "enable-now herd-a.service"},
 		},
 		{
 			name:     "failed unit of a placed pod is left to the controller",
@@ -194,7 +194,7 @@ func TestPlan(t *testing.T) {
 			name:     "an unrenderable pod keeps its unit and blocks nothing else",
 			desired:  []*api.Pod{bad, a},
 			observed: []UnitState{{Unit: "herd-bad.service", LoadState: "loaded", ActiveState: "active", FileHash: "old"}},
-			want:     []string{"write herd-a.service", "daemon-reload", "enable-now herd-a.service"},
+			want:     []string{"write herd-a.service", "enable-now herd-a.service"},
 			wantErr:  true,
 		},
 	} {
@@ -348,6 +348,10 @@ func applyPlan(t *testing.T, observed []UnitState, acts []Action) []UnitState {
 			fallthrough
 		case ActionStart, ActionRestart:
 			u := get(a.Unit)
+			if u.LoadState == "" && u.FileHash != "" {
+				// Never loaded: systemd loads it from disk on start.
+				u.LoadState = "loaded"
+			}
 			if u.LoadState != "loaded" || u.NeedDaemonReload {
 				t.Errorf("%s before systemd loaded the current file", a)
 			}
@@ -579,7 +583,6 @@ func TestPlanBoard(t *testing.T) {
 				{Type: ActionWriteEnv, Unit: unit, Reason: "new pod placed on this node", Content: env(web), Path: EnvFilePath(unit), Mode: 0o600},
 				{Type: ActionWrite, Unit: unit, Reason: "new pod placed on this node", Content: render(web), Files: webFiles,
 					Keep: []string{"/etc/shared.conf", "/etc/web/a.conf"}},
-				{Type: ActionDaemonReload, Reason: "unit files changed: " + unit, For: []string{unit}},
 				{Type: ActionEnableNow, Unit: unit, Reason: "new pod placed on this node"},
 			},
 		},
@@ -622,7 +625,7 @@ func TestPlanBoard(t *testing.T) {
 				{Type: ActionStop, Unit: "herd-old.service", Reason: "pod not placed on this node"},
 				{Type: ActionDisable, Unit: "herd-old.service", Reason: "pod not placed on this node"},
 				{Type: ActionRemove, Unit: "herd-old.service", Reason: "pod not placed on this node", Keep: []string{"/etc/shared.conf", "/etc/web/a.conf"}},
-				{Type: ActionDaemonReload, Reason: "unit files changed: herd-old.service, " + unit, For: []string{"herd-old.service"}},
+				{Type: ActionDaemonReload, Reason: "unit files changed: herd-old.service", For: []string{"herd-old.service"}},
 			},
 		},
 		{

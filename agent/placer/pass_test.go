@@ -40,15 +40,14 @@ func TestPassPlacesBoundPod(t *testing.T) {
 	w := h.p.newWorker("n1")
 
 	res := h.pass(w)
-	if res.err != nil || res.acted != 4 || res.skip {
-		t.Fatalf("first pass = %+v, want 4 actions", res)
+	if res.err != nil || res.acted != 3 || res.skip {
+		t.Fatalf("first pass = %+v, want 3 actions", res)
 	}
 	wantCalls(t, b,
 		"ShowUnits",
 		"PutFile /etc/herd/env/herd-web-1.env",
 		"PutFile /etc/web/web-1.conf",
 		"PutFile "+unitDir+"herd-web-1.service",
-		"systemctl daemon-reload",
 		"systemctl enable-now herd-web-1.service",
 		"ShowUnits",
 	)

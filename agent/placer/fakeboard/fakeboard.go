@@ -406,6 +406,16 @@ func (b *Board) reloadLocked() {
 	}
 }
 
+// reloadOneLocked loads unit n from its file, as systemd does on demand
+// for a unit it has not loaded.
+func (b *Board) reloadOneLocked(n string) {
+	f, ok := b.files[b.unitPath(n)]
+	if !ok {
+		return
+	}
+	b.loaded[n] = &unit{activeState: "inactive", subState: "dead", content: bytes.Clone(f.content), loadState: "loaded"}
+}
+
 func (b *Board) verbLocked(verb, n string) error {
 	_, hasFile := b.files[b.unitPath(n)]
 	u := b.loaded[n]
@@ -420,12 +430,21 @@ func (b *Board) verbLocked(verb, n string) error {
 			return fmt.Errorf("%w: %s %s: unit file does not exist", ErrCommand, verb, n)
 		}
 		if verb == "enable" {
-			b.enabled[n] = true
+			if !b.enabled[n] {
+				// systemctl enable reloads systemd when it made a link.
+				b.enabled[n] = true
+				b.reloadLocked()
+			}
 		} else {
 			delete(b.enabled, n)
 		}
 		return nil
 	case "start", "restart":
+		if u == nil && hasFile {
+			// systemd loads a unit it has never seen from disk.
+			b.reloadOneLocked(n)
+			u = b.loaded[n]
+		}
 		if u == nil || u.loadState != "loaded" {
 			return fmt.Errorf("%w: %s %s: unit not found (daemon-reload?)", ErrCommand, verb, n)
 		}

@@ -32,8 +32,15 @@ func TestLifecycle(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("file only (-want +got):\n%s", diff)
 	}
-	if err := f.Systemctl(ctx, "n1", "start", unitA); !errors.Is(err, ErrCommand) {
-		t.Fatalf("start before daemon-reload: err = %v, want ErrCommand", err)
+	if err := f.Systemctl(ctx, "n1", "start", "herd-missing.service"); !errors.Is(err, ErrCommand) {
+		t.Fatalf("start of a unit with no file: err = %v, want ErrCommand", err)
+	}
+	// As systemd does, a start loads a unit it has never seen from disk.
+	if err := f.Systemctl(ctx, "n1", "start", unitA); err != nil {
+		t.Fatalf("start of a never-loaded unit with a file: %v", err)
+	}
+	if s, _ := b.Unit(unitA); s.LoadState != "loaded" || s.ActiveState != "active" {
+		t.Fatalf("after a start without daemon-reload: %+v", s)
 	}
 	for _, verb := range []string{"daemon-reload", "enable", "start"} {
 		var args []string
