@@ -102,8 +102,8 @@ func TestLifecycle(t *testing.T) {
 	if _, err := f.ReadFile(ctx, "n1", path); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("ReadFile of removed file: %v, want ErrNotExist", err)
 	}
-	if n := b.CallCount("systemctl"); n != 9 {
-		t.Errorf("systemctl calls = %d, want 9: %q", n, b.CallStrings())
+	if n := b.CallCount("systemctl"); n != 10 {
+		t.Errorf("systemctl calls = %d, want 10: %q", n, b.CallStrings())
 	}
 }
 
