@@ -41,7 +41,7 @@ type Agent struct {
 	log    *slog.Logger
 	keys   keys
 	tokens *httpapi.TokenFile
-	facts  Facts
+	facts  api.BoardFacts
 	adv    Advertised
 	store  *raftstore.Store // nil for a gossip-only agent
 	exec   placerExecutor   // nil when the cluster SSH key is missing
@@ -76,7 +76,7 @@ type Options struct {
 	// preset).
 	GossipTiming *gossip.Timing
 	// Facts, when set, replace what ReadFacts finds.
-	Facts *Facts
+	Facts *api.BoardFacts
 	// Executor, when set, is how the leader acts on boards instead of SSH
 	// (in-process tests use a fake fleet).
 	Executor placerExecutor
@@ -261,19 +261,10 @@ func (a *Agent) startAPI() error {
 // meta is what this agent announces in gossip.
 func (a *Agent) meta(hasState bool) (gossip.Meta, error) {
 	m := gossip.Meta{
-		Arch:        a.facts.Arch,
-		Model:       a.facts.Model,
-		MemoryBytes: a.facts.MemoryBytes,
-		CPUs:        a.facts.CPUs,
-		ArchVariant: a.facts.ArchVariant,
-		KernelArch:  a.facts.KernelArch,
-		Kernel:      a.facts.Kernel,
-		Systemd:     a.facts.Systemd,
-		Cgroup:      a.facts.Cgroup,
-		Controllers: a.facts.Controllers,
-		Labels:      a.cfg.Labels,
-		Version:     Version,
-		Server:      a.cfg.Server,
+		BoardFacts: a.facts,
+		Labels:     a.cfg.Labels,
+		Version:    Version,
+		Server:     a.cfg.Server,
 	}
 	if a.store != nil {
 		m.RaftAddr = a.store.Addr()

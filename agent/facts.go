@@ -8,41 +8,17 @@ import (
 	"runtime/debug"
 	"syscall"
 	"time"
-)
 
-// Facts are what a board tells the cluster about itself through gossip.
-// FactsFrom derives them from file contents; ReadFacts reads those files.
-// Empty fields are unknown (and are left out of gossip).
-type Facts struct {
-	// Arch is the agent binary's GOARCH (amd64, arm64, arm).
-	Arch string
-	// ArchVariant is arm64, armv7, armv6 (see ArchVariant) or GOARCH.
-	ArchVariant string
-	// KernelArch is uname's machine: aarch64 with a 64-bit kernel even
-	// under a 32-bit userland.
-	KernelArch string
-	// Kernel is uname's release ("6.6.51+rpt-rpi-v8").
-	Kernel string
-	// Systemd is the installed systemd's version ("252.30").
-	Systemd string
-	// Cgroup is the cgroup layout: api.CgroupV2, CgroupHybrid, CgroupV1 or
-	// CgroupNone.
-	Cgroup string
-	// Controllers are the available resource controllers (see
-	// CgroupFacts); api.NodeStatus.LimitsEnforced decides from them.
-	Controllers []string
-	Model       string
-	MemoryBytes int64
-	CPUs        int
-}
+	"github.com/herd-dev/herd/api"
+)
 
 // systemctlTimeout bounds `systemctl --version` at agent start.
 const systemctlTimeout = 3 * time.Second
 
-// ReadFacts reads this machine's facts from /proc, /sys, uname(2) and
+// ReadFacts reads this machine's board facts from /proc, /sys, uname(2) and
 // `systemctl --version` (run as argv, bounded by systemctlTimeout). A
 // source that cannot be read leaves its facts empty.
-func ReadFacts() Facts {
+func ReadFacts() api.BoardFacts {
 	src := FactSources{GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {

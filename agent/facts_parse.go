@@ -12,7 +12,7 @@ import (
 
 // FactSources are the raw inputs board facts are derived from: file
 // contents and kernel/runtime values, as read by ReadFacts. A nil file means
-// it could not be read. FactsFrom turns them into Facts with no I/O.
+// it could not be read. FactsFrom turns them into api.BoardFacts with no I/O.
 type FactSources struct {
 	// GOARCH and GOARM are the agent binary's (runtime.GOARCH, and the
 	// GOARM build setting for GOARCH arm).
@@ -41,7 +41,7 @@ type FactSources struct {
 
 // resourceControllers are the cgroup controllers systemd's resource control
 // (MemoryMax=, CPUQuota=, IOWeight=, TasksMax=, AllowedCPUs=) relies on, in
-// the order Facts.Controllers lists them. Only these travel in gossip: the
+// the order BoardFacts.CgroupControllers lists them. Only these travel in gossip: the
 // others (freezer, perf_event, ...) say nothing about what herd can enforce
 // and would cost metadata bytes. blkio is v1's name for io.
 var resourceControllers = []string{"cpu", "cpuset", "io", "memory", "pids"}
@@ -56,8 +56,8 @@ const (
 )
 
 // FactsFrom derives a board's facts from src. It is pure.
-func FactsFrom(src FactSources) Facts {
-	f := Facts{
+func FactsFrom(src FactSources) api.BoardFacts {
+	f := api.BoardFacts{
 		Arch:        src.GOARCH,
 		ArchVariant: ArchVariant(src.GOARCH, src.GOARM, src.Machine, src.CPUInfo),
 		KernelArch:  clip(src.Machine, maxMachineLen),
@@ -68,7 +68,7 @@ func FactsFrom(src FactSources) Facts {
 		CPUs:        src.NumCPU,
 	}
 	if src.Mounts != nil {
-		f.Cgroup, f.Controllers = CgroupFacts(src.Mounts, src.ProcCgroups, src.CgroupControllers)
+		f.Cgroup, f.CgroupControllers = CgroupFacts(src.Mounts, src.ProcCgroups, src.CgroupControllers)
 	}
 	return f
 }

@@ -113,45 +113,45 @@ func TestFactsFromBoards(t *testing.T) {
 		board         string
 		goarch, goarm string
 		cpus          int
-		want          Facts
+		want          api.BoardFacts
 		warnings      []string // api.NodeStatus.Warnings, Short
 	}{
-		{"pi3b-armhf", "arm", "6", 4, Facts{Arch: "arm", ArchVariant: "armv7", KernelArch: "armv7l", Kernel: "6.6.51+rpt-rpi-v7",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+		{"pi3b-armhf", "arm", "6", 4, api.BoardFacts{Arch: "arm", ArchVariant: "armv7", KernelArch: "armv7l", Kernel: "6.6.51+rpt-rpi-v7",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
 			Model: "Raspberry Pi 3 Model B Rev 1.2", MemoryBytes: 921652 << 10, CPUs: 4}, []string{"no-memory-limits"}},
-		{"pi3b-arm64", "arm64", "", 4, Facts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
+		{"pi3b-arm64", "arm64", "", 4, api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
 			Model: "Raspberry Pi 3 Model B Rev 1.2", MemoryBytes: 929476 << 10, CPUs: 4}, nil},
-		{"pi3bplus-buster", "arm", "7", 4, Facts{Arch: "arm", ArchVariant: "armv7", KernelArch: "armv7l", Kernel: "5.10.103-v7+",
-			Systemd: "241", Cgroup: "hybrid", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+		{"pi3bplus-buster", "arm", "7", 4, api.BoardFacts{Arch: "arm", ArchVariant: "armv7", KernelArch: "armv7l", Kernel: "5.10.103-v7+",
+			Systemd: "241", Cgroup: "hybrid", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
 			Model: "Raspberry Pi 3 Model B Plus Rev 1.3", MemoryBytes: 948280 << 10, CPUs: 4}, []string{"no-memory-limits"}},
-		{"pi4b", "arm64", "", 4, Facts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+		{"pi4b", "arm64", "", 4, api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
 			Model: "Raspberry Pi 4 Model B Rev 1.4", MemoryBytes: 7998404 << 10, CPUs: 4}, []string{"no-memory-limits"}},
 		// Pi OS 32-bit boots the 64-bit kernel on a Pi 4: uname says
 		// aarch64, the userland (and herd) is 32-bit ARM.
-		{"pi4b-armhf", "arm", "6", 4, Facts{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+		{"pi4b-armhf", "arm", "6", 4, api.BoardFacts{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
 			Model: "Raspberry Pi 4 Model B Rev 1.2", MemoryBytes: 3885092 << 10, CPUs: 4}, []string{"no-memory-limits"}},
-		{"pi5", "arm64", "", 4, Facts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-2712",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
+		{"pi5", "arm64", "", 4, api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-2712",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
 			Model: "Raspberry Pi 5 Model B Rev 1.0", MemoryBytes: 8245952 << 10, CPUs: 4}, nil},
 		// The ARM1176 says "CPU architecture: 7": only uname and the
 		// model name tell armv6.
-		{"pizerow", "arm", "6", 1, Facts{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Kernel: "6.6.51+rpt-rpi-v6",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+		{"pizerow", "arm", "6", 1, api.BoardFacts{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Kernel: "6.6.51+rpt-rpi-v6",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
 			Model: "Raspberry Pi Zero W Rev 1.1", MemoryBytes: 439548 << 10, CPUs: 1}, []string{"no-memory-limits"}},
-		{"pizero2w", "arm64", "", 4, Facts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+		{"pizero2w", "arm64", "", 4, api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
 			Model: "Raspberry Pi Zero 2 W Rev 1.0", MemoryBytes: 426988 << 10, CPUs: 4}, []string{"no-memory-limits"}},
 		// The machine CI and the lab run on (hybrid, memory mounted).
-		{"herd-ci-host", "amd64", "", 2, Facts{Arch: "amd64", ArchVariant: "amd64", KernelArch: "x86_64", Kernel: "6.18.44-fc-v857",
-			Systemd: "252.39", Cgroup: "hybrid", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
+		{"herd-ci-host", "amd64", "", 2, api.BoardFacts{Arch: "amd64", ArchVariant: "amd64", KernelArch: "x86_64", Kernel: "6.18.44-fc-v857",
+			Systemd: "252.39", Cgroup: "hybrid", CgroupControllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
 			MemoryBytes: ParseMemTotal(mustRead(t, "testdata/facts/herd-ci-host/meminfo")), CPUs: 2}, nil},
 		// A lab board: systemd-nspawn on that hybrid host mounts the v1
 		// controllers read-only, so no limit is enforced (measured:
 		// MemoryMax=20M did not stop a 200 MB allocation).
-		{"lab-nspawn", "amd64", "", 2, Facts{Arch: "amd64", ArchVariant: "amd64", KernelArch: "x86_64", Kernel: "6.18.44-fc-v857",
+		{"lab-nspawn", "amd64", "", 2, api.BoardFacts{Arch: "amd64", ArchVariant: "amd64", KernelArch: "x86_64", Kernel: "6.18.44-fc-v857",
 			Systemd: "252.39", Cgroup: "hybrid",
 			MemoryBytes: ParseMemTotal(mustRead(t, "testdata/facts/lab-nspawn/meminfo")), CPUs: 2}, []string{"no-memory-limits", "no-cpu-limits"}},
 	}
@@ -161,7 +161,7 @@ func TestFactsFromBoards(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("FactsFrom (-want +got):\n%s", diff)
 			}
-			st := api.NodeStatus{Model: got.Model, Cgroup: got.Cgroup, CgroupControllers: got.Controllers, Version: "v1"}
+			st := api.NodeStatus{BoardFacts: api.BoardFacts{Model: got.Model, Cgroup: got.Cgroup, CgroupControllers: got.CgroupControllers}, Version: "v1"}
 			var shorts []string
 			for _, w := range st.Warnings() {
 				shorts = append(shorts, w.Short)
@@ -283,8 +283,8 @@ func TestFactsFromClipsAndUnknowns(t *testing.T) {
 	if len(f.Kernel) != maxKernelLen || len(f.Model) != maxModelLen || len(f.KernelArch) != maxMachineLen || len(f.Systemd) > maxSystemdLen {
 		t.Errorf("long facts not clipped: %+v", f)
 	}
-	if f.Cgroup != "" || f.Controllers != nil {
-		t.Errorf("no mount table: cgroup facts = %q %v, want unknown", f.Cgroup, f.Controllers)
+	if f.Cgroup != "" || f.CgroupControllers != nil {
+		t.Errorf("no mount table: cgroup facts = %q %v, want unknown", f.Cgroup, f.CgroupControllers)
 	}
 	if got := clip("Raspberry Pi \u00e9", 14); got != "Raspberry Pi " {
 		t.Errorf("clip split a rune: %q", got)

@@ -470,8 +470,7 @@ func fixtures() map[api.Kind][]api.Object {
 	node := func(name, addr string, server bool, phase api.NodePhase) *api.Node {
 		return &api.Node{Kind: api.KindNode,
 			Metadata: api.ObjectMeta{Name: name, Labels: map[string]string{"herd.dev/arch": "arm64"}, Created: ago(10 * 24 * time.Hour)},
-			Status: api.NodeStatus{Phase: phase, Since: ago(4 * time.Minute), Fenced: true, Address: addr, SSHAddress: addr + ":22",
-				Arch: "arm64", Model: "Raspberry Pi 4 Model B", MemoryBytes: 4 << 30, CPUs: 4, Version: "v0.1.0", Server: server,
+			Status: api.NodeStatus{Phase: phase, Since: ago(4 * time.Minute), Fenced: true, Address: addr, SSHAddress: addr + ":22", BoardFacts: api.BoardFacts{Arch: "arm64", Model: "Raspberry Pi 4 Model B", MemoryBytes: 4 << 30, CPUs: 4}, Version: "v0.1.0", Server: server,
 				RaftAddress: map[bool]string{true: addr + ":7949"}[server],
 				HostKey:     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl pi@" + name,
 				Conditions:  []api.Condition{cond(api.ConditionReady, api.ConditionStatus(map[api.NodePhase]string{api.NodeReady: "True", api.NodeNotReady: "False"}[phase]), "Gossip", "member "+strings.ToLower(string(phase)), 4*time.Minute)},

@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/herd-dev/herd/api"
 )
 
 // MetaMaxSize is the largest encoded Meta that memberlist can carry in a
@@ -39,30 +41,11 @@ type Meta struct {
 	// ("ssh-ed25519 AAAA..."). EncodeMeta drops any comment and
 	// surrounding space, so a peer sees exactly "type base64".
 	HostKey string
-	// Arch is GOARCH-style (amd64, arm64, arm).
-	Arch string
-	// Model is the board model ("Raspberry Pi 4 Model B").
-	Model string
-	// MemoryBytes is the board's total memory.
-	MemoryBytes int64
-	// CPUs is the number of CPUs.
-	CPUs int
-	// ArchVariant is arm64, armv7, armv6 or GOARCH (api.NodeStatus).
-	// It and the board facts below are optional: agents before them
-	// send none, and older agents ignore them.
-	ArchVariant string
-	// KernelArch is uname's machine (aarch64, armv7l, armv6l, x86_64).
-	KernelArch string
-	// Kernel is uname's release.
-	Kernel string
-	// Systemd is the board's systemd version ("252.30").
-	Systemd string
-	// Cgroup is the cgroup layout (v2, hybrid, v1, none).
-	Cgroup string
-	// Controllers are the available cgroup resource controllers, among
-	// cpu, cpuset, io, memory and pids (the only ones Validate accepts),
-	// listed in that order after a decode.
-	Controllers []string
+	// BoardFacts are the board's facts. Those after CPUs are optional:
+	// agents before them send none, and older agents ignore them.
+	// CgroupControllers may hold only cpu, cpuset, io, memory and pids
+	// (Validate checks), listed in that order after a decode.
+	api.BoardFacts
 	// Labels are user labels of the board.
 	Labels map[string]string
 	// Version is the agent version.
@@ -120,7 +103,7 @@ func (m Meta) wire(leaving bool) metaWire {
 		Kernel:          m.Kernel,
 		Systemd:         m.Systemd,
 		Cgroup:          m.Cgroup,
-		Controllers:     encodeControllers(m.Controllers),
+		Controllers:     encodeControllers(m.CgroupControllers),
 		Labels:          m.Labels,
 		Version:         m.Version,
 		Server:          m.Server,
@@ -131,19 +114,21 @@ func (m Meta) wire(leaving bool) metaWire {
 
 func (w metaWire) meta() Meta {
 	return Meta{
-		RaftAddr:        w.RaftAddr,
-		SSHAddr:         w.SSHAddr,
-		HostKey:         w.HostKey,
-		Arch:            w.Arch,
-		Model:           w.Model,
-		MemoryBytes:     w.MemoryBytes,
-		CPUs:            w.CPUs,
-		ArchVariant:     orImplied(w.ArchVariant, impliedArch[w.Arch].variant),
-		KernelArch:      orImplied(w.KernelArch, impliedArch[w.Arch].machine),
-		Kernel:          w.Kernel,
-		Systemd:         w.Systemd,
-		Cgroup:          w.Cgroup,
-		Controllers:     decodeControllers(w.Controllers),
+		RaftAddr: w.RaftAddr,
+		SSHAddr:  w.SSHAddr,
+		HostKey:  w.HostKey,
+		BoardFacts: api.BoardFacts{
+			Arch:              w.Arch,
+			Model:             w.Model,
+			MemoryBytes:       w.MemoryBytes,
+			CPUs:              w.CPUs,
+			ArchVariant:       orImplied(w.ArchVariant, impliedArch[w.Arch].variant),
+			KernelArch:        orImplied(w.KernelArch, impliedArch[w.Arch].machine),
+			Kernel:            w.Kernel,
+			Systemd:           w.Systemd,
+			Cgroup:            w.Cgroup,
+			CgroupControllers: decodeControllers(w.Controllers),
+		},
 		Labels:          w.Labels,
 		Version:         w.Version,
 		Server:          w.Server,
@@ -182,7 +167,7 @@ type controllerCode struct {
 }
 
 // controllerCodes are the one-letter wire codes of the cgroup controllers
-// Meta.Controllers may hold, in the order decode lists them. Codes are
+// Meta.CgroupControllers may hold, in the order decode lists them. Codes are
 // never reused; a letter a decoder does not know is skipped.
 var controllerCodes = []controllerCode{
 	{'c', "cpu"}, {'s', "cpuset"}, {'i', "io"}, {'m', "memory"}, {'p', "pids"},
@@ -243,7 +228,7 @@ func (m Meta) Validate() error {
 	if m.BootstrapExpect > 0 && !m.Server {
 		problems = append(problems, "BootstrapExpect is set but Server is false")
 	}
-	for _, c := range m.Controllers {
+	for _, c := range m.CgroupControllers {
 		if !slices.ContainsFunc(controllerCodes, func(cc controllerCode) bool { return cc.name == c }) {
 			problems = append(problems, fmt.Sprintf("Controllers: %q is not one of cpu, cpuset, io, memory, pids", c))
 		}

@@ -8,25 +8,29 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/herd-dev/herd/api"
 )
 
 const testHostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOpKbGPinFIKvvVQexMuxfmVR3auvr57kkIe6mkURtIs"
 
 func fullMeta() Meta {
 	return Meta{
-		RaftAddr:        "192.168.1.10:7000",
-		SSHAddr:         "192.168.1.10:22",
-		HostKey:         testHostKey,
-		Arch:            "arm64",
-		Model:           "Raspberry Pi 4 Model B Rev 1.4",
-		MemoryBytes:     8 << 30,
-		CPUs:            4,
-		ArchVariant:     "arm64",
-		KernelArch:      "aarch64",
-		Kernel:          "6.6.51+rpt-rpi-v8",
-		Systemd:         "252.30",
-		Cgroup:          "v2",
-		Controllers:     []string{"cpu", "cpuset", "io", "pids"},
+		RaftAddr: "192.168.1.10:7000",
+		SSHAddr:  "192.168.1.10:22",
+		HostKey:  testHostKey,
+		BoardFacts: api.BoardFacts{
+			Arch:              "arm64",
+			Model:             "Raspberry Pi 4 Model B Rev 1.4",
+			MemoryBytes:       8 << 30,
+			CPUs:              4,
+			ArchVariant:       "arm64",
+			KernelArch:        "aarch64",
+			Kernel:            "6.6.51+rpt-rpi-v8",
+			Systemd:           "252.30",
+			Cgroup:            "v2",
+			CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
+		},
 		Labels:          map[string]string{"zone": "shelf-1", "gpio": "yes"},
 		Version:         "v0.1.0",
 		Server:          true,
@@ -41,7 +45,7 @@ func TestMetaRoundTrip(t *testing.T) {
 	}{
 		{"zero", Meta{}},
 		{"full", fullMeta()},
-		{"worker", Meta{SSHAddr: "[fe80::1]:22", Arch: "arm", CPUs: 1, MemoryBytes: 512 << 20}},
+		{"worker", Meta{SSHAddr: "[fe80::1]:22", BoardFacts: api.BoardFacts{Arch: "arm", CPUs: 1, MemoryBytes: 512 << 20}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := EncodeMeta(tc.meta)
@@ -160,8 +164,8 @@ func TestMetaValidate(t *testing.T) {
 		want string // substring of the error; "" means valid
 	}{
 		{"ok", func(*Meta) {}, ""},
-		{"unknown controller", func(m *Meta) { m.Controllers = []string{"freezer"} }, "Controllers"},
-		{"empty controller", func(m *Meta) { m.Controllers = []string{""} }, "Controllers"},
+		{"unknown controller", func(m *Meta) { m.CgroupControllers = []string{"freezer"} }, "Controllers"},
+		{"empty controller", func(m *Meta) { m.CgroupControllers = []string{""} }, "Controllers"},
 		{"raft no port", func(m *Meta) { m.RaftAddr = "10.0.0.1" }, "RaftAddr"},
 		{"raft bad port", func(m *Meta) { m.RaftAddr = "10.0.0.1:99999" }, "bad port"},
 		{"server no raft", func(m *Meta) { m.RaftAddr = "" }, "RaftAddr is required"},
@@ -258,19 +262,21 @@ func FuzzDecodeMeta(f *testing.F) {
 // ones), so that the budget left for labels is known and stays sizeable.
 func TestMetaLongestRealistic(t *testing.T) {
 	m := Meta{
-		RaftAddr:        "192.168.100.200:7000",
-		SSHAddr:         "192.168.100.200:22",
-		HostKey:         testHostKey,
-		Arch:            "arm64",
-		Model:           "Raspberry Pi Compute Module 4S Rev 1.0", // 48 bytes max after clipping
-		MemoryBytes:     16 << 30,
-		CPUs:            4,
-		ArchVariant:     "arm64",
-		KernelArch:      "aarch64",
-		Kernel:          "6.12.25+rpt-rpi-2712", // 40 max after clipping
-		Systemd:         "257.10",
-		Cgroup:          "hybrid",
-		Controllers:     []string{"cpu", "cpuset", "io", "memory", "pids"},
+		RaftAddr: "192.168.100.200:7000",
+		SSHAddr:  "192.168.100.200:22",
+		HostKey:  testHostKey,
+		BoardFacts: api.BoardFacts{
+			Arch:              "arm64",
+			Model:             "Raspberry Pi Compute Module 4S Rev 1.0", // 48 bytes max after clipping
+			MemoryBytes:       16 << 30,
+			CPUs:              4,
+			ArchVariant:       "arm64",
+			KernelArch:        "aarch64",
+			Kernel:            "6.12.25+rpt-rpi-2712", // 40 max after clipping
+			Systemd:           "257.10",
+			Cgroup:            "hybrid",
+			CgroupControllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
+		},
 		Version:         "v1.12.3-rc.1-4-gabcdef0",
 		Server:          true,
 		BootstrapExpect: 5,
@@ -315,7 +321,7 @@ func TestMetaMixedVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Meta{RaftAddr: "10.0.0.1:7000", Arch: "arm", CPUs: 1, Version: "v0.1.0", Server: true}
+	want := Meta{RaftAddr: "10.0.0.1:7000", BoardFacts: api.BoardFacts{Arch: "arm", CPUs: 1}, Version: "v0.1.0", Server: true}
 	// An old arm64 agent's variant and kernel machine follow from its Arch.
 	got64, err := DecodeMeta([]byte(`{"a":"arm64"}`))
 	if err != nil || got64.ArchVariant != "arm64" || got64.KernelArch != "aarch64" || got64.Kernel != "" {
@@ -324,8 +330,8 @@ func TestMetaMixedVersions(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("old meta (-want +got):\n%s", diff)
 	}
-	if got.Controllers != nil {
-		t.Errorf("Controllers = %#v, want nil", got.Controllers)
+	if got.CgroupControllers != nil {
+		t.Errorf("Controllers = %#v, want nil", got.CgroupControllers)
 	}
 }
 
@@ -334,9 +340,9 @@ func TestMetaMixedVersions(t *testing.T) {
 // controller.
 func TestMetaArmFactsTravel(t *testing.T) {
 	for _, m := range []Meta{
-		{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Cgroup: "v2", Controllers: []string{"cpu", "io", "pids"}},
-		{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Cgroup: "hybrid", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"}},
-		{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Cgroup: "none"},
+		{BoardFacts: api.BoardFacts{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Cgroup: "v2", CgroupControllers: []string{"cpu", "io", "pids"}}},
+		{BoardFacts: api.BoardFacts{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Cgroup: "hybrid", CgroupControllers: []string{"cpu", "cpuset", "io", "memory", "pids"}}},
+		{BoardFacts: api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Cgroup: "none"}},
 	} {
 		b, err := EncodeMeta(m)
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 
 func member(name string, state MemberState) MemberInfo {
 	return MemberInfo{Name: name, Addr: "10.0.0." + string(rune('0'+len(name))), State: state,
-		Facts: NodeFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4, SSHAddress: "10.0.0.1:22"}}
+		Facts: NodeFacts{BoardFacts: api.BoardFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4}, SSHAddress: "10.0.0.1:22"}}
 }
 
 // storedNode is what ReconcileNode would have stored for member m in phase ph.
@@ -264,7 +264,7 @@ func TestReconcileNodeBoardFacts(t *testing.T) {
 		t.Fatalf("old agent, facts unchanged: %v", acts)
 	}
 	m.Facts.ArchVariant, m.Facts.KernelArch, m.Facts.Kernel, m.Facts.Systemd = "arm64", "aarch64", "6.6.51+rpt-rpi-v8", "252.30"
-	m.Facts.Cgroup, m.Facts.Controllers = "v2", []string{"cpu", "io", "pids"}
+	m.Facts.Cgroup, m.Facts.CgroupControllers = "v2", []string{"cpu", "io", "pids"}
 	acts := ReconcileNode(t0, node, m, nil)
 	if len(acts) != 1 || acts[0].Type != ActionUpdateStatus || acts[0].Reason != "board facts changed" {
 		t.Fatalf("acts = %v, want one status update", acts)

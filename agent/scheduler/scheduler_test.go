@@ -14,7 +14,7 @@ const gib = int64(1) << 30
 // node returns a Ready node with 1 GiB and 4 CPUs, then applies opts.
 func node(name string, opts ...func(*api.Node)) *api.Node {
 	n := &api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: name},
-		Status: api.NodeStatus{Phase: api.NodeReady, Fenced: true, MemoryBytes: gib, CPUs: 4, Arch: "arm64", Model: "Raspberry Pi 4 Model B"}}
+		Status: api.NodeStatus{Phase: api.NodeReady, Fenced: true, BoardFacts: api.BoardFacts{MemoryBytes: gib, CPUs: 4, Arch: "arm64", Model: "Raspberry Pi 4 Model B"}}}
 	for _, o := range opts {
 		o(n)
 	}
