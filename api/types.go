@@ -111,6 +111,12 @@ type PodTemplate struct {
 	// PrivateTmp, ProtectSystem=full and similar options ordinary servers
 	// tolerate) or "none" (SandboxNone).
 	Sandbox string `json:"sandbox,omitempty" toml:"sandbox,omitempty"`
+	// Devices are device nodes the process may open ("/dev/i2c-1"), at
+	// most MaxDevices, each of a DeviceClass. The pod is placed only on a
+	// board that advertises them all, and its unit may open these and
+	// no other device node (DevicePolicy=closed, DeviceAllow=). The
+	// process's user still needs the node's file permissions.
+	Devices []string `json:"devices,omitempty" toml:"devices,omitempty"`
 }
 
 // File is a file placed on the board for a pod.
@@ -246,11 +252,16 @@ type BoardFacts struct {
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 	// CPUs is the number of CPUs.
 	CPUs int `json:"cpus,omitempty"`
+	// Devices are the board's device nodes of the DeviceClasses, by name
+	// under /dev ("gpiochip0", "i2c-1", "ttyUSB0"), in SortDevices order.
+	// A board with more than fit in gossip advertises the first ones.
+	Devices []string `json:"devices,omitempty"`
 }
 
 // Clone returns a copy of f that shares no memory with it.
 func (f BoardFacts) Clone() BoardFacts {
 	f.CgroupControllers = slices.Clone(f.CgroupControllers)
+	f.Devices = slices.Clone(f.Devices)
 	return f
 }
 

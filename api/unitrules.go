@@ -268,6 +268,7 @@ func (v *validator) unitTemplate(p fieldPath, t *PodTemplate) (portNames map[str
 		v.user(p.field("user", "user"), t.User)
 	}
 	v.files(p.field("files", "files"), t.Files, t.Sandbox)
+	v.devices(p.field("devices", "devices"), t.Devices)
 	portNames = v.ports(p.field("ports", "ports"), t.Ports)
 	v.resources(p.field("resources", "resources"), t.Resources, false)
 	switch t.RestartPolicy {
