@@ -287,6 +287,13 @@ func (a *Agent) meta(hasState bool) (gossip.Meta, error) {
 			}
 		}
 	}
+	// Fail soft: a board with more devices than fit beside its other
+	// facts and labels advertises the first ones and still starts.
+	if kept, dropped := gossip.TrimDevices(m); len(dropped) > 0 {
+		a.log.Warn("no room in the gossip metadata for every device: these are not advertised, and pods that need them are not placed here; use fewer or shorter labels",
+			"advertised", len(kept.Devices), "dropped", strings.Join(dropped, ","))
+		m = kept
+	}
 	return m, nil
 }
 

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
@@ -15,9 +16,15 @@ import (
 // systemctlTimeout bounds `systemctl --version` at agent start.
 const systemctlTimeout = 3 * time.Second
 
-// ReadFacts reads this machine's board facts from /proc, /sys, uname(2) and
-// `systemctl --version` (run as argv, bounded by systemctlTimeout). A
-// source that cannot be read leaves its facts empty.
+// maxDevEntries bounds how many entries of /dev ReadDevNodes reads (a Pi
+// has about 300).
+const maxDevEntries = 4096
+
+// ReadFacts reads this machine's board facts from /proc, /sys, uname(2),
+// `systemctl --version` (run as argv, bounded by systemctlTimeout) and the
+// character devices in /dev. A source that cannot be read leaves its facts
+// empty. They are read once, at agent start: a device plugged in later is
+// advertised after the agent restarts.
 func ReadFacts() api.BoardFacts {
 	src := FactSources{GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -49,12 +56,32 @@ func ReadFacts() api.BoardFacts {
 	src.Mounts = read("/proc/self/mounts")
 	src.ProcCgroups = read("/proc/cgroups")
 	src.CgroupControllers = read("/sys/fs/cgroup/cgroup.controllers")
+	src.DevNodes = ReadDevNodes("/dev")
 	ctx, cancel := context.WithTimeout(context.Background(), systemctlTimeout)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "systemctl", "--version").Output(); err == nil {
 		src.SystemctlVersion = out
 	}
 	return FactsFrom(src)
+}
+
+// ReadDevNodes returns the names of the character devices directly in dir
+// (/dev), at most maxDevEntries entries read; nil if dir cannot be read.
+// Symbolic links (/dev/serial0) and subdirectories are not followed.
+func ReadDevNodes(dir string) []string {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	entries, _ := d.ReadDir(maxDevEntries)
+	var out []string
+	for _, e := range entries {
+		if e.Type()&fs.ModeCharDevice != 0 {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 // utsString converts a NUL-terminated utsname field ([65]int8 or [65]uint8

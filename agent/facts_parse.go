@@ -37,6 +37,10 @@ type FactSources struct {
 	CgroupControllers []byte
 	// SystemctlVersion is the output of `systemctl --version`.
 	SystemctlVersion []byte
+	// DevNodes are the names of the character devices directly in /dev
+	// ("gpiochip0", "null", "ttyUSB0"), in any order; at most
+	// maxDevEntries are read.
+	DevNodes []string
 }
 
 // resourceControllers are the cgroup controllers systemd's resource control
@@ -53,6 +57,9 @@ const (
 	maxKernelLen  = 40
 	maxSystemdLen = 16
 	maxMachineLen = 16
+	// maxBoardDevices bounds BoardFacts.Devices; gossip may advertise
+	// fewer (gossip.TrimDevices).
+	maxBoardDevices = 64
 )
 
 // FactsFrom derives a board's facts from src. It is pure.
@@ -70,7 +77,19 @@ func FactsFrom(src FactSources) api.BoardFacts {
 	if src.Mounts != nil {
 		f.Cgroup, f.CgroupControllers = CgroupFacts(src.Mounts, src.ProcCgroups, src.CgroupControllers)
 	}
+	f.Devices = ParseDevices(src.DevNodes)
 	return f
+}
+
+// ParseDevices returns the device nodes of the api.DeviceClasses among
+// names (character devices in /dev), sorted by api.SortDevices, at most
+// maxBoardDevices of them (the first ones), or nil.
+func ParseDevices(names []string) []string {
+	d := api.SortDevices(names)
+	if len(d) > maxBoardDevices {
+		d = d[:maxBoardDevices]
+	}
+	return d
 }
 
 // ArchVariant names the instruction set a board runs herd's binaries with:

@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,7 +101,8 @@ func boardSources(t *testing.T, name, goarch, goarm string, cpus int) FactSource
 	}
 	src := FactSources{GOARCH: goarch, GOARM: goarm, NumCPU: cpus,
 		CPUInfo: read("cpuinfo"), Model: read("model"), MemInfo: read("meminfo"), Mounts: read("mounts"),
-		ProcCgroups: read("cgroups"), CgroupControllers: read("cgroup.controllers"), SystemctlVersion: read("systemctl-version")}
+		ProcCgroups: read("cgroups"), CgroupControllers: read("cgroup.controllers"), SystemctlVersion: read("systemctl-version"),
+		DevNodes: strings.Fields(string(read("dev")))}
 	uname := strings.Fields(string(read("uname-rm")))
 	if len(uname) != 2 {
 		t.Fatalf("%s/uname-rm: want \"RELEASE MACHINE\", got %q", dir, uname)
@@ -127,7 +130,10 @@ func TestFactsFromBoards(t *testing.T) {
 			Model: "Raspberry Pi 3 Model B Plus Rev 1.3", MemoryBytes: 948280 << 10, CPUs: 4}, []string{"no-memory-limits"}},
 		{"pi4b", "arm64", "", 4, api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
 			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
-			Model: "Raspberry Pi 4 Model B Rev 1.4", MemoryBytes: 7998404 << 10, CPUs: 4}, []string{"no-memory-limits"}},
+			Model: "Raspberry Pi 4 Model B Rev 1.4", MemoryBytes: 7998404 << 10, CPUs: 4,
+			Devices: []string{"gpiochip0", "gpiochip1", "i2c-1", "i2c-20", "i2c-21", "spidev0.0", "spidev0.1", "ttyUSB0", "ttyAMA0",
+				"video10", "video11", "video12", "video13", "video14", "video15", "video16", "video18", "video19", "video20", "video21", "video22", "video23", "video31"}},
+			[]string{"no-memory-limits"}},
 		// Pi OS 32-bit boots the 64-bit kernel on a Pi 4: uname says
 		// aarch64, the userland (and herd) is 32-bit ARM.
 		{"pi4b-armhf", "arm", "6", 4, api.BoardFacts{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
@@ -288,5 +294,64 @@ func TestFactsFromClipsAndUnknowns(t *testing.T) {
 	}
 	if got := clip("Raspberry Pi \u00e9", 14); got != "Raspberry Pi " {
 		t.Errorf("clip split a rune: %q", got)
+	}
+}
+
+func TestParseDevices(t *testing.T) {
+	many := make([]string, 0, 100)
+	for i := range 100 {
+		many = append(many, fmt.Sprintf("ttyUSB%d", i))
+	}
+	for _, tt := range []struct {
+		name string
+		in   []string
+		want []string
+	}{
+		{"no /dev", nil, nil},
+		{"pseudo devices only", []string{"null", "zero", "tty", "ptmx"}, nil},
+		{"sorted by class and number", []string{"video0", "ttyACM0", "i2c-10", "i2c-1", "gpiochip4"},
+			[]string{"gpiochip4", "i2c-1", "i2c-10", "ttyACM0", "video0"}},
+		{"bounded", many, many[:maxBoardDevices]},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ParseDevices(tt.in)
+			if tt.name == "bounded" {
+				if len(got) != maxBoardDevices {
+					t.Fatalf("%d devices, want %d", len(got), maxBoardDevices)
+				}
+				return
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReadDevNodes: only character devices count, not files, directories
+// or symbolic links to devices.
+func TestReadDevNodes(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("linux only")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "i2c-1"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "ttyUSB0"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/null", filepath.Join(dir, "serial0")); err != nil {
+		t.Fatal(err)
+	}
+	if got := ReadDevNodes(dir); len(got) != 0 {
+		t.Errorf("ReadDevNodes(files) = %v, want none", got)
+	}
+	if got := ReadDevNodes(filepath.Join(dir, "missing")); got != nil {
+		t.Errorf("missing dir: %v", got)
+	}
+	got := ReadDevNodes("/dev")
+	if !slices.Contains(got, "null") {
+		t.Errorf("ReadDevNodes(/dev) = %v, want null among them", got)
 	}
 }

@@ -69,13 +69,16 @@ type metaWire struct {
 	MemoryBytes int64  `json:"b,omitempty"`
 	CPUs        int    `json:"c,omitempty"`
 	// ArchVariant and KernelArch are left out when Arch implies them
-	// (see impliedArch); Controllers are one letter each (controllerCodes).
+	// (see impliedArch); Controllers are one letter each (controllerCodes);
+	// Devices are comma-separated, each its class's one-letter code and
+	// its number (encodeDevices).
 	ArchVariant     string            `json:"av,omitempty"`
 	KernelArch      string            `json:"km,omitempty"`
 	Kernel          string            `json:"kr,omitempty"`
 	Systemd         string            `json:"sd,omitempty"`
 	Cgroup          string            `json:"cg,omitempty"`
 	Controllers     string            `json:"cc,omitempty"`
+	Devices         string            `json:"dv,omitempty"`
 	Labels          map[string]string `json:"l,omitempty"`
 	Version         string            `json:"v,omitempty"`
 	Server          bool              `json:"sv,omitempty"`
@@ -104,6 +107,7 @@ func (m Meta) wire(leaving bool) metaWire {
 		Systemd:         m.Systemd,
 		Cgroup:          m.Cgroup,
 		Controllers:     encodeControllers(m.CgroupControllers),
+		Devices:         encodeDevices(m.Devices),
 		Labels:          m.Labels,
 		Version:         m.Version,
 		Server:          m.Server,
@@ -128,6 +132,7 @@ func (w metaWire) meta() Meta {
 			Systemd:           w.Systemd,
 			Cgroup:            w.Cgroup,
 			CgroupControllers: decodeControllers(w.Controllers),
+			Devices:           decodeDevices(w.Devices),
 		},
 		Labels:          w.Labels,
 		Version:         w.Version,
@@ -196,6 +201,79 @@ func decodeControllers(s string) []string {
 	return out
 }
 
+// encodeDevices writes device node names as "g0,i1,s0.1,u0": each its
+// api.DeviceClass code and its number, in the order given.
+func encodeDevices(names []string) string {
+	var b strings.Builder
+	for _, n := range names {
+		c, num, ok := api.DeviceNode(n)
+		if !ok {
+			continue // Validate refuses it
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte(c.Code)
+		b.WriteString(num)
+	}
+	return b.String()
+}
+
+// decodeDevices reads encodeDevices' form back, sorted (api.SortDevices).
+// An entry with a code this version does not know, or a bad number, is
+// skipped.
+func decodeDevices(s string) []string {
+	if s == "" {
+		return nil
+	}
+	var names []string
+	for _, e := range strings.Split(s, ",") {
+		if e == "" {
+			continue
+		}
+		for _, c := range api.DeviceClasses {
+			if e[0] == c.Code {
+				names = append(names, c.Prefix+e[1:])
+				break
+			}
+		}
+	}
+	return api.SortDevices(names)
+}
+
+// TrimDevices returns m with as many of its devices as fit in the node
+// metadata alongside everything else, and the devices it left out (nil if
+// none). Devices are kept in order, so a board advertises its first ones:
+// GPIO and I²C before serial and video (api.DeviceClasses). A Meta that is
+// too large without devices is returned unchanged; EncodeMeta reports it.
+func TrimDevices(m Meta) (Meta, []string) {
+	if _, err := EncodeMeta(m); !errors.Is(err, ErrMetaTooLarge) || len(m.Devices) == 0 {
+		return m, nil
+	}
+	all := m.Devices
+	m.Devices = nil
+	if _, err := EncodeMeta(m); err != nil {
+		m.Devices = all
+		return m, nil
+	}
+	// The largest prefix that fits; sizes grow with the prefix.
+	lo, hi := 0, len(all) // lo fits (or is 0), hi does not
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		m.Devices = all[:mid]
+		if _, err := EncodeMeta(m); err == nil {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	m.Devices = slices.Clone(all[:lo])
+	if len(m.Devices) == 0 {
+		m.Devices = nil
+	}
+	return m, slices.Clone(all[lo:])
+}
+
 // Validate checks the fields of m (addresses, host key, counts). It does not
 // check the encoded size; EncodeMeta does.
 func (m Meta) Validate() error {
@@ -231,6 +309,11 @@ func (m Meta) Validate() error {
 	for _, c := range m.CgroupControllers {
 		if !slices.ContainsFunc(controllerCodes, func(cc controllerCode) bool { return cc.name == c }) {
 			problems = append(problems, fmt.Sprintf("Controllers: %q is not one of cpu, cpuset, io, memory, pids", c))
+		}
+	}
+	for _, d := range m.Devices {
+		if _, _, ok := api.DeviceNode(d); !ok {
+			problems = append(problems, fmt.Sprintf("Devices: %q is not a device node of a known class", d))
 		}
 	}
 	for k := range m.Labels {

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/herd-dev/herd/api"
 )
@@ -358,5 +360,120 @@ func TestMetaArmFactsTravel(t *testing.T) {
 	}
 	if got := decodeControllers("pmzc"); !cmp.Equal(got, []string{"cpu", "memory", "pids"}) {
 		t.Errorf("decodeControllers skips unknown codes and sorts: got %v", got)
+	}
+}
+
+// piDevices are a Raspberry Pi 4's device nodes with I²C, SPI and the
+// serial port on, and its codec video nodes, as agent.FactsFrom sorts them.
+var piDevices = []string{"gpiochip0", "gpiochip1", "i2c-1", "i2c-20", "i2c-21", "spidev0.0", "spidev0.1", "ttyUSB0", "ttyAMA0",
+	"video10", "video11", "video12", "video13", "video14", "video15", "video16", "video18", "video19", "video20", "video21", "video22", "video23", "video31"}
+
+func TestMetaDevices(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		devices []string
+		wire    string
+	}{
+		{"none", nil, ""},
+		{"gpio and i2c", []string{"gpiochip0", "i2c-1"}, "g0,i1"},
+		{"every class", []string{"gpiochip0", "i2c-1", "spidev0.1", "ttyUSB0", "ttyACM12", "ttyAMA10", "video0"}, "g0,i1,s0.1,u0,a12,m10,v0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := fullMeta()
+			m.Devices = tt.devices
+			b, err := EncodeMeta(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w metaWire
+			if err := json.Unmarshal(b, &w); err != nil {
+				t.Fatal(err)
+			}
+			if w.Devices != tt.wire {
+				t.Errorf("wire form %q, want %q", w.Devices, tt.wire)
+			}
+			got, err := DecodeMeta(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.devices, got.Devices); diff != "" {
+				t.Errorf("round trip (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// A newer agent's class this one does not know, and garbage, are
+	// skipped; the rest comes back sorted.
+	got, err := DecodeMeta([]byte(`{"dv":"u0,z3,g0,,i,i1x,g1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"gpiochip0", "gpiochip1", "ttyUSB0"}, got.Devices); diff != "" {
+		t.Errorf("lenient decode (-want +got):\n%s", diff)
+	}
+	m := fullMeta()
+	m.Devices = []string{"sda"}
+	if _, err := EncodeMeta(m); !errors.Is(err, ErrMetaInvalid) || !strings.Contains(err.Error(), "Devices") {
+		t.Errorf("unknown device: err = %v", err)
+	}
+}
+
+// TestMetaDevicesSize measures what a Pi's devices cost next to the
+// longest realistic facts (TestMetaLongestRealistic), and checks that
+// TrimDevices keeps the ones that fit, in order, rather than failing.
+func TestMetaDevicesSize(t *testing.T) {
+	m := fullMeta()
+	m.Labels = nil
+	base, err := EncodeMeta(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Devices = piDevices
+	b, err := EncodeMeta(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("full meta without labels: %d bytes; with a Pi's %d devices: %d bytes (%d for devices), %d left",
+		len(base), len(piDevices), len(b), len(b)-len(base), MetaMaxSize-leavingOverhead-len(b))
+
+	for _, tt := range []struct {
+		name      string
+		labels    map[string]string
+		keptAtMin int // at least this many devices are kept
+		dropped   bool
+	}{
+		{"fits", nil, len(piDevices), false},
+		{"labels crowd devices out", map[string]string{"zone": strings.Repeat("z", 60), "rack": strings.Repeat("r", 60)}, 1, true},
+		{"no room for any", map[string]string{"zone": strings.Repeat("z", 150)}, 0, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := fullMeta()
+			m.Labels, m.Devices = tt.labels, piDevices
+			got, dropped := TrimDevices(m)
+			if (len(dropped) > 0) != tt.dropped {
+				t.Fatalf("dropped %v, want dropped=%v", dropped, tt.dropped)
+			}
+			if len(got.Devices) < tt.keptAtMin {
+				t.Errorf("kept %d devices, want at least %d", len(got.Devices), tt.keptAtMin)
+			}
+			if diff := cmp.Diff(piDevices, append(slices.Clone(got.Devices), dropped...), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("kept+dropped is not the original order (-want +got):\n%s", diff)
+			}
+			if _, err := EncodeMeta(got); err != nil {
+				t.Errorf("trimmed meta does not encode: %v", err)
+			}
+			if len(dropped) > 0 {
+				one := got
+				one.Devices = append(slices.Clone(got.Devices), dropped[0])
+				if _, err := EncodeMeta(one); err == nil {
+					t.Errorf("one more device would have fit: kept %d", len(got.Devices))
+				}
+			}
+		})
+	}
+	// Too large without any device: unchanged, for EncodeMeta to report.
+	m = fullMeta()
+	m.Labels, m.Devices = map[string]string{"zone": strings.Repeat("z", 400)}, []string{"i2c-1"}
+	if got, dropped := TrimDevices(m); dropped != nil || len(got.Devices) != 1 {
+		t.Errorf("oversized labels: TrimDevices = %v, dropped %v", got.Devices, dropped)
 	}
 }
