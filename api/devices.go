@@ -144,15 +144,13 @@ func (f *BoardFacts) HasDevice(path string) bool {
 
 // MissingDevice returns the first device of devices (paths, as a template
 // has them) the board does not advertise, as the scheduler's reason for
-// passing it over ("no /dev/i2c-1 (has gpiochip0, ttyUSB0)"), or "" when
-// it has them all.
+// passing it over ("missing device /dev/i2c-1"), or "" when it has them
+// all. The reason names only the device, so that boards missing the same
+// one count together in the scheduler's summary.
 func (f *BoardFacts) MissingDevice(devices []string) string {
 	for _, d := range devices {
 		if !f.HasDevice(d) {
-			if len(f.Devices) == 0 {
-				return "no " + d + " (no devices)"
-			}
-			return "no " + d + " (has " + strings.Join(f.Devices, ", ") + ")"
+			return "missing device " + d
 		}
 	}
 	return ""

@@ -83,9 +83,9 @@ func TestMissingDevice(t *testing.T) {
 	}{
 		{"none asked", BoardFacts{}, nil, ""},
 		{"all there", pi, []string{"/dev/i2c-1", "/dev/gpiochip0"}, ""},
-		{"one missing", pi, []string{"/dev/i2c-1", "/dev/spidev0.0"}, "no /dev/spidev0.0 (has gpiochip0, i2c-1, ttyUSB0)"},
-		{"board without devices", BoardFacts{}, []string{"/dev/ttyUSB0"}, "no /dev/ttyUSB0 (no devices)"},
-		{"path outside /dev", pi, []string{"i2c-1"}, "no i2c-1 (has gpiochip0, i2c-1, ttyUSB0)"},
+		{"one missing", pi, []string{"/dev/i2c-1", "/dev/spidev0.0"}, "missing device /dev/spidev0.0"},
+		{"board without devices", BoardFacts{}, []string{"/dev/ttyUSB0"}, "missing device /dev/ttyUSB0"},
+		{"path outside /dev", pi, []string{"i2c-1"}, "missing device i2c-1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.facts.MissingDevice(tt.devices); got != tt.want {
