@@ -483,6 +483,7 @@ func fixtures() map[api.Kind][]api.Object {
 	pi1.Status.ArchVariant, pi1.Status.KernelArch = "arm64", "aarch64"
 	pi1.Status.Kernel, pi1.Status.Systemd = "6.6.51+rpt-rpi-v8", "252.30"
 	pi1.Status.Cgroup, pi1.Status.CgroupControllers = "v2", []string{"cpu", "cpuset", "io", "pids"}
+	pi1.Status.Devices = []string{"gpiochip0", "gpiochip1", "i2c-1", "spidev0.0", "ttyUSB0"}
 	pi2 := node("pi2", "10.0.0.12", false, api.NodeNotReady)
 	pi2.Spec.Unschedulable = true
 	pi2.Status.MemoryBytes = 1536 << 20

@@ -22,6 +22,12 @@ func TestNodeArchAndCgroup(t *testing.T) {
 		{api.NodeStatus{BoardFacts: api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Cgroup: "none"}},
 			"arm64", "none (no controllers)", []string{"arm64", "none", "no-memory-limits,no-cpu-limits"}},
 		{api.NodeStatus{BoardFacts: api.BoardFacts{Arch: "amd64"}}, "amd64", "", []string{"<none>", "facts-unknown"}},
+		{api.NodeStatus{BoardFacts: api.BoardFacts{Arch: "arm64", Devices: []string{"gpiochip0", "i2c-1", "ttyUSB0"}}},
+			"arm64", "", []string{"gpiochip0,i2c-1,ttyUSB0"}},
+		{api.NodeStatus{BoardFacts: api.BoardFacts{Arch: "arm64", Devices: []string{"gpiochip0", "i2c-1", "ttyUSB0", "video0"}}},
+			"arm64", "", []string{"gpiochip0,i2c-1,ttyUSB0,video0"}},
+		{api.NodeStatus{BoardFacts: api.BoardFacts{Arch: "arm64", Devices: []string{"gpiochip0", "gpiochip1", "i2c-1", "ttyUSB0", "video0"}}},
+			"arm64", "", []string{"gpiochip0,gpiochip1,i2c-1,+2"}},
 	} {
 		if got := nodeArch(tt.st); got != tt.arch {
 			t.Errorf("nodeArch(%+v) = %q, want %q", tt.st, got, tt.arch)
