@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/gossip"
 )
 
 func TestParseMemTotal(t *testing.T) {
@@ -353,5 +356,44 @@ func TestReadDevNodes(t *testing.T) {
 	got := ReadDevNodes("/dev")
 	if !slices.Contains(got, "null") {
 		t.Errorf("ReadDevNodes(/dev) = %v, want null among them", got)
+	}
+}
+
+// TestMetaTrimsDevices: a board with more devices than fit in the gossip
+// metadata beside its labels advertises the first ones and warns, naming
+// the others; it never fails to build its metadata.
+func TestMetaTrimsDevices(t *testing.T) {
+	var devs []string
+	for i := range maxBoardDevices {
+		devs = append(devs, fmt.Sprintf("ttyUSB%d", i))
+	}
+	for _, tt := range []struct {
+		name    string
+		devices int
+		labels  map[string]string
+		trimmed bool
+	}{
+		{"room for all", 20, nil, false},
+		{"labels first", maxBoardDevices, map[string]string{"room": strings.Repeat("r", 100), "shelf": strings.Repeat("s", 100)}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			a := &Agent{cfg: Config{Labels: tt.labels}, log: slog.New(slog.NewTextHandler(&logs, nil)),
+				facts: api.BoardFacts{Arch: "arm64", CPUs: 4, MemoryBytes: 1 << 30, Devices: devs[:tt.devices]}}
+			m, err := a.meta(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := gossip.EncodeMeta(m); err != nil {
+				t.Fatalf("meta does not encode: %v", err)
+			}
+			warned := strings.Contains(logs.String(), "no room in the gossip metadata")
+			if got := len(m.Devices) < len(a.facts.Devices); got != tt.trimmed || warned != tt.trimmed {
+				t.Errorf("advertised %d of %d devices, warned %v; want trimmed %v\n%s", len(m.Devices), len(a.facts.Devices), warned, tt.trimmed, logs.String())
+			}
+			if !slices.Equal(m.Devices, a.facts.Devices[:len(m.Devices)]) {
+				t.Errorf("advertised %v, want a prefix of the board's devices", m.Devices)
+			}
+		})
 	}
 }
