@@ -23,8 +23,6 @@ type DeviceClass struct {
 	Code byte
 	// Dotted is true when the number is bus.chip (spidev0.1).
 	Dotted bool
-	// What says what the nodes are, for documentation and errors.
-	What string
 }
 
 // DeviceClasses are the device nodes herd knows: boards advertise the ones
@@ -32,13 +30,13 @@ type DeviceClass struct {
 // advertise would leave a pod pending forever). Order is the order
 // BoardFacts.Devices lists them in.
 var DeviceClasses = []DeviceClass{
-	{Prefix: "gpiochip", Code: 'g', What: "GPIO controller (libgpiod)"},
-	{Prefix: "i2c-", Code: 'i', What: "I²C bus"},
-	{Prefix: "spidev", Code: 's', Dotted: true, What: "SPI device (bus.chip-select)"},
-	{Prefix: "ttyUSB", Code: 'u', What: "USB serial adapter"},
-	{Prefix: "ttyACM", Code: 'a', What: "USB CDC-ACM serial device (Arduino, modems)"},
-	{Prefix: "ttyAMA", Code: 'm', What: "on-board PL011 UART (Raspberry Pi GPIO header serial)"},
-	{Prefix: "video", Code: 'v', What: "V4L2 video device (cameras, codecs)"},
+	{Prefix: "gpiochip", Code: 'g'},             // GPIO controllers (libgpiod)
+	{Prefix: "i2c-", Code: 'i'},                 // I²C buses
+	{Prefix: "spidev", Code: 's', Dotted: true}, // SPI devices, bus.chip-select
+	{Prefix: "ttyUSB", Code: 'u'},               // USB serial adapters
+	{Prefix: "ttyACM", Code: 'a'},               // USB CDC-ACM devices (Arduino, modems)
+	{Prefix: "ttyAMA", Code: 'm'},               // PL011 UARTs (the Pi's GPIO header serial)
+	{Prefix: "video", Code: 'v'},                // V4L2 devices (cameras, codecs)
 }
 
 // maxDeviceNumber bounds the digits of a device number.
