@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -281,5 +282,46 @@ func TestReconcileNodeBoardFacts(t *testing.T) {
 	}
 	if acts := ReconcileNode(t0, acts[0].Object.(*api.Node), m, nil); len(acts) != 0 {
 		t.Errorf("second pass: %v, want nothing", acts)
+	}
+}
+
+// TestReconcileNodeDevices: a board's devices land on its Node when they
+// change (a restarted agent that found a new one), and the Node does not
+// share the member's slice.
+func TestReconcileNodeDevices(t *testing.T) {
+	m := member("a", MemberAlive)
+	node := storedNode(m, api.NodeReady)
+	node.Status.BoardFacts = m.Facts.BoardFacts.Clone()
+	for _, tt := range []struct {
+		name    string
+		devices []string
+		update  bool
+	}{
+		{"none, unchanged", nil, false},
+		{"one plugged in", []string{"gpiochip0", "ttyUSB0"}, true},
+		{"same again", []string{"gpiochip0", "ttyUSB0"}, false},
+		{"one unplugged", []string{"gpiochip0"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m.Facts.Devices = slices.Clone(tt.devices)
+			acts := ReconcileNode(t0, node, m, nil)
+			if !tt.update {
+				if len(acts) != 0 {
+					t.Fatalf("acts = %v, want none", acts)
+				}
+				return
+			}
+			if len(acts) != 1 || acts[0].Type != ActionUpdateStatus {
+				t.Fatalf("acts = %v, want one status update", acts)
+			}
+			node = acts[0].Object.(*api.Node)
+			if diff := cmp.Diff(tt.devices, node.Status.Devices); diff != "" {
+				t.Errorf("devices (-want +got):\n%s", diff)
+			}
+			m.Facts.Devices[0] = "changed"
+			if node.Status.Devices[0] == "changed" {
+				t.Error("the Node shares the member's devices slice")
+			}
+		})
 	}
 }
