@@ -42,7 +42,7 @@ type Agent struct {
 	log    *slog.Logger
 	keys   keys
 	tokens *httpapi.TokenFile
-	facts  Facts
+	facts  api.BoardFacts
 	adv    Advertised
 	store  *raftstore.Store // nil for a gossip-only agent
 	exec   placerExecutor   // nil when the cluster SSH key is missing
@@ -78,7 +78,7 @@ type Options struct {
 	// preset).
 	GossipTiming *gossip.Timing
 	// Facts, when set, replace what ReadFacts finds.
-	Facts *Facts
+	Facts *api.BoardFacts
 	// Executor, when set, is how the leader acts on boards instead of SSH
 	// (in-process tests use a fake fleet).
 	Executor placerExecutor
@@ -269,19 +269,10 @@ func (a *Agent) startAPI() error {
 // meta is what this agent announces in gossip.
 func (a *Agent) meta(hasState bool) (gossip.Meta, error) {
 	m := gossip.Meta{
-		Arch:        a.facts.Arch,
-		Model:       a.facts.Model,
-		MemoryBytes: a.facts.MemoryBytes,
-		CPUs:        a.facts.CPUs,
-		ArchVariant: a.facts.ArchVariant,
-		KernelArch:  a.facts.KernelArch,
-		Kernel:      a.facts.Kernel,
-		Systemd:     a.facts.Systemd,
-		Cgroup:      a.facts.Cgroup,
-		Controllers: a.facts.Controllers,
-		Labels:      a.cfg.Labels,
-		Version:     Version,
-		Server:      a.cfg.Server,
+		BoardFacts: a.facts,
+		Labels:     a.cfg.Labels,
+		Version:    Version,
+		Server:     a.cfg.Server,
 	}
 	if a.store != nil {
 		m.RaftAddr = a.store.Addr()
@@ -303,6 +294,13 @@ func (a *Agent) meta(hasState bool) (gossip.Meta, error) {
 				m.HostKey = f[0] + " " + f[1]
 			}
 		}
+	}
+	// Fail soft: a board with more devices than fit beside its other
+	// facts and labels advertises the first ones and still starts.
+	if kept, dropped := gossip.TrimDevices(m); len(dropped) > 0 {
+		a.log.Warn("no room in the gossip metadata for every device: these are not advertised, and pods that need them are not placed here; use fewer or shorter labels",
+			"advertised", len(kept.Devices), "dropped", strings.Join(dropped, ","))
+		m = kept
 	}
 	return m, nil
 }

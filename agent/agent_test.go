@@ -81,7 +81,7 @@ func newFleet(t *testing.T, n, expect int) *testFleet {
 func (f *testFleet) start(cfg Config) *running {
 	f.t.Helper()
 	timing := gossip.LocalTiming()
-	facts := Facts{Arch: "amd64", MemoryBytes: 1 << 30, CPUs: 4}
+	facts := api.BoardFacts{Arch: "amd64", MemoryBytes: 1 << 30, CPUs: 4}
 	logger := testutil.LevelLogger(f.t, slog.LevelWarn)
 	a, err := New(cfg, Options{ClusterKey: f.key, Logger: logger, GossipTiming: &timing, Facts: &facts, Executor: f.boards})
 	if err != nil {

@@ -21,7 +21,9 @@
 // against the host key the board announces and keeps them in a
 // placer.Reports that outlives its leadership terms). At start it reads the
 // board's facts (facts.go: FactsFrom derives them purely from /proc, /sys,
-// uname and `systemctl --version` samples) and works out the addresses it
+// uname, `systemctl --version` samples and the names of the character
+// devices in /dev; gossip.TrimDevices drops the devices that do not fit in
+// the gossip metadata, with a warning) and works out the addresses it
 // advertises (advertise.go: resolveAdvertise, the bind address or the
 // source address of the route to its join peers).
 //

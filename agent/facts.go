@@ -2,47 +2,30 @@ package agent
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
-)
 
-// Facts are what a board tells the cluster about itself through gossip.
-// FactsFrom derives them from file contents; ReadFacts reads those files.
-// Empty fields are unknown (and are left out of gossip).
-type Facts struct {
-	// Arch is the agent binary's GOARCH (amd64, arm64, arm).
-	Arch string
-	// ArchVariant is arm64, armv7, armv6 (see ArchVariant) or GOARCH.
-	ArchVariant string
-	// KernelArch is uname's machine: aarch64 with a 64-bit kernel even
-	// under a 32-bit userland.
-	KernelArch string
-	// Kernel is uname's release ("6.6.51+rpt-rpi-v8").
-	Kernel string
-	// Systemd is the installed systemd's version ("252.30").
-	Systemd string
-	// Cgroup is the cgroup layout: api.CgroupV2, CgroupHybrid, CgroupV1 or
-	// CgroupNone.
-	Cgroup string
-	// Controllers are the available resource controllers (see
-	// CgroupFacts); api.NodeStatus.LimitsEnforced decides from them.
-	Controllers []string
-	Model       string
-	MemoryBytes int64
-	CPUs        int
-}
+	"github.com/herd-dev/herd/api"
+)
 
 // systemctlTimeout bounds `systemctl --version` at agent start.
 const systemctlTimeout = 3 * time.Second
 
-// ReadFacts reads this machine's facts from /proc, /sys, uname(2) and
-// `systemctl --version` (run as argv, bounded by systemctlTimeout). A
-// source that cannot be read leaves its facts empty.
-func ReadFacts() Facts {
+// maxDevEntries bounds how many entries of /dev ReadDevNodes reads (a Pi
+// has about 300).
+const maxDevEntries = 4096
+
+// ReadFacts reads this machine's board facts from /proc, /sys, uname(2),
+// `systemctl --version` (run as argv, bounded by systemctlTimeout) and the
+// character devices in /dev. A source that cannot be read leaves its facts
+// empty. They are read once, at agent start: a device plugged in later is
+// advertised after the agent restarts.
+func ReadFacts() api.BoardFacts {
 	src := FactSources{GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
@@ -73,12 +56,32 @@ func ReadFacts() Facts {
 	src.Mounts = read("/proc/self/mounts")
 	src.ProcCgroups = read("/proc/cgroups")
 	src.CgroupControllers = read("/sys/fs/cgroup/cgroup.controllers")
+	src.DevNodes = ReadDevNodes("/dev")
 	ctx, cancel := context.WithTimeout(context.Background(), systemctlTimeout)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "systemctl", "--version").Output(); err == nil {
 		src.SystemctlVersion = out
 	}
 	return FactsFrom(src)
+}
+
+// ReadDevNodes returns the names of the character devices directly in dir
+// (/dev), at most maxDevEntries entries read; nil if dir cannot be read.
+// Symbolic links (/dev/serial0) and subdirectories are not followed.
+func ReadDevNodes(dir string) []string {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	entries, _ := d.ReadDir(maxDevEntries)
+	var out []string
+	for _, e := range entries {
+		if e.Type()&fs.ModeCharDevice != 0 {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 // utsString converts a NUL-terminated utsname field ([65]int8 or [65]uint8

@@ -12,7 +12,7 @@ import (
 
 // FactSources are the raw inputs board facts are derived from: file
 // contents and kernel/runtime values, as read by ReadFacts. A nil file means
-// it could not be read. FactsFrom turns them into Facts with no I/O.
+// it could not be read. FactsFrom turns them into api.BoardFacts with no I/O.
 type FactSources struct {
 	// GOARCH and GOARM are the agent binary's (runtime.GOARCH, and the
 	// GOARM build setting for GOARCH arm).
@@ -37,11 +37,15 @@ type FactSources struct {
 	CgroupControllers []byte
 	// SystemctlVersion is the output of `systemctl --version`.
 	SystemctlVersion []byte
+	// DevNodes are the names of the character devices directly in /dev
+	// ("gpiochip0", "null", "ttyUSB0"), in any order; at most
+	// maxDevEntries are read.
+	DevNodes []string
 }
 
 // resourceControllers are the cgroup controllers systemd's resource control
 // (MemoryMax=, CPUQuota=, IOWeight=, TasksMax=, AllowedCPUs=) relies on, in
-// the order Facts.Controllers lists them. Only these travel in gossip: the
+// the order BoardFacts.CgroupControllers lists them. Only these travel in gossip: the
 // others (freezer, perf_event, ...) say nothing about what herd can enforce
 // and would cost metadata bytes. blkio is v1's name for io.
 var resourceControllers = []string{"cpu", "cpuset", "io", "memory", "pids"}
@@ -53,11 +57,14 @@ const (
 	maxKernelLen  = 40
 	maxSystemdLen = 16
 	maxMachineLen = 16
+	// maxBoardDevices bounds BoardFacts.Devices; gossip may advertise
+	// fewer (gossip.TrimDevices).
+	maxBoardDevices = 64
 )
 
 // FactsFrom derives a board's facts from src. It is pure.
-func FactsFrom(src FactSources) Facts {
-	f := Facts{
+func FactsFrom(src FactSources) api.BoardFacts {
+	f := api.BoardFacts{
 		Arch:        src.GOARCH,
 		ArchVariant: ArchVariant(src.GOARCH, src.GOARM, src.Machine, src.CPUInfo),
 		KernelArch:  clip(src.Machine, maxMachineLen),
@@ -68,9 +75,21 @@ func FactsFrom(src FactSources) Facts {
 		CPUs:        src.NumCPU,
 	}
 	if src.Mounts != nil {
-		f.Cgroup, f.Controllers = CgroupFacts(src.Mounts, src.ProcCgroups, src.CgroupControllers)
+		f.Cgroup, f.CgroupControllers = CgroupFacts(src.Mounts, src.ProcCgroups, src.CgroupControllers)
 	}
+	f.Devices = ParseDevices(src.DevNodes)
 	return f
+}
+
+// ParseDevices returns the device nodes of the api.DeviceClasses among
+// names (character devices in /dev), sorted by api.SortDevices, at most
+// maxBoardDevices of them (the first ones), or nil.
+func ParseDevices(names []string) []string {
+	d := api.SortDevices(names)
+	if len(d) > maxBoardDevices {
+		d = d[:maxBoardDevices]
+	}
+	return d
 }
 
 // ArchVariant names the instruction set a board runs herd's binaries with:

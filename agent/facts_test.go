@@ -1,16 +1,21 @@
 package agent
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/gossip"
 )
 
 func TestParseMemTotal(t *testing.T) {
@@ -99,7 +104,8 @@ func boardSources(t *testing.T, name, goarch, goarm string, cpus int) FactSource
 	}
 	src := FactSources{GOARCH: goarch, GOARM: goarm, NumCPU: cpus,
 		CPUInfo: read("cpuinfo"), Model: read("model"), MemInfo: read("meminfo"), Mounts: read("mounts"),
-		ProcCgroups: read("cgroups"), CgroupControllers: read("cgroup.controllers"), SystemctlVersion: read("systemctl-version")}
+		ProcCgroups: read("cgroups"), CgroupControllers: read("cgroup.controllers"), SystemctlVersion: read("systemctl-version"),
+		DevNodes: strings.Fields(string(read("dev")))}
 	uname := strings.Fields(string(read("uname-rm")))
 	if len(uname) != 2 {
 		t.Fatalf("%s/uname-rm: want \"RELEASE MACHINE\", got %q", dir, uname)
@@ -113,45 +119,48 @@ func TestFactsFromBoards(t *testing.T) {
 		board         string
 		goarch, goarm string
 		cpus          int
-		want          Facts
+		want          api.BoardFacts
 		warnings      []string // api.NodeStatus.Warnings, Short
 	}{
-		{"pi3b-armhf", "arm", "6", 4, Facts{Arch: "arm", ArchVariant: "armv7", KernelArch: "armv7l", Kernel: "6.6.51+rpt-rpi-v7",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+		{"pi3b-armhf", "arm", "6", 4, api.BoardFacts{Arch: "arm", ArchVariant: "armv7", KernelArch: "armv7l", Kernel: "6.6.51+rpt-rpi-v7",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
 			Model: "Raspberry Pi 3 Model B Rev 1.2", MemoryBytes: 921652 << 10, CPUs: 4}, []string{"no-memory-limits"}},
-		{"pi3b-arm64", "arm64", "", 4, Facts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
+		{"pi3b-arm64", "arm64", "", 4, api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
 			Model: "Raspberry Pi 3 Model B Rev 1.2", MemoryBytes: 929476 << 10, CPUs: 4}, nil},
-		{"pi3bplus-buster", "arm", "7", 4, Facts{Arch: "arm", ArchVariant: "armv7", KernelArch: "armv7l", Kernel: "5.10.103-v7+",
-			Systemd: "241", Cgroup: "hybrid", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+		{"pi3bplus-buster", "arm", "7", 4, api.BoardFacts{Arch: "arm", ArchVariant: "armv7", KernelArch: "armv7l", Kernel: "5.10.103-v7+",
+			Systemd: "241", Cgroup: "hybrid", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
 			Model: "Raspberry Pi 3 Model B Plus Rev 1.3", MemoryBytes: 948280 << 10, CPUs: 4}, []string{"no-memory-limits"}},
-		{"pi4b", "arm64", "", 4, Facts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
-			Model: "Raspberry Pi 4 Model B Rev 1.4", MemoryBytes: 7998404 << 10, CPUs: 4}, []string{"no-memory-limits"}},
+		{"pi4b", "arm64", "", 4, api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
+			Model: "Raspberry Pi 4 Model B Rev 1.4", MemoryBytes: 7998404 << 10, CPUs: 4,
+			Devices: []string{"gpiochip0", "gpiochip1", "i2c-1", "i2c-20", "i2c-21", "spidev0.0", "spidev0.1", "ttyUSB0", "ttyAMA0",
+				"video10", "video11", "video12", "video13", "video14", "video15", "video16", "video18", "video19", "video20", "video21", "video22", "video23", "video31"}},
+			[]string{"no-memory-limits"}},
 		// Pi OS 32-bit boots the 64-bit kernel on a Pi 4: uname says
 		// aarch64, the userland (and herd) is 32-bit ARM.
-		{"pi4b-armhf", "arm", "6", 4, Facts{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+		{"pi4b-armhf", "arm", "6", 4, api.BoardFacts{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
 			Model: "Raspberry Pi 4 Model B Rev 1.2", MemoryBytes: 3885092 << 10, CPUs: 4}, []string{"no-memory-limits"}},
-		{"pi5", "arm64", "", 4, Facts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-2712",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
+		{"pi5", "arm64", "", 4, api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-2712",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
 			Model: "Raspberry Pi 5 Model B Rev 1.0", MemoryBytes: 8245952 << 10, CPUs: 4}, nil},
 		// The ARM1176 says "CPU architecture: 7": only uname and the
 		// model name tell armv6.
-		{"pizerow", "arm", "6", 1, Facts{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Kernel: "6.6.51+rpt-rpi-v6",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+		{"pizerow", "arm", "6", 1, api.BoardFacts{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Kernel: "6.6.51+rpt-rpi-v6",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
 			Model: "Raspberry Pi Zero W Rev 1.1", MemoryBytes: 439548 << 10, CPUs: 1}, []string{"no-memory-limits"}},
-		{"pizero2w", "arm64", "", 4, Facts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
-			Systemd: "252.30", Cgroup: "v2", Controllers: []string{"cpu", "cpuset", "io", "pids"},
+		{"pizero2w", "arm64", "", 4, api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Kernel: "6.6.51+rpt-rpi-v8",
+			Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
 			Model: "Raspberry Pi Zero 2 W Rev 1.0", MemoryBytes: 426988 << 10, CPUs: 4}, []string{"no-memory-limits"}},
 		// The machine CI and the lab run on (hybrid, memory mounted).
-		{"herd-ci-host", "amd64", "", 2, Facts{Arch: "amd64", ArchVariant: "amd64", KernelArch: "x86_64", Kernel: "6.18.44-fc-v857",
-			Systemd: "252.39", Cgroup: "hybrid", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
+		{"herd-ci-host", "amd64", "", 2, api.BoardFacts{Arch: "amd64", ArchVariant: "amd64", KernelArch: "x86_64", Kernel: "6.18.44-fc-v857",
+			Systemd: "252.39", Cgroup: "hybrid", CgroupControllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
 			MemoryBytes: ParseMemTotal(mustRead(t, "testdata/facts/herd-ci-host/meminfo")), CPUs: 2}, nil},
 		// A lab board: systemd-nspawn on that hybrid host mounts the v1
 		// controllers read-only, so no limit is enforced (measured:
 		// MemoryMax=20M did not stop a 200 MB allocation).
-		{"lab-nspawn", "amd64", "", 2, Facts{Arch: "amd64", ArchVariant: "amd64", KernelArch: "x86_64", Kernel: "6.18.44-fc-v857",
+		{"lab-nspawn", "amd64", "", 2, api.BoardFacts{Arch: "amd64", ArchVariant: "amd64", KernelArch: "x86_64", Kernel: "6.18.44-fc-v857",
 			Systemd: "252.39", Cgroup: "hybrid",
 			MemoryBytes: ParseMemTotal(mustRead(t, "testdata/facts/lab-nspawn/meminfo")), CPUs: 2}, []string{"no-memory-limits", "no-cpu-limits"}},
 	}
@@ -161,7 +170,7 @@ func TestFactsFromBoards(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("FactsFrom (-want +got):\n%s", diff)
 			}
-			st := api.NodeStatus{Model: got.Model, Cgroup: got.Cgroup, CgroupControllers: got.Controllers, Version: "v1"}
+			st := api.NodeStatus{BoardFacts: api.BoardFacts{Model: got.Model, Cgroup: got.Cgroup, CgroupControllers: got.CgroupControllers}, Version: "v1"}
 			var shorts []string
 			for _, w := range st.Warnings() {
 				shorts = append(shorts, w.Short)
@@ -283,10 +292,108 @@ func TestFactsFromClipsAndUnknowns(t *testing.T) {
 	if len(f.Kernel) != maxKernelLen || len(f.Model) != maxModelLen || len(f.KernelArch) != maxMachineLen || len(f.Systemd) > maxSystemdLen {
 		t.Errorf("long facts not clipped: %+v", f)
 	}
-	if f.Cgroup != "" || f.Controllers != nil {
-		t.Errorf("no mount table: cgroup facts = %q %v, want unknown", f.Cgroup, f.Controllers)
+	if f.Cgroup != "" || f.CgroupControllers != nil {
+		t.Errorf("no mount table: cgroup facts = %q %v, want unknown", f.Cgroup, f.CgroupControllers)
 	}
 	if got := clip("Raspberry Pi \u00e9", 14); got != "Raspberry Pi " {
 		t.Errorf("clip split a rune: %q", got)
+	}
+}
+
+func TestParseDevices(t *testing.T) {
+	many := make([]string, 0, 100)
+	for i := range 100 {
+		many = append(many, fmt.Sprintf("ttyUSB%d", i))
+	}
+	for _, tt := range []struct {
+		name string
+		in   []string
+		want []string
+	}{
+		{"no /dev", nil, nil},
+		{"pseudo devices only", []string{"null", "zero", "tty", "ptmx"}, nil},
+		{"sorted by class and number", []string{"video0", "ttyACM0", "i2c-10", "i2c-1", "gpiochip4"},
+			[]string{"gpiochip4", "i2c-1", "i2c-10", "ttyACM0", "video0"}},
+		{"bounded", many, many[:maxBoardDevices]},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ParseDevices(tt.in)
+			if tt.name == "bounded" {
+				if len(got) != maxBoardDevices {
+					t.Fatalf("%d devices, want %d", len(got), maxBoardDevices)
+				}
+				return
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReadDevNodes: only character devices count, not files, directories
+// or symbolic links to devices.
+func TestReadDevNodes(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("linux only")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "i2c-1"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "ttyUSB0"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/null", filepath.Join(dir, "serial0")); err != nil {
+		t.Fatal(err)
+	}
+	if got := ReadDevNodes(dir); len(got) != 0 {
+		t.Errorf("ReadDevNodes(files) = %v, want none", got)
+	}
+	if got := ReadDevNodes(filepath.Join(dir, "missing")); got != nil {
+		t.Errorf("missing dir: %v", got)
+	}
+	got := ReadDevNodes("/dev")
+	if !slices.Contains(got, "null") {
+		t.Errorf("ReadDevNodes(/dev) = %v, want null among them", got)
+	}
+}
+
+// TestMetaTrimsDevices: a board with more devices than fit in the gossip
+// metadata beside its labels advertises the first ones and warns, naming
+// the others; it never fails to build its metadata.
+func TestMetaTrimsDevices(t *testing.T) {
+	var devs []string
+	for i := range maxBoardDevices {
+		devs = append(devs, fmt.Sprintf("ttyUSB%d", i))
+	}
+	for _, tt := range []struct {
+		name    string
+		devices int
+		labels  map[string]string
+		trimmed bool
+	}{
+		{"room for all", 20, nil, false},
+		{"labels first", maxBoardDevices, map[string]string{"room": strings.Repeat("r", 100), "shelf": strings.Repeat("s", 100)}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			a := &Agent{cfg: Config{Labels: tt.labels}, log: slog.New(slog.NewTextHandler(&logs, nil)),
+				facts: api.BoardFacts{Arch: "arm64", CPUs: 4, MemoryBytes: 1 << 30, Devices: devs[:tt.devices]}}
+			m, err := a.meta(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := gossip.EncodeMeta(m); err != nil {
+				t.Fatalf("meta does not encode: %v", err)
+			}
+			warned := strings.Contains(logs.String(), "no room in the gossip metadata")
+			if got := len(m.Devices) < len(a.facts.Devices); got != tt.trimmed || warned != tt.trimmed {
+				t.Errorf("advertised %d of %d devices, warned %v; want trimmed %v\n%s", len(m.Devices), len(a.facts.Devices), warned, tt.trimmed, logs.String())
+			}
+			if !slices.Equal(m.Devices, a.facts.Devices[:len(m.Devices)]) {
+				t.Errorf("advertised %v, want a prefix of the board's devices", m.Devices)
+			}
+		})
 	}
 }

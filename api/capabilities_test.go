@@ -12,10 +12,10 @@ func TestNodeLimitsEnforced(t *testing.T) {
 	cpu := Resources{CPULimit: "50%"}
 	both := Resources{MemoryLimit: "64M", CPULimit: "50%"}
 	allowed := Resources{MemoryLimit: "64M", AllowUnenforcedLimits: true}
-	piOff := NodeStatus{Model: "Raspberry Pi 4 Model B Rev 1.4", Cgroup: CgroupV2, CgroupControllers: []string{"cpu", "cpuset", "io", "pids"}}
-	piOn := NodeStatus{Model: "Raspberry Pi 5 Model B Rev 1.0", Cgroup: CgroupV2, CgroupControllers: []string{"cpu", "cpuset", "io", "memory", "pids"}}
-	noCPU := NodeStatus{Cgroup: CgroupV1, CgroupControllers: []string{"memory"}}
-	none := NodeStatus{Cgroup: CgroupNone}
+	piOff := NodeStatus{BoardFacts: BoardFacts{Model: "Raspberry Pi 4 Model B Rev 1.4", Cgroup: CgroupV2, CgroupControllers: []string{"cpu", "cpuset", "io", "pids"}}}
+	piOn := NodeStatus{BoardFacts: BoardFacts{Model: "Raspberry Pi 5 Model B Rev 1.0", Cgroup: CgroupV2, CgroupControllers: []string{"cpu", "cpuset", "io", "memory", "pids"}}}
+	noCPU := NodeStatus{BoardFacts: BoardFacts{Cgroup: CgroupV1, CgroupControllers: []string{"memory"}}}
+	none := NodeStatus{BoardFacts: BoardFacts{Cgroup: CgroupNone}}
 	old := NodeStatus{Version: "v0.3.0"} // an agent before board facts
 	tests := []struct {
 		name     string
@@ -50,12 +50,12 @@ func TestNodeLimitsEnforced(t *testing.T) {
 }
 
 func TestNodeWarningMessages(t *testing.T) {
-	pi := NodeStatus{Model: "Raspberry Pi 4 Model B Rev 1.4", Cgroup: CgroupV2, CgroupControllers: []string{"cpu"}}
+	pi := NodeStatus{BoardFacts: BoardFacts{Model: "Raspberry Pi 4 Model B Rev 1.4", Cgroup: CgroupV2, CgroupControllers: []string{"cpu"}}}
 	w := pi.Warnings()
 	if len(w) != 1 || w[0].Message != "memory limits not enforced: cgroup memory controller disabled; add cgroup_enable=memory to /boot/firmware/cmdline.txt (/boot/cmdline.txt before bookworm) and reboot" {
 		t.Errorf("Pi warning: %+v", w)
 	}
-	other := NodeStatus{Model: "QEMU KVM Virtual Machine", Cgroup: CgroupV2, CgroupControllers: []string{"cpu"}}
+	other := NodeStatus{BoardFacts: BoardFacts{Model: "QEMU KVM Virtual Machine", Cgroup: CgroupV2, CgroupControllers: []string{"cpu"}}}
 	if w := other.Warnings(); len(w) != 1 || strings.Contains(w[0].Message, "/boot/firmware") || !strings.Contains(w[0].Message, "cgroup_enable=memory") {
 		t.Errorf("non-Pi warning: %+v", w)
 	}

@@ -254,6 +254,7 @@ func (t PodTemplate) DeepCopy() PodTemplate {
 	t.Files = slices.Clone(t.Files)
 	t.Ports = slices.Clone(t.Ports)
 	t.NodeSelector = maps.Clone(t.NodeSelector)
+	t.Devices = slices.Clone(t.Devices)
 	if t.Readiness != nil {
 		p := *t.Readiness
 		p.Exec = slices.Clone(p.Exec)

@@ -14,7 +14,11 @@
 // (history.go: RecordRevision numbers and bounds it, UndoTarget picks what
 // an undo goes back to), and what a board can enforce (capabilities.go:
 // NodeStatus.UnenforcedLimit, which the scheduler applies, and
-// NodeStatus.Warnings, which herdctl prints).
+// NodeStatus.Warnings, which herdctl prints), and devices (devices.go: the
+// DeviceClasses boards advertise and templates may ask for, DeviceNode and
+// SortDevices, which the agent and gossip use, and
+// BoardFacts.MissingDevice, which the scheduler applies). BoardFacts is the
+// one shape of a board's facts from the agent's reading to NodeStatus.
 //
 // The API's wire types live here as well (wire.go: request and response
 // bodies, ClusterStatus, APIError and its codes; token.go: the API token

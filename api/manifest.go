@@ -162,6 +162,7 @@ type manifestTemplate struct {
 	Ports        []manifestPort     `toml:"ports"`
 	Files        []manifestFileSpec `toml:"files"`
 	Sandbox      string             `toml:"sandbox"`
+	Devices      []string           `toml:"devices"`
 }
 
 type manifestPort struct {
@@ -284,6 +285,7 @@ func (m *manifestTemplate) toAPI() PodTemplate {
 		RestartPolicy: RestartPolicy(m.Restart),
 		NodeSelector:  nilIfEmptyMap(m.NodeSelector),
 		Sandbox:       m.Sandbox,
+		Devices:       nilIfEmptySlice(m.Devices),
 	}
 	for _, f := range m.Files {
 		t.Files = append(t.Files, File{Path: f.Path, Content: f.Content, Mode: f.Mode, AllowSetID: f.AllowSetID})
@@ -317,6 +319,7 @@ func templateToManifest(t PodTemplate) *manifestTemplate {
 		Restart:      string(t.RestartPolicy),
 		NodeSelector: t.NodeSelector,
 		Sandbox:      t.Sandbox,
+		Devices:      t.Devices,
 	}
 	for _, f := range t.Files {
 		m.Files = append(m.Files, manifestFileSpec{Path: f.Path, Mode: f.Mode, AllowSetID: f.AllowSetID, Content: f.Content})

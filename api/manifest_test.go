@@ -442,3 +442,25 @@ func FuzzManifestStrings(f *testing.F) {
 		}
 	})
 }
+
+// TestExamples: every manifest in examples/ decodes and validates, so the
+// documented fields stay what admission accepts.
+func TestExamples(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			objs, err := DecodeManifest(filepath.Base(path), readFile(t, path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range objs {
+				if err := Validate(o); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}

@@ -113,15 +113,16 @@ func (d *Deployment) KeepRebalance(stored *Deployment) {
 
 // SpreadBoards returns, sorted, the names of the boards pods of template t
 // are spread over by a rebalance: Ready, not cordoned, agent not down,
-// matching t's node selector and able to enforce its limits (the
-// scheduler's filters that do not depend on what else runs there).
+// matching t's node selector, able to enforce its limits and having its
+// devices (the scheduler's filters that do not depend on what else runs
+// there).
 func SpreadBoards(nodes []*Node, t *PodTemplate) []string {
 	var out []string
 	for _, n := range nodes {
 		if n == nil || n.Status.Phase != NodeReady || n.Spec.Unschedulable || agentDown(n) {
 			continue
 		}
-		if !n.MatchesNodeSelector(t.NodeSelector) || n.Status.UnenforcedLimit(t.Resources) != "" {
+		if !n.MatchesNodeSelector(t.NodeSelector) || n.Status.UnenforcedLimit(t.Resources) != "" || n.Status.MissingDevice(t.Devices) != "" {
 			continue
 		}
 		out = append(out, n.Metadata.Name)

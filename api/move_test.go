@@ -196,7 +196,7 @@ func TestRebalancePending(t *testing.T) {
 
 func TestSpreadBoards(t *testing.T) {
 	node := func(name string, f func(*Node)) *Node {
-		n := &Node{Kind: KindNode, Metadata: ObjectMeta{Name: name}, Status: NodeStatus{Phase: NodeReady, Arch: "arm64"}}
+		n := &Node{Kind: KindNode, Metadata: ObjectMeta{Name: name}, Status: NodeStatus{Phase: NodeReady, BoardFacts: BoardFacts{Arch: "arm64"}}}
 		if f != nil {
 			f(n)
 		}

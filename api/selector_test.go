@@ -36,7 +36,7 @@ func TestMatchLabels(t *testing.T) {
 func TestMatchesNodeSelector(t *testing.T) {
 	node := &Node{
 		Metadata: ObjectMeta{Name: "b1", Labels: map[string]string{"zone": "a", LabelArch: "forged"}},
-		Status:   NodeStatus{Arch: "arm64", Model: "rpi4"},
+		Status:   NodeStatus{BoardFacts: BoardFacts{Arch: "arm64", Model: "rpi4"}},
 	}
 	bare := &Node{Metadata: ObjectMeta{Name: "b2"}}
 	tests := []struct {

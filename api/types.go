@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -110,6 +111,12 @@ type PodTemplate struct {
 	// PrivateTmp, ProtectSystem=full and similar options ordinary servers
 	// tolerate) or "none" (SandboxNone).
 	Sandbox string `json:"sandbox,omitempty" toml:"sandbox,omitempty"`
+	// Devices are device nodes the process may open ("/dev/i2c-1"), at
+	// most MaxDevices, each of a DeviceClass. The pod is placed only on a
+	// board that advertises them all, and its unit may open these and
+	// no other device node (DevicePolicy=closed, DeviceAllow=). The
+	// process's user still needs the node's file permissions.
+	Devices []string `json:"devices,omitempty" toml:"devices,omitempty"`
 }
 
 // File is a file placed on the board for a pod.
@@ -213,21 +220,12 @@ const (
 	NodeLeft     NodePhase = "Left"
 )
 
-// NodeStatus is what gossip and the node controller observed.
-type NodeStatus struct {
-	Phase NodePhase `json:"phase,omitempty"`
-	// Since is when Phase last changed.
-	Since time.Time `json:"since,omitzero"`
-	// Fenced is true once stale units on a returning board were stopped.
-	Fenced bool `json:"fenced,omitempty"`
-	// Address is the board's IP address (from the gossip advertise address).
-	Address string `json:"address,omitempty"`
-	// RaftAddress is host:port of the raft transport, empty for non-servers.
-	RaftAddress string `json:"raftAddress,omitempty"`
-	// SSHAddress is host:port of the board's sshd.
-	SSHAddress string `json:"sshAddress,omitempty"`
-	// HostKey is the board's SSH host public key in authorized_keys format.
-	HostKey string `json:"hostKey,omitempty"`
+// BoardFacts are what a board's agent finds out about the board itself
+// (agent.FactsFrom) and announces in gossip: the one shape they have from
+// the agent through gossip.Meta and the node controller to NodeStatus,
+// whose JSON carries its fields inline. Empty fields are unknown: agents
+// that predate a fact send none.
+type BoardFacts struct {
 	// Arch is GOARCH-style (amd64, arm64, arm).
 	Arch string `json:"arch,omitempty"`
 	// ArchVariant tells ARM boards apart: arm64, armv7 or armv6 (a 32-bit
@@ -254,6 +252,37 @@ type NodeStatus struct {
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 	// CPUs is the number of CPUs.
 	CPUs int `json:"cpus,omitempty"`
+	// Devices are the board's device nodes of the DeviceClasses, by name
+	// under /dev ("gpiochip0", "i2c-1", "ttyUSB0"), in SortDevices order.
+	// A board with more than fit in gossip advertises the first ones.
+	Devices []string `json:"devices,omitempty"`
+}
+
+// Clone returns a copy of f that shares no memory with it.
+func (f BoardFacts) Clone() BoardFacts {
+	f.CgroupControllers = slices.Clone(f.CgroupControllers)
+	f.Devices = slices.Clone(f.Devices)
+	return f
+}
+
+// NodeStatus is what gossip and the node controller observed.
+type NodeStatus struct {
+	Phase NodePhase `json:"phase,omitempty"`
+	// Since is when Phase last changed.
+	Since time.Time `json:"since,omitzero"`
+	// Fenced is true once stale units on a returning board were stopped.
+	Fenced bool `json:"fenced,omitempty"`
+	// Address is the board's IP address (from the gossip advertise address).
+	Address string `json:"address,omitempty"`
+	// RaftAddress is host:port of the raft transport, empty for non-servers.
+	RaftAddress string `json:"raftAddress,omitempty"`
+	// SSHAddress is host:port of the board's sshd.
+	SSHAddress string `json:"sshAddress,omitempty"`
+	// HostKey is the board's SSH host public key in authorized_keys format.
+	HostKey string `json:"hostKey,omitempty"`
+	// BoardFacts are what the board's agent found out about the board
+	// and announced in gossip.
+	BoardFacts
 	// Version is the agent version.
 	Version string `json:"version,omitempty"`
 	// Server is true when the agent takes part in Raft.

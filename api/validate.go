@@ -83,7 +83,9 @@ func PortEnvName(name string) string {
 // without '$', words that fit on a unit line, a working directory systemd
 // takes verbatim, env assignments Linux can pass, file modes with the
 // setuid or setgid bit only with AllowSetID, no files under /tmp for a
-// sandboxed template, a known sandbox, and at most MaxTemplateBytes in all
+// sandboxed template, a known sandbox, at most MaxDevices devices, each
+// /dev/ and a node of a DeviceClass, none twice, and at most
+// MaxTemplateBytes in all
 // so every pod made from the template can be bound. A pod's owner,
 // revision and host ports are checked too.
 func Validate(o Object) error {

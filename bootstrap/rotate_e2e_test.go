@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/herd-dev/herd/agent"
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
 	"github.com/herd-dev/herd/raftstore"
 )
@@ -32,7 +33,7 @@ func gossipNode(t *testing.T, name string, keys [][]byte) *gossip.Gossip {
 	t.Helper()
 	cfg := gossip.DefaultLocalConfig()
 	cfg.Name, cfg.Key, cfg.AcceptKeys = name, keys[0], keys[1:]
-	cfg.Meta = gossip.Meta{SSHAddr: "127.0.0.1:22", Arch: "amd64", Version: "test"}
+	cfg.Meta = gossip.Meta{SSHAddr: "127.0.0.1:22", BoardFacts: api.BoardFacts{Arch: "amd64"}, Version: "test"}
 	cfg.Logger = testLogger(t)
 	g, err := gossip.New(cfg)
 	if err != nil {

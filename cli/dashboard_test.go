@@ -174,9 +174,7 @@ func TestDashboardSecurity(t *testing.T) {
 // dashNode is a board as its agent reports it.
 func dashNode(name string, phase api.NodePhase, addr string) *api.Node {
 	return &api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: name},
-		Status: api.NodeStatus{Phase: phase, Since: time.Now().Add(-10 * time.Minute), Address: addr, Arch: "arm64", ArchVariant: "arm64",
-			Model: "Raspberry Pi 4 Model B", CPUs: 4, MemoryBytes: 4 << 30, Kernel: "6.1.0-rpi7", Systemd: "252.30", Version: "v0.9.0",
-			Cgroup: "v2", CgroupControllers: []string{"cpu", "memory", "pids"}, Server: true,
+		Status: api.NodeStatus{Phase: phase, Since: time.Now().Add(-10 * time.Minute), Address: addr, BoardFacts: api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", Model: "Raspberry Pi 4 Model B", CPUs: 4, MemoryBytes: 4 << 30, Kernel: "6.1.0-rpi7", Systemd: "252.30", Cgroup: "v2", CgroupControllers: []string{"cpu", "memory", "pids"}}, Version: "v0.9.0", Server: true,
 			Conditions: []api.Condition{{Type: api.ConditionReady, Status: api.ConditionTrue}}}}
 }
 

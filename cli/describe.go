@@ -350,6 +350,7 @@ func (p printer) describeNode(d *descBuilder, o *api.Node) []api.Condition {
 		mem = humanBytes(st.MemoryBytes)
 	}
 	d.kv(0, "Memory", mem)
+	d.kv(0, "Devices", strings.Join(st.Devices, ", "))
 	d.kv(0, "Version", st.Version)
 	var warns []string
 	for _, w := range st.Warnings() {
@@ -449,6 +450,7 @@ func (p printer) template(d *descBuilder, t api.PodTemplate) {
 	d.kv(1, "Restart", restart)
 	d.opt(1, "Readiness", formatProbe(t.Readiness))
 	d.opt(1, "Node Selector", p.labels(t.NodeSelector))
+	d.opt(1, "Devices", strings.Join(t.Devices, ", "))
 }
 
 // formatProbe renders a readiness probe in one line.

@@ -470,8 +470,7 @@ func fixtures() map[api.Kind][]api.Object {
 	node := func(name, addr string, server bool, phase api.NodePhase) *api.Node {
 		return &api.Node{Kind: api.KindNode,
 			Metadata: api.ObjectMeta{Name: name, Labels: map[string]string{"herd.dev/arch": "arm64"}, Created: ago(10 * 24 * time.Hour)},
-			Status: api.NodeStatus{Phase: phase, Since: ago(4 * time.Minute), Fenced: true, Address: addr, SSHAddress: addr + ":22",
-				Arch: "arm64", Model: "Raspberry Pi 4 Model B", MemoryBytes: 4 << 30, CPUs: 4, Version: "v0.1.0", Server: server,
+			Status: api.NodeStatus{Phase: phase, Since: ago(4 * time.Minute), Fenced: true, Address: addr, SSHAddress: addr + ":22", BoardFacts: api.BoardFacts{Arch: "arm64", Model: "Raspberry Pi 4 Model B", MemoryBytes: 4 << 30, CPUs: 4}, Version: "v0.1.0", Server: server,
 				RaftAddress: map[bool]string{true: addr + ":7949"}[server],
 				HostKey:     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl pi@" + name,
 				Conditions:  []api.Condition{cond(api.ConditionReady, api.ConditionStatus(map[api.NodePhase]string{api.NodeReady: "True", api.NodeNotReady: "False"}[phase]), "Gossip", "member "+strings.ToLower(string(phase)), 4*time.Minute)},
@@ -484,6 +483,7 @@ func fixtures() map[api.Kind][]api.Object {
 	pi1.Status.ArchVariant, pi1.Status.KernelArch = "arm64", "aarch64"
 	pi1.Status.Kernel, pi1.Status.Systemd = "6.6.51+rpt-rpi-v8", "252.30"
 	pi1.Status.Cgroup, pi1.Status.CgroupControllers = "v2", []string{"cpu", "cpuset", "io", "pids"}
+	pi1.Status.Devices = []string{"gpiochip0", "gpiochip1", "i2c-1", "spidev0.0", "ttyUSB0"}
 	pi2 := node("pi2", "10.0.0.12", false, api.NodeNotReady)
 	pi2.Spec.Unschedulable = true
 	pi2.Status.MemoryBytes = 1536 << 20

@@ -106,7 +106,7 @@ func (p printer) header(kind api.Kind) []string {
 	case api.KindNode:
 		h := []string{"NAME", "STATUS", "ROLES", "ADDRESS", "ARCH", "AGE"}
 		if p.Wide {
-			h = append(h, "MODEL", "VARIANT", "KERNEL", "SYSTEMD", "CGROUP", "CPUS", "MEMORY", "VERSION", "WARNINGS")
+			h = append(h, "MODEL", "VARIANT", "KERNEL", "SYSTEMD", "CGROUP", "CPUS", "MEMORY", "DEVICES", "VERSION", "WARNINGS")
 		}
 		return h
 	}
@@ -176,7 +176,7 @@ func (p printer) row(o api.Object) []string {
 				warns = append(warns, w.Short)
 			}
 			r = append(r, orNone(st.Model), orNone(st.ArchVariant), orNone(st.Kernel), orNone(st.Systemd), orNone(st.Cgroup),
-				cpus, humanBytes(st.MemoryBytes), orNone(st.Version), orNone(strings.Join(warns, ",")))
+				cpus, humanBytes(st.MemoryBytes), orNone(deviceSummary(st.Devices)), orNone(st.Version), orNone(strings.Join(warns, ",")))
 		}
 		return r
 	}
@@ -241,6 +241,20 @@ func nodeArch(st api.NodeStatus) string {
 		return st.Arch
 	}
 	return st.Arch + " (" + strings.Join(extra, ", ") + ")"
+}
+
+// wideDevices is how many device names a wide node row lists before it
+// counts the rest; describe node lists them all.
+const wideDevices = 3
+
+// deviceSummary lists a board's devices for a table cell:
+// "gpiochip0,i2c-1,ttyUSB0", or the first wideDevices and a count of the
+// others ("gpiochip0,gpiochip1,i2c-1,+20").
+func deviceSummary(devs []string) string {
+	if len(devs) <= wideDevices+1 {
+		return strings.Join(devs, ",")
+	}
+	return strings.Join(devs[:wideDevices], ",") + ",+" + strconv.Itoa(len(devs)-wideDevices)
 }
 
 // nodeCgroup is the cgroup layout and its controllers: "v2 (cpu io pids)".

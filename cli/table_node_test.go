@@ -15,13 +15,19 @@ func TestNodeArchAndCgroup(t *testing.T) {
 		arch, cg  string
 		wideCells []string
 	}{
-		{api.NodeStatus{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Cgroup: "v2", CgroupControllers: []string{"cpu", "io"}},
+		{api.NodeStatus{BoardFacts: api.BoardFacts{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Cgroup: "v2", CgroupControllers: []string{"cpu", "io"}}},
 			"arm (armv6, armv6l kernel)", "v2 (cpu io)", []string{"armv6", "v2", "no-memory-limits"}},
-		{api.NodeStatus{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Cgroup: "hybrid", CgroupControllers: []string{"cpu", "memory"}},
+		{api.NodeStatus{BoardFacts: api.BoardFacts{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Cgroup: "hybrid", CgroupControllers: []string{"cpu", "memory"}}},
 			"arm (armv7, aarch64 kernel)", "hybrid (cpu memory)", []string{"armv7", "hybrid", "<none>"}},
-		{api.NodeStatus{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Cgroup: "none"},
+		{api.NodeStatus{BoardFacts: api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Cgroup: "none"}},
 			"arm64", "none (no controllers)", []string{"arm64", "none", "no-memory-limits,no-cpu-limits"}},
-		{api.NodeStatus{Arch: "amd64"}, "amd64", "", []string{"<none>", "facts-unknown"}},
+		{api.NodeStatus{BoardFacts: api.BoardFacts{Arch: "amd64"}}, "amd64", "", []string{"<none>", "facts-unknown"}},
+		{api.NodeStatus{BoardFacts: api.BoardFacts{Arch: "arm64", Devices: []string{"gpiochip0", "i2c-1", "ttyUSB0"}}},
+			"arm64", "", []string{"gpiochip0,i2c-1,ttyUSB0"}},
+		{api.NodeStatus{BoardFacts: api.BoardFacts{Arch: "arm64", Devices: []string{"gpiochip0", "i2c-1", "ttyUSB0", "video0"}}},
+			"arm64", "", []string{"gpiochip0,i2c-1,ttyUSB0,video0"}},
+		{api.NodeStatus{BoardFacts: api.BoardFacts{Arch: "arm64", Devices: []string{"gpiochip0", "gpiochip1", "i2c-1", "ttyUSB0", "video0"}}},
+			"arm64", "", []string{"gpiochip0,gpiochip1,i2c-1,+2"}},
 	} {
 		if got := nodeArch(tt.st); got != tt.arch {
 			t.Errorf("nodeArch(%+v) = %q, want %q", tt.st, got, tt.arch)

@@ -126,6 +126,18 @@
 // machine first builds the arm64 root and the VM images (≈8 min, cached in
 // /var/cache/herd-lab; docs/lab.md "VM boards").
 //
+// TestDevices (e2e/devices_test.go) powers the worker b4 off and boots it
+// with `scripts/lab boot --cgroup2` (its systemd on the cgroup2 hierarchy,
+// allowed bpf(): device policies enforced), makes /dev/ttyUSB0 (1:3) and
+// /dev/ttyUSB1 (1:2) there and restarts its agent: b4 advertises both. A
+// deployment of two pods asking for /dev/ttyUSB0 must run both on b4 and
+// nowhere else, its unit show DevicePolicy=closed and DeviceAllow=/dev/ttyUSB0
+// rw, the pod write its device and get EPERM for the other (ENXIO outside
+// the unit). A deployment asking for /dev/i2c-7 stays Pending with "0/4
+// boards: 4 missing device /dev/i2c-7". b4 is booted back in its default
+// mode at the end. Run it alone with:
+// go test -tags e2e -count=1 -run TestDevices -v ./e2e/
+//
 // Command chaostool (scripts/chaos) is the nemesis: N mixed fault cycles on
 // a lab of five boards with the same ground truth, scale writes during each
 // fault, and a report (docs/lab.md, "The nemesis").

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/internal/testutil"
 )
 
@@ -36,17 +37,19 @@ func newKey(t testing.TB) []byte {
 // testMeta returns a small valid Meta for node name.
 func testMeta(name string) Meta {
 	return Meta{
-		SSHAddr:     "127.0.0.1:22",
-		Arch:        "arm64",
-		ArchVariant: "arm64",
-		KernelArch:  "aarch64",
-		Cgroup:      "v2",
-		Controllers: []string{"cpu", "memory"},
-		Model:       "test board " + name,
-		MemoryBytes: 1 << 30,
-		CPUs:        4,
-		Labels:      map[string]string{"name": name},
-		Version:     "test",
+		SSHAddr: "127.0.0.1:22",
+		BoardFacts: api.BoardFacts{
+			Arch:              "arm64",
+			ArchVariant:       "arm64",
+			KernelArch:        "aarch64",
+			Cgroup:            "v2",
+			CgroupControllers: []string{"cpu", "memory"},
+			Model:             "test board " + name,
+			MemoryBytes:       1 << 30,
+			CPUs:              4,
+		},
+		Labels:  map[string]string{"name": name},
+		Version: "test",
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/herd-dev/herd/api"
 )
 
 // MetaMaxSize is the largest encoded Meta that memberlist can carry in a
@@ -39,30 +41,11 @@ type Meta struct {
 	// ("ssh-ed25519 AAAA..."). EncodeMeta drops any comment and
 	// surrounding space, so a peer sees exactly "type base64".
 	HostKey string
-	// Arch is GOARCH-style (amd64, arm64, arm).
-	Arch string
-	// Model is the board model ("Raspberry Pi 4 Model B").
-	Model string
-	// MemoryBytes is the board's total memory.
-	MemoryBytes int64
-	// CPUs is the number of CPUs.
-	CPUs int
-	// ArchVariant is arm64, armv7, armv6 or GOARCH (api.NodeStatus).
-	// It and the board facts below are optional: agents before them
-	// send none, and older agents ignore them.
-	ArchVariant string
-	// KernelArch is uname's machine (aarch64, armv7l, armv6l, x86_64).
-	KernelArch string
-	// Kernel is uname's release.
-	Kernel string
-	// Systemd is the board's systemd version ("252.30").
-	Systemd string
-	// Cgroup is the cgroup layout (v2, hybrid, v1, none).
-	Cgroup string
-	// Controllers are the available cgroup resource controllers, among
-	// cpu, cpuset, io, memory and pids (the only ones Validate accepts),
-	// listed in that order after a decode.
-	Controllers []string
+	// BoardFacts are the board's facts. Those after CPUs are optional:
+	// agents before them send none, and older agents ignore them.
+	// CgroupControllers may hold only cpu, cpuset, io, memory and pids
+	// (Validate checks), listed in that order after a decode.
+	api.BoardFacts
 	// Labels are user labels of the board.
 	Labels map[string]string
 	// Version is the agent version.
@@ -86,13 +69,16 @@ type metaWire struct {
 	MemoryBytes int64  `json:"b,omitempty"`
 	CPUs        int    `json:"c,omitempty"`
 	// ArchVariant and KernelArch are left out when Arch implies them
-	// (see impliedArch); Controllers are one letter each (controllerCodes).
+	// (see impliedArch); Controllers are one letter each (controllerCodes);
+	// Devices are comma-separated, each its class's one-letter code and
+	// its number (encodeDevices).
 	ArchVariant     string            `json:"av,omitempty"`
 	KernelArch      string            `json:"km,omitempty"`
 	Kernel          string            `json:"kr,omitempty"`
 	Systemd         string            `json:"sd,omitempty"`
 	Cgroup          string            `json:"cg,omitempty"`
 	Controllers     string            `json:"cc,omitempty"`
+	Devices         string            `json:"dv,omitempty"`
 	Labels          map[string]string `json:"l,omitempty"`
 	Version         string            `json:"v,omitempty"`
 	Server          bool              `json:"sv,omitempty"`
@@ -120,7 +106,8 @@ func (m Meta) wire(leaving bool) metaWire {
 		Kernel:          m.Kernel,
 		Systemd:         m.Systemd,
 		Cgroup:          m.Cgroup,
-		Controllers:     encodeControllers(m.Controllers),
+		Controllers:     encodeControllers(m.CgroupControllers),
+		Devices:         encodeDevices(m.Devices),
 		Labels:          m.Labels,
 		Version:         m.Version,
 		Server:          m.Server,
@@ -131,19 +118,22 @@ func (m Meta) wire(leaving bool) metaWire {
 
 func (w metaWire) meta() Meta {
 	return Meta{
-		RaftAddr:        w.RaftAddr,
-		SSHAddr:         w.SSHAddr,
-		HostKey:         w.HostKey,
-		Arch:            w.Arch,
-		Model:           w.Model,
-		MemoryBytes:     w.MemoryBytes,
-		CPUs:            w.CPUs,
-		ArchVariant:     orImplied(w.ArchVariant, impliedArch[w.Arch].variant),
-		KernelArch:      orImplied(w.KernelArch, impliedArch[w.Arch].machine),
-		Kernel:          w.Kernel,
-		Systemd:         w.Systemd,
-		Cgroup:          w.Cgroup,
-		Controllers:     decodeControllers(w.Controllers),
+		RaftAddr: w.RaftAddr,
+		SSHAddr:  w.SSHAddr,
+		HostKey:  w.HostKey,
+		BoardFacts: api.BoardFacts{
+			Arch:              w.Arch,
+			Model:             w.Model,
+			MemoryBytes:       w.MemoryBytes,
+			CPUs:              w.CPUs,
+			ArchVariant:       orImplied(w.ArchVariant, impliedArch[w.Arch].variant),
+			KernelArch:        orImplied(w.KernelArch, impliedArch[w.Arch].machine),
+			Kernel:            w.Kernel,
+			Systemd:           w.Systemd,
+			Cgroup:            w.Cgroup,
+			CgroupControllers: decodeControllers(w.Controllers),
+			Devices:           decodeDevices(w.Devices),
+		},
 		Labels:          w.Labels,
 		Version:         w.Version,
 		Server:          w.Server,
@@ -182,7 +172,7 @@ type controllerCode struct {
 }
 
 // controllerCodes are the one-letter wire codes of the cgroup controllers
-// Meta.Controllers may hold, in the order decode lists them. Codes are
+// Meta.CgroupControllers may hold, in the order decode lists them. Codes are
 // never reused; a letter a decoder does not know is skipped.
 var controllerCodes = []controllerCode{
 	{'c', "cpu"}, {'s', "cpuset"}, {'i', "io"}, {'m', "memory"}, {'p', "pids"},
@@ -209,6 +199,79 @@ func decodeControllers(s string) []string {
 		}
 	}
 	return out
+}
+
+// encodeDevices writes device node names as "g0,i1,s0.1,u0": each its
+// api.DeviceClass code and its number, in the order given.
+func encodeDevices(names []string) string {
+	var b strings.Builder
+	for _, n := range names {
+		c, num, ok := api.DeviceNode(n)
+		if !ok {
+			continue // Validate refuses it
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte(c.Code)
+		b.WriteString(num)
+	}
+	return b.String()
+}
+
+// decodeDevices reads encodeDevices' form back, sorted (api.SortDevices).
+// An entry with a code this version does not know, or a bad number, is
+// skipped.
+func decodeDevices(s string) []string {
+	if s == "" {
+		return nil
+	}
+	var names []string
+	for _, e := range strings.Split(s, ",") {
+		if e == "" {
+			continue
+		}
+		for _, c := range api.DeviceClasses {
+			if e[0] == c.Code {
+				names = append(names, c.Prefix+e[1:])
+				break
+			}
+		}
+	}
+	return api.SortDevices(names)
+}
+
+// TrimDevices returns m with as many of its devices as fit in the node
+// metadata alongside everything else, and the devices it left out (nil if
+// none). Devices are kept in order, so a board advertises its first ones:
+// GPIO and I²C before serial and video (api.DeviceClasses). A Meta that is
+// too large without devices is returned unchanged; EncodeMeta reports it.
+func TrimDevices(m Meta) (Meta, []string) {
+	if _, err := EncodeMeta(m); !errors.Is(err, ErrMetaTooLarge) || len(m.Devices) == 0 {
+		return m, nil
+	}
+	all := m.Devices
+	m.Devices = nil
+	if _, err := EncodeMeta(m); err != nil {
+		m.Devices = all
+		return m, nil
+	}
+	// The largest prefix that fits; sizes grow with the prefix.
+	lo, hi := 0, len(all) // lo fits (or is 0), hi does not
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		m.Devices = all[:mid]
+		if _, err := EncodeMeta(m); err == nil {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	m.Devices = slices.Clone(all[:lo])
+	if len(m.Devices) == 0 {
+		m.Devices = nil
+	}
+	return m, slices.Clone(all[lo:])
 }
 
 // Validate checks the fields of m (addresses, host key, counts). It does not
@@ -243,9 +306,14 @@ func (m Meta) Validate() error {
 	if m.BootstrapExpect > 0 && !m.Server {
 		problems = append(problems, "BootstrapExpect is set but Server is false")
 	}
-	for _, c := range m.Controllers {
+	for _, c := range m.CgroupControllers {
 		if !slices.ContainsFunc(controllerCodes, func(cc controllerCode) bool { return cc.name == c }) {
 			problems = append(problems, fmt.Sprintf("Controllers: %q is not one of cpu, cpuset, io, memory, pids", c))
+		}
+	}
+	for _, d := range m.Devices {
+		if _, _, ok := api.DeviceNode(d); !ok {
+			problems = append(problems, fmt.Sprintf("Devices: %q is not a device node of a known class", d))
 		}
 	}
 	for k := range m.Labels {

@@ -4,29 +4,35 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/herd-dev/herd/api"
 )
 
 const testHostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOpKbGPinFIKvvVQexMuxfmVR3auvr57kkIe6mkURtIs"
 
 func fullMeta() Meta {
 	return Meta{
-		RaftAddr:        "192.168.1.10:7000",
-		SSHAddr:         "192.168.1.10:22",
-		HostKey:         testHostKey,
-		Arch:            "arm64",
-		Model:           "Raspberry Pi 4 Model B Rev 1.4",
-		MemoryBytes:     8 << 30,
-		CPUs:            4,
-		ArchVariant:     "arm64",
-		KernelArch:      "aarch64",
-		Kernel:          "6.6.51+rpt-rpi-v8",
-		Systemd:         "252.30",
-		Cgroup:          "v2",
-		Controllers:     []string{"cpu", "cpuset", "io", "pids"},
+		RaftAddr: "192.168.1.10:7000",
+		SSHAddr:  "192.168.1.10:22",
+		HostKey:  testHostKey,
+		BoardFacts: api.BoardFacts{
+			Arch:              "arm64",
+			Model:             "Raspberry Pi 4 Model B Rev 1.4",
+			MemoryBytes:       8 << 30,
+			CPUs:              4,
+			ArchVariant:       "arm64",
+			KernelArch:        "aarch64",
+			Kernel:            "6.6.51+rpt-rpi-v8",
+			Systemd:           "252.30",
+			Cgroup:            "v2",
+			CgroupControllers: []string{"cpu", "cpuset", "io", "pids"},
+		},
 		Labels:          map[string]string{"zone": "shelf-1", "gpio": "yes"},
 		Version:         "v0.1.0",
 		Server:          true,
@@ -41,7 +47,7 @@ func TestMetaRoundTrip(t *testing.T) {
 	}{
 		{"zero", Meta{}},
 		{"full", fullMeta()},
-		{"worker", Meta{SSHAddr: "[fe80::1]:22", Arch: "arm", CPUs: 1, MemoryBytes: 512 << 20}},
+		{"worker", Meta{SSHAddr: "[fe80::1]:22", BoardFacts: api.BoardFacts{Arch: "arm", CPUs: 1, MemoryBytes: 512 << 20}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := EncodeMeta(tc.meta)
@@ -160,8 +166,8 @@ func TestMetaValidate(t *testing.T) {
 		want string // substring of the error; "" means valid
 	}{
 		{"ok", func(*Meta) {}, ""},
-		{"unknown controller", func(m *Meta) { m.Controllers = []string{"freezer"} }, "Controllers"},
-		{"empty controller", func(m *Meta) { m.Controllers = []string{""} }, "Controllers"},
+		{"unknown controller", func(m *Meta) { m.CgroupControllers = []string{"freezer"} }, "Controllers"},
+		{"empty controller", func(m *Meta) { m.CgroupControllers = []string{""} }, "Controllers"},
 		{"raft no port", func(m *Meta) { m.RaftAddr = "10.0.0.1" }, "RaftAddr"},
 		{"raft bad port", func(m *Meta) { m.RaftAddr = "10.0.0.1:99999" }, "bad port"},
 		{"server no raft", func(m *Meta) { m.RaftAddr = "" }, "RaftAddr is required"},
@@ -258,19 +264,21 @@ func FuzzDecodeMeta(f *testing.F) {
 // ones), so that the budget left for labels is known and stays sizeable.
 func TestMetaLongestRealistic(t *testing.T) {
 	m := Meta{
-		RaftAddr:        "192.168.100.200:7000",
-		SSHAddr:         "192.168.100.200:22",
-		HostKey:         testHostKey,
-		Arch:            "arm64",
-		Model:           "Raspberry Pi Compute Module 4S Rev 1.0", // 48 bytes max after clipping
-		MemoryBytes:     16 << 30,
-		CPUs:            4,
-		ArchVariant:     "arm64",
-		KernelArch:      "aarch64",
-		Kernel:          "6.12.25+rpt-rpi-2712", // 40 max after clipping
-		Systemd:         "257.10",
-		Cgroup:          "hybrid",
-		Controllers:     []string{"cpu", "cpuset", "io", "memory", "pids"},
+		RaftAddr: "192.168.100.200:7000",
+		SSHAddr:  "192.168.100.200:22",
+		HostKey:  testHostKey,
+		BoardFacts: api.BoardFacts{
+			Arch:              "arm64",
+			Model:             "Raspberry Pi Compute Module 4S Rev 1.0", // 48 bytes max after clipping
+			MemoryBytes:       16 << 30,
+			CPUs:              4,
+			ArchVariant:       "arm64",
+			KernelArch:        "aarch64",
+			Kernel:            "6.12.25+rpt-rpi-2712", // 40 max after clipping
+			Systemd:           "257.10",
+			Cgroup:            "hybrid",
+			CgroupControllers: []string{"cpu", "cpuset", "io", "memory", "pids"},
+		},
 		Version:         "v1.12.3-rc.1-4-gabcdef0",
 		Server:          true,
 		BootstrapExpect: 5,
@@ -315,7 +323,7 @@ func TestMetaMixedVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Meta{RaftAddr: "10.0.0.1:7000", Arch: "arm", CPUs: 1, Version: "v0.1.0", Server: true}
+	want := Meta{RaftAddr: "10.0.0.1:7000", BoardFacts: api.BoardFacts{Arch: "arm", CPUs: 1}, Version: "v0.1.0", Server: true}
 	// An old arm64 agent's variant and kernel machine follow from its Arch.
 	got64, err := DecodeMeta([]byte(`{"a":"arm64"}`))
 	if err != nil || got64.ArchVariant != "arm64" || got64.KernelArch != "aarch64" || got64.Kernel != "" {
@@ -324,8 +332,8 @@ func TestMetaMixedVersions(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("old meta (-want +got):\n%s", diff)
 	}
-	if got.Controllers != nil {
-		t.Errorf("Controllers = %#v, want nil", got.Controllers)
+	if got.CgroupControllers != nil {
+		t.Errorf("Controllers = %#v, want nil", got.CgroupControllers)
 	}
 }
 
@@ -334,9 +342,9 @@ func TestMetaMixedVersions(t *testing.T) {
 // controller.
 func TestMetaArmFactsTravel(t *testing.T) {
 	for _, m := range []Meta{
-		{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Cgroup: "v2", Controllers: []string{"cpu", "io", "pids"}},
-		{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Cgroup: "hybrid", Controllers: []string{"cpu", "cpuset", "io", "memory", "pids"}},
-		{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Cgroup: "none"},
+		{BoardFacts: api.BoardFacts{Arch: "arm", ArchVariant: "armv6", KernelArch: "armv6l", Cgroup: "v2", CgroupControllers: []string{"cpu", "io", "pids"}}},
+		{BoardFacts: api.BoardFacts{Arch: "arm", ArchVariant: "armv7", KernelArch: "aarch64", Cgroup: "hybrid", CgroupControllers: []string{"cpu", "cpuset", "io", "memory", "pids"}}},
+		{BoardFacts: api.BoardFacts{Arch: "arm64", ArchVariant: "arm64", KernelArch: "aarch64", Cgroup: "none"}},
 	} {
 		b, err := EncodeMeta(m)
 		if err != nil {
@@ -352,5 +360,120 @@ func TestMetaArmFactsTravel(t *testing.T) {
 	}
 	if got := decodeControllers("pmzc"); !cmp.Equal(got, []string{"cpu", "memory", "pids"}) {
 		t.Errorf("decodeControllers skips unknown codes and sorts: got %v", got)
+	}
+}
+
+// piDevices are a Raspberry Pi 4's device nodes with I²C, SPI and the
+// serial port on, and its codec video nodes, as agent.FactsFrom sorts them.
+var piDevices = []string{"gpiochip0", "gpiochip1", "i2c-1", "i2c-20", "i2c-21", "spidev0.0", "spidev0.1", "ttyUSB0", "ttyAMA0",
+	"video10", "video11", "video12", "video13", "video14", "video15", "video16", "video18", "video19", "video20", "video21", "video22", "video23", "video31"}
+
+func TestMetaDevices(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		devices []string
+		wire    string
+	}{
+		{"none", nil, ""},
+		{"gpio and i2c", []string{"gpiochip0", "i2c-1"}, "g0,i1"},
+		{"every class", []string{"gpiochip0", "i2c-1", "spidev0.1", "ttyUSB0", "ttyACM12", "ttyAMA10", "video0"}, "g0,i1,s0.1,u0,a12,m10,v0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := fullMeta()
+			m.Devices = tt.devices
+			b, err := EncodeMeta(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w metaWire
+			if err := json.Unmarshal(b, &w); err != nil {
+				t.Fatal(err)
+			}
+			if w.Devices != tt.wire {
+				t.Errorf("wire form %q, want %q", w.Devices, tt.wire)
+			}
+			got, err := DecodeMeta(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.devices, got.Devices); diff != "" {
+				t.Errorf("round trip (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// A newer agent's class this one does not know, and garbage, are
+	// skipped; the rest comes back sorted.
+	got, err := DecodeMeta([]byte(`{"dv":"u0,z3,g0,,i,i1x,g1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"gpiochip0", "gpiochip1", "ttyUSB0"}, got.Devices); diff != "" {
+		t.Errorf("lenient decode (-want +got):\n%s", diff)
+	}
+	m := fullMeta()
+	m.Devices = []string{"sda"}
+	if _, err := EncodeMeta(m); !errors.Is(err, ErrMetaInvalid) || !strings.Contains(err.Error(), "Devices") {
+		t.Errorf("unknown device: err = %v", err)
+	}
+}
+
+// TestMetaDevicesSize measures what a Pi's devices cost next to the
+// longest realistic facts (TestMetaLongestRealistic), and checks that
+// TrimDevices keeps the ones that fit, in order, rather than failing.
+func TestMetaDevicesSize(t *testing.T) {
+	m := fullMeta()
+	m.Labels = nil
+	base, err := EncodeMeta(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Devices = piDevices
+	b, err := EncodeMeta(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("full meta without labels: %d bytes; with a Pi's %d devices: %d bytes (%d for devices), %d left",
+		len(base), len(piDevices), len(b), len(b)-len(base), MetaMaxSize-leavingOverhead-len(b))
+
+	for _, tt := range []struct {
+		name      string
+		labels    map[string]string
+		keptAtMin int // at least this many devices are kept
+		dropped   bool
+	}{
+		{"fits", nil, len(piDevices), false},
+		{"labels crowd devices out", map[string]string{"zone": strings.Repeat("z", 60), "rack": strings.Repeat("r", 60)}, 1, true},
+		{"no room for any", map[string]string{"zone": strings.Repeat("z", 150)}, 0, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := fullMeta()
+			m.Labels, m.Devices = tt.labels, piDevices
+			got, dropped := TrimDevices(m)
+			if (len(dropped) > 0) != tt.dropped {
+				t.Fatalf("dropped %v, want dropped=%v", dropped, tt.dropped)
+			}
+			if len(got.Devices) < tt.keptAtMin {
+				t.Errorf("kept %d devices, want at least %d", len(got.Devices), tt.keptAtMin)
+			}
+			if diff := cmp.Diff(piDevices, append(slices.Clone(got.Devices), dropped...), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("kept+dropped is not the original order (-want +got):\n%s", diff)
+			}
+			if _, err := EncodeMeta(got); err != nil {
+				t.Errorf("trimmed meta does not encode: %v", err)
+			}
+			if len(dropped) > 0 {
+				one := got
+				one.Devices = append(slices.Clone(got.Devices), dropped[0])
+				if _, err := EncodeMeta(one); err == nil {
+					t.Errorf("one more device would have fit: kept %d", len(got.Devices))
+				}
+			}
+		})
+	}
+	// Too large without any device: unchanged, for EncodeMeta to report.
+	m = fullMeta()
+	m.Labels, m.Devices = map[string]string{"zone": strings.Repeat("z", 400)}, []string{"i2c-1"}
+	if got, dropped := TrimDevices(m); dropped != nil || len(got.Devices) != 1 {
+		t.Errorf("oversized labels: TrimDevices = %v, dropped %v", got.Devices, dropped)
 	}
 }

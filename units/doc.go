@@ -15,7 +15,8 @@
 //	           X-Herd-Pod, X-Herd-Owner, X-Herd-Revision, X-Herd-Generation,
 //	           X-Herd-Files (systemd ignores keys starting with "X-")
 //	[Service]  Type=exec, ExecStart, EnvironmentFile, User,
-//	           WorkingDirectory, MemoryMax, CPUQuota, Restart, RestartSec=1,
+//	           WorkingDirectory, MemoryMax, CPUQuota, DevicePolicy and
+//	           DeviceAllow (with devices), Restart, RestartSec=1,
 //	           KillMode=mixed, TimeoutStopSec=10, SyslogIdentifier=<pod>,
 //	           and the sandbox options
 //	[Install]  WantedBy=multi-user.target
@@ -73,6 +74,29 @@
 // Pod files under /tmp and /var/tmp are refused at admission for sandboxed
 // templates (the process would not see them). Options a systemd does not
 // know are ignored by it with a warning.
+//
+// # Devices
+//
+// A template with devices gets DevicePolicy=closed and one
+// "DeviceAllow=PATH rw" per device, in either sandbox: the process may open
+// those device nodes and systemd's standard pseudo devices (/dev/null,
+// /dev/zero, /dev/full, /dev/random, /dev/urandom, /dev/tty, /dev/ptmx)
+// and no other device node, whatever its file permissions say. systemd
+// enforces this in the unit's cgroup (the devices controller on cgroup v1
+// and hybrid hosts, a BPF device program on v2). A template without
+// devices gets neither option and keeps today's access (file permissions
+// only). The paths are safe to write unquoted: admission (api.DeviceNode)
+// allows only /dev/ followed by a node name of a known class.
+//
+// PrivateDevices= is never set: it gives the unit a private /dev holding
+// only the pseudo devices, so the nodes DeviceAllow= grants would not exist
+// in the process's view. DevicePolicy=closed is the part of it herd wants.
+//
+// No group is added: the process runs as its template's user only (no
+// SupplementaryGroups=), so on a board whose node is root:i2c 0660 that user
+// must be in group i2c (Raspberry Pi OS puts its first user in gpio, i2c,
+// spi, dialout and video), or be root. DeviceAllow= only ever narrows what
+// the user may open. docs/security.md says why.
 //
 // # Quoting
 //

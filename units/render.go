@@ -229,6 +229,15 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 	if v := t.Resources.CPULimit; v != "" {
 		r.add(sectionService, "CPUQuota", v)
 	}
+	if len(t.Devices) > 0 {
+		// The devices the template names and the pseudo devices
+		// (/dev/null, /dev/zero, /dev/urandom...), nothing else; in
+		// either sandbox. See the package documentation.
+		r.add(sectionService, "DevicePolicy", "closed")
+		for _, d := range t.Devices {
+			r.add(sectionService, "DeviceAllow", d+" rw")
+		}
+	}
 	r.add(sectionService, "Restart", restart)
 	r.add(sectionService, "RestartSec", "1")
 	r.add(sectionService, "KillMode", "mixed")

@@ -1265,3 +1265,45 @@ func FuzzAdmittedRenders(f *testing.F) {
 		}
 	})
 }
+
+// TestRenderDevices: a template's devices become DevicePolicy=closed and
+// one DeviceAllow= per device, in order, in either sandbox; without devices
+// neither is written; PrivateDevices= (which would hide the nodes) never.
+func TestRenderDevices(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		sandbox string
+		devices []string
+		want    []string // DevicePolicy and DeviceAllow values, in order
+	}{
+		{"none", "", nil, nil},
+		{"one", "", []string{"/dev/i2c-1"}, []string{"DevicePolicy=closed", "DeviceAllow=/dev/i2c-1 rw"}},
+		{"several in order", "", []string{"/dev/ttyUSB0", "/dev/gpiochip0"},
+			[]string{"DevicePolicy=closed", "DeviceAllow=/dev/ttyUSB0 rw", "DeviceAllow=/dev/gpiochip0 rw"}},
+		{"sandbox none", api.SandboxNone, []string{"/dev/video0"}, []string{"DevicePolicy=closed", "DeviceAllow=/dev/video0 rw"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "sensor-1"},
+				Spec: api.PodSpec{Template: api.PodTemplate{Exec: []string{"/opt/sensor"}, Sandbox: tt.sandbox, Devices: tt.devices}}}
+			opts, err := RenderOptions(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range opts {
+				switch o.Name {
+				case "DevicePolicy", "DeviceAllow":
+					if o.Section != "Service" {
+						t.Errorf("%s in [%s]", o.Name, o.Section)
+					}
+					got = append(got, o.Name+"="+o.Value)
+				case "PrivateDevices":
+					t.Errorf("PrivateDevices=%s rendered", o.Value)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

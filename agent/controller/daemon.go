@@ -118,9 +118,12 @@ func newDaemonPass(ds *api.Daemon, pods []*api.Pod, nodeByName map[string]*api.N
 	return r
 }
 
-// matches reports whether n may run the daemon's pod.
+// matches reports whether n may run the daemon's pod: it matches the node
+// selector and has the template's devices (a daemon with devices runs on
+// every board that has them, like one with a node selector).
 func (r *daemonPass) matches(n *api.Node) bool {
-	return n != nil && n.Status.Phase != api.NodeLeft && matchNode(r.ds.Spec.Template.NodeSelector, n)
+	return n != nil && n.Status.Phase != api.NodeLeft && matchNode(r.ds.Spec.Template.NodeSelector, n) &&
+		n.Status.MissingDevice(r.ds.Spec.Template.Devices) == ""
 }
 
 // eligible reports whether n may receive a new pod.

@@ -48,6 +48,11 @@ func maskedSummary(t *testing.T, acts []Action) []string {
 
 func TestReconcileDaemon(t *testing.T) {
 	ds := exporter("arch", "arm64")
+	sensor := exporter("arch", "arm64")
+	sensor.Spec.Template.Devices = []string{"/dev/i2c-1"}
+	withDevices := func(names ...string) func(*api.Node) {
+		return func(n *api.Node) { n.Status.Devices = names }
+	}
 	tests := []struct {
 		name        string
 		ds          *api.Daemon
@@ -62,6 +67,20 @@ func TestReconcileDaemon(t *testing.T) {
 			nodes:       []*api.Node{readyNode("a"), readyNode("b"), readyNode("x86", func(n *api.Node) { n.Status.Arch = "amd64" }), readyNode("down", withPhase(api.NodeNotReady)), readyNode("cordoned", func(n *api.Node) { n.Spec.Unschedulable = true })},
 			want:        []string{"create pods/exp-a-*", "create pods/exp-b-*", "updateStatus daemons/exp"},
 			wantDesired: 2,
+		},
+		{
+			name:        "devices: one pod per ready matching node that has them",
+			ds:          sensor,
+			nodes:       []*api.Node{readyNode("a", withDevices("gpiochip0", "i2c-1")), readyNode("b", withDevices("gpiochip0")), readyNode("c")},
+			want:        []string{"create pods/exp-a-*", "updateStatus daemons/exp"},
+			wantDesired: 1,
+		},
+		{
+			name:  "devices: a board that no longer has them loses its pod",
+			ds:    sensor,
+			nodes: []*api.Node{readyNode("a", withDevices("i2c-1")), readyNode("b")},
+			pods:  []*api.Pod{daemonPod(sensor, "a", api.PodRunning), daemonPod(sensor, "b", api.PodRunning)},
+			want:  []string{"delete pods/exp-b", "updateStatus daemons/exp"}, wantDesired: 1,
 		},
 		{
 			name:  "node no longer matches",

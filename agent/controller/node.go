@@ -69,21 +69,11 @@ const WitnessGrace = 3 * time.Second
 
 // NodeFacts are the node facts a board gossips about itself.
 type NodeFacts struct {
+	// BoardFacts land in api.NodeStatus as they are.
+	api.BoardFacts
 	RaftAddress string
 	SSHAddress  string
 	HostKey     string
-	Arch        string
-	Model       string
-	MemoryBytes int64
-	CPUs        int
-	// ArchVariant, KernelArch, Kernel, Systemd, Cgroup and Controllers
-	// are the board facts of api.NodeStatus; empty from older agents.
-	ArchVariant string
-	KernelArch  string
-	Kernel      string
-	Systemd     string
-	Cgroup      string
-	Controllers []string
 	Version     string
 	Server      bool
 	// Labels are the board's user labels (agent configuration); the node
@@ -181,10 +171,8 @@ func ReconcileNode(now time.Time, node *api.Node, m MemberInfo, pods []*api.Pod)
 	if known {
 		f := m.Facts
 		st.Address, st.RaftAddress, st.SSHAddress, st.HostKey = m.Addr, f.RaftAddress, f.SSHAddress, f.HostKey
-		st.Arch, st.Model, st.MemoryBytes, st.CPUs = f.Arch, f.Model, f.MemoryBytes, f.CPUs
+		st.BoardFacts = f.BoardFacts.Clone()
 		st.Version, st.Server = f.Version, f.Server
-		st.ArchVariant, st.KernelArch, st.Kernel, st.Systemd = f.ArchVariant, f.KernelArch, f.Kernel, f.Systemd
-		st.Cgroup, st.CgroupControllers = f.Cgroup, slices.Clone(f.Controllers)
 	}
 
 	switch {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 
 func member(name string, state MemberState) MemberInfo {
 	return MemberInfo{Name: name, Addr: "10.0.0." + string(rune('0'+len(name))), State: state,
-		Facts: NodeFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4, SSHAddress: "10.0.0.1:22"}}
+		Facts: NodeFacts{BoardFacts: api.BoardFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4}, SSHAddress: "10.0.0.1:22"}}
 }
 
 // storedNode is what ReconcileNode would have stored for member m in phase ph.
@@ -264,7 +265,7 @@ func TestReconcileNodeBoardFacts(t *testing.T) {
 		t.Fatalf("old agent, facts unchanged: %v", acts)
 	}
 	m.Facts.ArchVariant, m.Facts.KernelArch, m.Facts.Kernel, m.Facts.Systemd = "arm64", "aarch64", "6.6.51+rpt-rpi-v8", "252.30"
-	m.Facts.Cgroup, m.Facts.Controllers = "v2", []string{"cpu", "io", "pids"}
+	m.Facts.Cgroup, m.Facts.CgroupControllers = "v2", []string{"cpu", "io", "pids"}
 	acts := ReconcileNode(t0, node, m, nil)
 	if len(acts) != 1 || acts[0].Type != ActionUpdateStatus || acts[0].Reason != "board facts changed" {
 		t.Fatalf("acts = %v, want one status update", acts)
@@ -281,5 +282,46 @@ func TestReconcileNodeBoardFacts(t *testing.T) {
 	}
 	if acts := ReconcileNode(t0, acts[0].Object.(*api.Node), m, nil); len(acts) != 0 {
 		t.Errorf("second pass: %v, want nothing", acts)
+	}
+}
+
+// TestReconcileNodeDevices: a board's devices land on its Node when they
+// change (a restarted agent that found a new one), and the Node does not
+// share the member's slice.
+func TestReconcileNodeDevices(t *testing.T) {
+	m := member("a", MemberAlive)
+	node := storedNode(m, api.NodeReady)
+	node.Status.BoardFacts = m.Facts.BoardFacts.Clone()
+	for _, tt := range []struct {
+		name    string
+		devices []string
+		update  bool
+	}{
+		{"none, unchanged", nil, false},
+		{"one plugged in", []string{"gpiochip0", "ttyUSB0"}, true},
+		{"same again", []string{"gpiochip0", "ttyUSB0"}, false},
+		{"one unplugged", []string{"gpiochip0"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m.Facts.Devices = slices.Clone(tt.devices)
+			acts := ReconcileNode(t0, node, m, nil)
+			if !tt.update {
+				if len(acts) != 0 {
+					t.Fatalf("acts = %v, want none", acts)
+				}
+				return
+			}
+			if len(acts) != 1 || acts[0].Type != ActionUpdateStatus {
+				t.Fatalf("acts = %v, want one status update", acts)
+			}
+			node = acts[0].Object.(*api.Node)
+			if diff := cmp.Diff(tt.devices, node.Status.Devices); diff != "" {
+				t.Errorf("devices (-want +got):\n%s", diff)
+			}
+			m.Facts.Devices[0] = "changed"
+			if node.Status.Devices[0] == "changed" {
+				t.Error("the Node shares the member's devices slice")
+			}
+		})
 	}
 }

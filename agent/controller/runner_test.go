@@ -130,7 +130,7 @@ func TestRunner(t *testing.T) {
 		node := readyNode(n)
 		w.add(node)
 		w.members[n] = MemberInfo{Name: n, Addr: node.Status.Address, State: MemberAlive,
-			Facts: NodeFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4}}
+			Facts: NodeFacts{BoardFacts: api.BoardFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4}}}
 	}
 	w.add(deployment("web", 2))
 	wantNames := createdNames(ReconcileDeployment(t0, w.deployments["web"], w.podList(), w.nodeList()))

@@ -142,10 +142,10 @@ func messyWorld(t testing.TB) *world {
 		readyNode("dead"), readyNode("back", withPhase(api.NodeNotReady)))
 	for _, n := range []string{"a", "b", "c"} {
 		w.members[n] = MemberInfo{Name: n, Addr: w.nodes[n].Status.Address, State: MemberAlive,
-			Facts: NodeFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4, Labels: w.nodes[n].Metadata.Labels}}
+			Facts: NodeFacts{BoardFacts: api.BoardFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4}, Labels: w.nodes[n].Metadata.Labels}}
 	}
 	w.members["dead"] = MemberInfo{Name: "dead", State: MemberDead}
-	facts := NodeFacts{Arch: "arm64", MemoryBytes: 2 * gib, CPUs: 4}
+	facts := NodeFacts{BoardFacts: api.BoardFacts{Arch: "arm64", MemoryBytes: 2 * gib, CPUs: 4}}
 	w.members["back"] = MemberInfo{Name: "back", Addr: "10.0.0.9", State: MemberAlive, Facts: facts}
 	w.members["new"] = MemberInfo{Name: "new", Addr: "10.0.0.10", State: MemberAlive, Facts: facts}
 

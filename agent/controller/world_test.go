@@ -330,8 +330,7 @@ func fmtActions(acts []Action) string {
 
 func readyNode(name string, opts ...func(*api.Node)) *api.Node {
 	n := &api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: name},
-		Status: api.NodeStatus{Phase: api.NodeReady, Fenced: true, Since: t0, Address: "10.0.0." + fmt.Sprint(len(name)),
-			MemoryBytes: 4 * gib, CPUs: 4, Arch: "arm64", Model: "Pi 4"}}
+		Status: api.NodeStatus{Phase: api.NodeReady, Fenced: true, Since: t0, Address: "10.0.0." + fmt.Sprint(len(name)), BoardFacts: api.BoardFacts{MemoryBytes: 4 * gib, CPUs: 4, Arch: "arm64", Model: "Pi 4"}}}
 	for _, o := range opts {
 		o(n)
 	}

@@ -71,8 +71,8 @@ func TestUIBehindTheGuard(t *testing.T) {
 func TestUIWarnings(t *testing.T) {
 	e := newEnv(t)
 	nodes := []api.Node{
-		{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "b1"}, Status: api.NodeStatus{Phase: api.NodeReady, Cgroup: "v2", CgroupControllers: []string{"cpu", "memory"}}},
-		{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "b2"}, Status: api.NodeStatus{Phase: api.NodeReady, Cgroup: "v2", CgroupControllers: []string{"cpu"}, Model: "Raspberry Pi 4 Model B"}},
+		{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "b1"}, Status: api.NodeStatus{Phase: api.NodeReady, BoardFacts: api.BoardFacts{Cgroup: "v2", CgroupControllers: []string{"cpu", "memory"}}}},
+		{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: "b2"}, Status: api.NodeStatus{Phase: api.NodeReady, BoardFacts: api.BoardFacts{Cgroup: "v2", CgroupControllers: []string{"cpu"}, Model: "Raspberry Pi 4 Model B"}}},
 	}
 	for i := range nodes {
 		raw, err := api.ToRaw(&nodes[i])

@@ -17,7 +17,9 @@
 //     node Ready, not cordoned (spec.unschedulable), node selector
 //     (api.Node.MatchesNodeSelector: node labels plus the well-known
 //     herd.dev/node, herd.dev/arch and herd.dev/model; "arch" and "model"
-//     are shorthands), limits the board can enforce
+//     are shorthands), the template's devices (api.BoardFacts.MissingDevice:
+//     the board advertises every one; the reason names the first missing,
+//     "missing device /dev/i2c-1"), limits the board can enforce
 //     (api.NodeStatus.UnenforcedLimit: a memory_limit needs the cgroup
 //     memory controller, a cpu_limit the cpu controller, unless the
 //     template says allow_unenforced_limits; a board whose agent reports

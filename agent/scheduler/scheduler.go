@@ -355,6 +355,9 @@ func (st *state) filter(ni int32, pod *api.Pod, req api.Request) string {
 	if !n.node.MatchesNodeSelector(pod.Spec.Template.NodeSelector) {
 		return "node selector mismatch"
 	}
+	if r := n.node.Status.MissingDevice(pod.Spec.Template.Devices); r != "" {
+		return r
+	}
 	if r := n.node.Status.UnenforcedLimit(pod.Spec.Template.Resources); r != "" {
 		return r
 	}

@@ -14,7 +14,7 @@ const gib = int64(1) << 30
 // node returns a Ready node with 1 GiB and 4 CPUs, then applies opts.
 func node(name string, opts ...func(*api.Node)) *api.Node {
 	n := &api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: name},
-		Status: api.NodeStatus{Phase: api.NodeReady, Fenced: true, MemoryBytes: gib, CPUs: 4, Arch: "arm64", Model: "Raspberry Pi 4 Model B"}}
+		Status: api.NodeStatus{Phase: api.NodeReady, Fenced: true, BoardFacts: api.BoardFacts{MemoryBytes: gib, CPUs: 4, Arch: "arm64", Model: "Raspberry Pi 4 Model B"}}}
 	for _, o := range opts {
 		o(n)
 	}
@@ -84,6 +84,16 @@ func cgroup(layout string, controllers ...string) func(*api.Node) {
 	return func(n *api.Node) { n.Status.Cgroup, n.Status.CgroupControllers = layout, controllers }
 }
 
+// devices sets the board's advertised device nodes.
+func devices(names ...string) func(*api.Node) {
+	return func(n *api.Node) { n.Status.Devices = names }
+}
+
+// wants sets the template's devices.
+func wants(paths ...string) func(*api.Pod) {
+	return func(p *api.Pod) { p.Spec.Template.Devices = paths }
+}
+
 // memLimit sets a memory limit; allow also sets allow_unenforced_limits.
 func memLimit(l string, allow bool) func(*api.Pod) {
 	return func(p *api.Pod) {
@@ -102,6 +112,42 @@ func TestPlaceFilters(t *testing.T) {
 		wantNode string
 		wantErr  string
 	}{
+		{
+			name:     "device: only the board that has it",
+			nodes:    []*api.Node{node("a", mem(4*gib)), node("b", devices("gpiochip0", "ttyUSB0")), node("c", devices("i2c-1"))},
+			pod:      pod("p", wants("/dev/ttyUSB0")),
+			wantNode: "b",
+		},
+		{
+			name:     "devices: every one needed",
+			nodes:    []*api.Node{node("a", devices("gpiochip0"), mem(4*gib)), node("b", devices("gpiochip0", "i2c-1"))},
+			pod:      pod("p", wants("/dev/gpiochip0", "/dev/i2c-1")),
+			wantNode: "b",
+		},
+		{
+			name:    "device: no board has it, the reason names it",
+			nodes:   []*api.Node{node("a"), node("b", devices("ttyUSB1")), node("c", devices("ttyUSB0"), notReady)},
+			pod:     pod("p", wants("/dev/ttyUSB0")),
+			wantErr: "0/3 boards: 2 missing device /dev/ttyUSB0, 1 not ready",
+		},
+		{
+			name:    "device: the first missing one is the reason",
+			nodes:   []*api.Node{node("a", devices("gpiochip0")), node("b", devices("i2c-1"))},
+			pod:     pod("p", wants("/dev/gpiochip0", "/dev/i2c-1")),
+			wantErr: "0/2 boards: 1 missing device /dev/gpiochip0, 1 missing device /dev/i2c-1",
+		},
+		{
+			name:    "device: a pinned daemon pod waits for its board's device",
+			nodes:   []*api.Node{node("a", devices("i2c-1")), node("b")},
+			pod:     pod("p", wants("/dev/i2c-1"), pinned("b")),
+			wantErr: "0/1 boards: 1 missing device /dev/i2c-1",
+		},
+		{
+			name:     "device: selector checked first",
+			nodes:    []*api.Node{node("a", devices("i2c-1")), node("b", devices("i2c-1"), nodeLabels("zone", "attic"))},
+			pod:      pod("p", wants("/dev/i2c-1"), selector("zone", "attic")),
+			wantNode: "b",
+		},
 		{
 			name:     "memory limit: board without the memory controller skipped",
 			nodes:    []*api.Node{node("a", cgroup("v2", "cpu", "io", "pids"), mem(4*gib)), node("b", cgroup("v2", "cpu", "memory"))},

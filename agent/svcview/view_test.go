@@ -19,7 +19,7 @@ func svc(name string, eps ...api.Endpoint) *api.Service {
 
 func node(name, addr string, phase api.NodePhase, server bool) *api.Node {
 	n := &api.Node{Kind: api.KindNode, Metadata: api.ObjectMeta{Name: name, Labels: map[string]string{"zone": "a"}},
-		Status: api.NodeStatus{Phase: phase, Address: addr, SSHAddress: addr + ":22", MemoryBytes: 1 << 30}}
+		Status: api.NodeStatus{Phase: phase, Address: addr, SSHAddress: addr + ":22", BoardFacts: api.BoardFacts{MemoryBytes: 1 << 30}}}
 	if server {
 		n.Status.RaftAddress = addr + ":7947"
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/herd-dev/herd/agent"
 	"github.com/herd-dev/herd/agent/placer/fakeboard"
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
 )
 
@@ -195,7 +196,7 @@ func (p *proc) start(name string) error {
 			cfg.Join = append(cfg.Join, j)
 		}
 	}
-	facts := agent.Facts{Arch: "arm64", MemoryBytes: 1 << 30, CPUs: 4}
+	facts := api.BoardFacts{Arch: "arm64", MemoryBytes: 1 << 30, CPUs: 4}
 	timing := p.timing
 	opts := agent.Options{ClusterKey: p.spec.Key, Logger: p.log, GossipTiming: &timing, Facts: &facts,
 		ServiceViewFile: filepath.Join(ms.Dir, "services.json")}

@@ -118,6 +118,10 @@ EOF
   mv "$cfg" "$SSH_CONFIG"
 }
 
+# board_cgroup2 bN: true when the board boots on the unified cgroup
+# hierarchy with bpf() allowed (the marker `boot --cgroup2` leaves).
+board_cgroup2() { [[ -e $(board_dir "$1")/cgroup2 ]]; }
+
 # board_start bN: power on (no wait). The caller holds the lock and has
 # ensured the root, the key and the bridge.
 board_start() {
@@ -130,12 +134,23 @@ board_start() {
   disk_mount "$b"
   provision "$b"
   echo "--- $(date -Is) power on" >>"$d/console.log"
+  # A cgroup2 board (boot --cgroup2): its systemd runs on the unified
+  # hierarchy (the host's cgroup2 one, also on a hybrid host) and may call
+  # bpf(), so DevicePolicy=/DeviceAllow= are enforced (BPF device
+  # programs); nspawn's seccomp filter otherwise refuses bpf() and systemd
+  # goes on without them. No resource controllers there on a hybrid host.
+  local env=() extra=()
+  if board_cgroup2 "$b"; then
+    [[ -n $CG_V2 ]] || die "$b: --cgroup2 needs a cgroup2 hierarchy on the host"
+    env=(env SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1)
+    extra=(--system-call-filter=bpf)
+  fi
   local pid
-  pid=$(cg_launch "$b" "$d/console.log" \
+  pid=$(cg_launch "$b" "$d/console.log" "${env[@]}" \
     systemd-nspawn --boot --directory="$d/root" --machine="$b" \
     --register=no --keep-unit --settings=no --link-journal=no \
     --resolv-conf=off --timezone=off --console=read-only \
-    --network-namespace-path="/run/netns/$(board_netns "$b")") ||
+    --network-namespace-path="/run/netns/$(board_netns "$b")" "${extra[@]}") ||
     die "could not start $b: see $d/console.log"
   echo "$pid" >"$d/pid"
 }

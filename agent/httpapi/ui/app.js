@@ -214,6 +214,7 @@
       n.spec && n.spec.unschedulable ? el("span", { class: "chip warn" }, "cordoned") : null,
       st.fenced ? el("span", { class: "chip" }, "fenced") : null,
       st.cgroup ? el("span", { class: "chip" }, "cgroup " + st.cgroup) : null);
+    for (const d of st.devices || []) chips.append(el("span", { class: "chip mono", "data-device": d }, d));
     for (const c of ["memory", "cpu"]) {
       if (!st.cgroup) break;
       if ((st.cgroupControllers || []).includes(c)) chips.append(el("span", { class: "chip ok" }, c + " limits")); // else a warning says
