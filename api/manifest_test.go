@@ -442,3 +442,26 @@ func FuzzManifestStrings(f *testing.F) {
 		}
 	})
 }
+
+// TestExamples decodes every manifest under examples/: what the
+// documentation tells users to apply must be admitted.
+func TestExamples(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			objs, err := DecodeManifest(filepath.Base(path), readFile(t, path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range objs {
+				SetDefaults(o)
+				if err := Validate(o); err != nil {
+					t.Errorf("Validate(SetDefaults(%s)): %v", o.GetMeta().Name, err)
+				}
+			}
+		})
+	}
+}
