@@ -192,7 +192,11 @@ func partitionOnce(t *testing.T) partitionResult {
 		v = leader // the leader's board cut off: the majority elects another
 	}
 	if v == "" {
-		t.Fatalf("no board runs a pod of both deployments: %s", podsByBoard(s))
+		var where []string
+		for _, p := range append(Sensor.Live(s), Keeper.Live(s)...) {
+			where = append(where, p.Metadata.Name+"@"+p.Spec.Node)
+		}
+		t.Fatalf("no board runs a pod of both deployments: %v", where)
 	}
 	stale := Sensor.PodsOn(s, v)[0].Metadata.Name
 	keeper := Keeper.PodsOn(s, v)[0].Metadata.Name
