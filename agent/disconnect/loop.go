@@ -65,6 +65,10 @@ func (c Config) Validate() error {
 type Loop struct {
 	cfg     Config
 	tracker Tracker
+	// down are the due units a listing found not running during this
+	// cut (crashed, failed, stopped by hand): left alone, and not listed
+	// for again, until the cut ends.
+	down map[string]bool
 }
 
 // New returns a Loop, or Config.Validate's error.
@@ -115,6 +119,7 @@ func (l *Loop) Step(ctx context.Context) error {
 		return fmt.Errorf("reading marks: %w", err)
 	}
 	if !cut {
+		l.down = nil
 		return l.clear(ctx, marks)
 	}
 	us, err := c.Units()
@@ -122,7 +127,7 @@ func (l *Loop) Step(ctx context.Context) error {
 		return fmt.Errorf("reading unit files: %w", err)
 	}
 	for i := range us {
-		us[i].Marked = slices.Contains(marks, us[i].Name)
+		us[i].Marked = slices.Contains(marks, us[i].Name) || l.down[us[i].Name]
 	}
 	due, _ := Due(now, cut, since, us)
 	if len(due) == 0 {
@@ -133,6 +138,14 @@ func (l *Loop) Step(ctx context.Context) error {
 		return fmt.Errorf("listing units: %w", err)
 	}
 	stop := ToStop(due, listing)
+	for _, u := range due {
+		if !slices.Contains(stop, u) {
+			if l.down == nil {
+				l.down = make(map[string]bool)
+			}
+			l.down[u] = true
+		}
+	}
 	if len(stop) == 0 {
 		return nil
 	}

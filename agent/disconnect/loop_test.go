@@ -112,6 +112,9 @@ func TestLoopStep(t *testing.T) {
 	if len(b.stops) != 1 {
 		t.Errorf("stopped again while still cut off: %v", b.stops)
 	}
+	if b.lists != lists {
+		t.Errorf("listed %d more times while nothing was left to stop (the crashed unit is not looked at again)", b.lists-lists)
+	}
 	if b.active["herd-web-a.service"] != "active" {
 		t.Error("the keep unit was stopped")
 	}
