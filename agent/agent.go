@@ -357,6 +357,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.runServices(runCtx, &wg)
 	a.startUnitWatch(runCtx, &wg)
+	a.startOnDisconnect(runCtx, &wg)
 	n := newNotifier()
 	wg.Add(2)
 	go func() { defer wg.Done(); a.pumpGossip(runCtx, n) }()

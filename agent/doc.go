@@ -19,7 +19,10 @@
 // board an agent/unitwatch Watcher sends the board's signed unit reports
 // to every server over gossip; a server opens them with agent/unitreport
 // against the host key the board announces and keeps them in a
-// placer.Reports that outlives its leadership terms). At start it reads the
+// placer.Reports that outlives its leadership terms), and the on_disconnect
+// loop (ondisconnect.go: on a systemd board an agent/disconnect Loop stops
+// the units whose template says on_disconnect stop_after once the board has
+// been cut off from a quorum of the servers that long). At start it reads the
 // board's facts (facts.go: FactsFrom derives them purely from /proc, /sys,
 // uname, `systemctl --version` samples and the names of the character
 // devices in /dev; gossip.TrimDevices drops the devices that do not fit in

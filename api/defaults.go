@@ -260,6 +260,7 @@ func (t PodTemplate) DeepCopy() PodTemplate {
 		p.Exec = slices.Clone(p.Exec)
 		t.Readiness = &p
 	}
+	t.OnDisconnect = clonePtr(t.OnDisconnect)
 	return t
 }
 

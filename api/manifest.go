@@ -163,6 +163,14 @@ type manifestTemplate struct {
 	Files        []manifestFileSpec `toml:"files"`
 	Sandbox      string             `toml:"sandbox"`
 	Devices      []string           `toml:"devices"`
+	// OnDisconnect is "keep" (decoded as nil, the default) or a table.
+	OnDisconnect *manifestOnDisconnect `toml:"on_disconnect"`
+}
+
+// manifestOnDisconnect is the table form of on_disconnect; the string
+// "keep" (api.OnDisconnectKeep) is the other form, decoded as no table.
+type manifestOnDisconnect struct {
+	StopAfter string `toml:"stop_after"`
 }
 
 type manifestPort struct {
@@ -287,6 +295,9 @@ func (m *manifestTemplate) toAPI() PodTemplate {
 		Sandbox:       m.Sandbox,
 		Devices:       nilIfEmptySlice(m.Devices),
 	}
+	if o := m.OnDisconnect; o != nil {
+		t.OnDisconnect = &OnDisconnect{StopAfter: o.StopAfter}
+	}
 	for _, f := range m.Files {
 		t.Files = append(t.Files, File{Path: f.Path, Content: f.Content, Mode: f.Mode, AllowSetID: f.AllowSetID})
 	}
@@ -320,6 +331,9 @@ func templateToManifest(t PodTemplate) *manifestTemplate {
 		NodeSelector: t.NodeSelector,
 		Sandbox:      t.Sandbox,
 		Devices:      t.Devices,
+	}
+	if o := t.OnDisconnect; o != nil {
+		m.OnDisconnect = &manifestOnDisconnect{StopAfter: o.StopAfter}
 	}
 	for _, f := range t.Files {
 		m.Files = append(m.Files, manifestFileSpec{Path: f.Path, Mode: f.Mode, AllowSetID: f.AllowSetID, Content: f.Content})
@@ -698,11 +712,21 @@ func (od *objectDecoder) fail(abs, rel, format string, args ...any) {
 	od.errorAt(abs, od.desc, rel, fmt.Sprintf(format, args...))
 }
 
-var portRefType = reflect.TypeFor[portRef]()
+var (
+	portRefType      = reflect.TypeFor[portRef]()
+	onDisconnectType = reflect.TypeFor[*manifestOnDisconnect]()
+)
 
 // decode decodes v into rv strictly. abs is v's path in the file, rel its
 // path inside the object.
 func (od *objectDecoder) decode(abs, rel string, v any, rv reflect.Value) {
+	if s, isString := v.(string); isString && rv.Type() == onDisconnectType {
+		// on_disconnect = "keep": the default, stored as no policy.
+		if s != OnDisconnectKeep {
+			od.typeError(abs, rel, v, rv.Type())
+		}
+		return
+	}
 	switch rv.Kind() {
 	case reflect.Pointer:
 		if rv.IsNil() {
@@ -803,8 +827,11 @@ func tomlFields(t reflect.Type) map[string]int {
 
 // describeGo says what a Go field wants, in TOML terms.
 func describeGo(t reflect.Type) string {
-	if t == portRefType {
+	switch t {
+	case portRefType:
 		return "a port name or number"
+	case onDisconnectType:
+		return fmt.Sprintf("%q or a table such as { stop_after = \"30s\" }", OnDisconnectKeep)
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

@@ -443,8 +443,8 @@ func FuzzManifestStrings(f *testing.F) {
 	})
 }
 
-// TestExamples: every manifest in examples/ decodes and validates, so the
-// documented fields stay what admission accepts.
+// TestExamples decodes every manifest under examples/: what the
+// documentation tells users to apply must be admitted.
 func TestExamples(t *testing.T) {
 	files, err := filepath.Glob("../examples/*.toml")
 	if err != nil || len(files) == 0 {
@@ -457,8 +457,9 @@ func TestExamples(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, o := range objs {
+				SetDefaults(o)
 				if err := Validate(o); err != nil {
-					t.Error(err)
+					t.Errorf("Validate(SetDefaults(%s)): %v", o.GetMeta().Name, err)
 				}
 			}
 		})

@@ -102,6 +102,10 @@ type PodTemplate struct {
 	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty" toml:"restart,omitempty"`
 	// Readiness, when set, must pass before the pod counts as ready.
 	Readiness *Probe `json:"readiness,omitempty" toml:"readiness,omitempty"`
+	// OnDisconnect is what the board does with the unit while it cannot
+	// reach the servers: nil keeps it running (the default, "keep"); a
+	// StopAfter has the board's own agent stop it after that long.
+	OnDisconnect *OnDisconnect `json:"onDisconnect,omitempty" toml:"on_disconnect,omitempty"`
 	// NodeSelector restricts placement to nodes whose labels match. The
 	// well-known labels herd.dev/arch, herd.dev/model and herd.dev/node are
 	// set from gossip facts; "arch" and "model" are accepted as shorthands.

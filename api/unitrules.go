@@ -164,9 +164,10 @@ func TemplateBytes(t *PodTemplate) int {
 // ValidateRenderable checks what a pod needs to be written as a systemd
 // unit and environment file on its node: the unit rules of Validate (name,
 // owner, revision, exec, env, user, working directory, files, devices,
-// ports, resource limits, restart policy, sandbox) plus a host port, 1-65535, for
-// every port that has no fixed one. It validates a defaulted copy, as
-// Validate does. Package units calls it before rendering.
+// ports, resource limits, restart policy, sandbox, on-disconnect policy)
+// plus a host port, 1-65535, for every port that has no fixed one. It
+// validates a defaulted copy, as Validate does. Package units calls it
+// before rendering.
 func ValidateRenderable(p *Pod) error {
 	return validateUnit(p, true)
 }
@@ -281,6 +282,7 @@ func (v *validator) unitTemplate(p fieldPath, t *PodTemplate) (portNames map[str
 	default:
 		v.addf(p.field("sandbox", "sandbox"), "%q: must be %q or %q", t.Sandbox, SandboxDefault, SandboxNone)
 	}
+	v.onDisconnect(p.field("onDisconnect", "on_disconnect"), t.OnDisconnect)
 	return portNames
 }
 

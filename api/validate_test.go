@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -197,6 +198,13 @@ func TestValidateRules(t *testing.T) {
 		{"working dir trailing backslash", tmpl(func(t *PodTemplate) { t.WorkingDir = `/srv/app\` }), "spec.template.workingDir", "backslash"},
 		{"working dir control", tmpl(func(t *PodTemplate) { t.WorkingDir = "/srv/\x1b" }), "spec.template.workingDir", "control"},
 		{"sandbox unknown", tmpl(func(t *PodTemplate) { t.Sandbox = "strict" }), "spec.template.sandbox", `"default" or "none"`},
+		// on_disconnect
+		{"stop_after missing", tmpl(func(t *PodTemplate) { t.OnDisconnect = &OnDisconnect{} }), "spec.template.onDisconnect.stopAfter", "required"},
+		{"stop_after not a duration", tmpl(func(t *PodTemplate) { t.OnDisconnect = &OnDisconnect{StopAfter: "30"} }), "spec.template.onDisconnect.stopAfter", "not a duration"},
+		{"stop_after systemd spelling", tmpl(func(t *PodTemplate) { t.OnDisconnect = &OnDisconnect{StopAfter: "30sec"} }), "spec.template.onDisconnect.stopAfter", "not a duration"},
+		{"stop_after too short", tmpl(func(t *PodTemplate) { t.OnDisconnect = &OnDisconnect{StopAfter: "4.9s"} }), "spec.template.onDisconnect.stopAfter", "from 5s"},
+		{"stop_after negative", tmpl(func(t *PodTemplate) { t.OnDisconnect = &OnDisconnect{StopAfter: "-30s"} }), "spec.template.onDisconnect.stopAfter", "from 5s"},
+		{"stop_after too long", tmpl(func(t *PodTemplate) { t.OnDisconnect = &OnDisconnect{StopAfter: "24h1s"} }), "spec.template.onDisconnect.stopAfter", "from 5s"},
 		{"template budget", tmpl(func(t *PodTemplate) {
 			t.Files = []File{{Path: "/a", Content: strings.Repeat("<", MaxTemplateBytes/6)}}
 		}), "spec.template", "Raft transaction of 1048576"},
@@ -319,5 +327,37 @@ func TestValidateNil(t *testing.T) {
 func TestPortEnvName(t *testing.T) {
 	if got := PortEnvName("http-alt"); got != "PORT_HTTP_ALT" {
 		t.Errorf("PortEnvName = %q", got)
+	}
+}
+
+func TestParseStopAfter(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"5s", 5 * time.Second, true},
+		{"10s", 10 * time.Second, true},
+		{"2m", 2 * time.Minute, true},
+		{"1h30m", 90 * time.Minute, true},
+		{"24h", 24 * time.Hour, true},
+		{"4s", 0, false},
+		{"24h0m1s", 0, false},
+		{"", 0, false},
+		{"30", 0, false},
+		{"keep", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseStopAfter(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseStopAfter(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
+		}
+		d, ok := (&OnDisconnect{StopAfter: tt.in}).StopAfterDuration()
+		if ok != tt.ok || d != tt.want {
+			t.Errorf("StopAfterDuration(%q) = %v, %v; want %v, %v", tt.in, d, ok, tt.want, tt.ok)
+		}
+	}
+	if d, ok := (*OnDisconnect)(nil).StopAfterDuration(); ok || d != 0 {
+		t.Errorf("nil (keep) StopAfterDuration = %v, %v; want 0, false", d, ok)
 	}
 }

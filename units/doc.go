@@ -13,7 +13,9 @@
 //	[Unit]     Description, After/Wants=network-online.target,
 //	           StartLimitIntervalSec=0 when systemd restarts the process,
 //	           X-Herd-Pod, X-Herd-Owner, X-Herd-Revision, X-Herd-Generation,
-//	           X-Herd-Files (systemd ignores keys starting with "X-")
+//	           X-Herd-Files, X-Herd-Disconnect-Stop-After (only for a
+//	           template with on_disconnect stop_after; systemd ignores
+//	           keys starting with "X-")
 //	[Service]  Type=exec, ExecStart, EnvironmentFile, User,
 //	           WorkingDirectory, MemoryMax, CPUQuota, DevicePolicy and
 //	           DeviceAllow (with devices), Restart, RestartSec=1,
@@ -151,4 +153,15 @@
 // refused a moment ago, plus the restarts an earlier pass did not get to
 // (both remembered by the caller and passed in), or only the take-downs for
 // a board that is down (Board.SweepOnly).
+//
+// # Stopped on disconnect
+//
+// A board's own agent stops the units whose template has on_disconnect
+// stop_after while it is cut off from the servers (package
+// agent/disconnect, which reads the policy back with ReadMeta), and marks
+// each in DisconnectDir first. The listing reports the mark
+// (UnitState.DisconnectMark); a marked unit that is inactive or failed is
+// StoppedOnDisconnect, which Plan starts again, whatever its restart policy
+// and exit status, if its pod is still placed on the board (a unit whose
+// pod was replaced meanwhile is stale and removed like any other).
 package units

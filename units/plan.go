@@ -62,6 +62,28 @@ type UnitState struct {
 	// trip). It must be filled in for every unit that has a file, or Plan
 	// rewrites and restarts it.
 	FileHash string
+	// DisconnectMark is true when the unit has a mark in DisconnectDir:
+	// the board's agent stopped it while the board was cut off from the
+	// servers. Not a systemd property: sshexec's ShowUnits reads the
+	// directory in the same round trip. See StoppedOnDisconnect.
+	DisconnectMark bool
+}
+
+// DisconnectDir is where a board's agent marks the herd units it stopped
+// because the board was cut off from the servers (api.OnDisconnect): one
+// empty file per unit, named after the unit. It is on /run, so a reboot
+// forgets the marks, as it should: the board's enabled units start again
+// at boot. The agent removes a mark once its unit runs again or its unit
+// file is gone.
+const DisconnectDir = "/run/herd/disconnect"
+
+// StoppedOnDisconnect reports whether the unit is down because its
+// board's agent stopped it while cut off from the servers: marked, and
+// inactive or failed (a process that exits non-zero on SIGTERM leaves its
+// unit failed). Such a unit is neither a crash nor a clean exit: the pod
+// is still wanted where it is, and Plan starts it again.
+func (u UnitState) StoppedOnDisconnect() bool {
+	return u.DisconnectMark && (u.ActiveState == "inactive" || u.ActiveState == "failed")
 }
 
 // ShowProperties returns the systemd properties UnitState holds, in the
@@ -450,7 +472,9 @@ func dropRefused(acts []Action, refused map[string]string) []Action {
 // Plan never restarts a unit just because it failed: whether a failed pod
 // is replaced is the controller's decision. An unchanged unit is started
 // only if systemd never started it (its file was written but the previous
-// pass did not get to start it), or if it stopped after a clean exit (exit
+// pass did not get to start it), if its board's agent stopped it while cut
+// off from the servers (UnitState.StoppedOnDisconnect; whatever the restart
+// policy and exit status), or if it stopped after a clean exit (exit
 // status 0, stopped by hand) while its pod's restart policy is always and
 // nothing else is planned for it. Observed units whose names are not
 // herd unit names are ignored.
@@ -627,6 +651,10 @@ func (pl *planner) current(p *api.Pod, name string, u UnitState) {
 	}
 	policy := p.Spec.Template.RestartPolicy
 	switch {
+	case u.StoppedOnDisconnect():
+		// Whatever the restart policy and exit status:
+		// controller.ObservePod keeps such a pod Scheduled.
+		pl.add(ActionStart, name, "unit was stopped by its board while cut off from the servers")
 	case u.ActiveState != "inactive":
 	case u.ExecMainStartTimestamp == "":
 		pl.add(ActionStart, name, "unit was never started")

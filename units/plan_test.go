@@ -540,6 +540,59 @@ func TestPlanStartsAUnitStoppedByHand(t *testing.T) {
 	}
 }
 
+// TestPlanStartsAUnitStoppedOnDisconnect: a unit its board's agent stopped
+// while cut off from the servers (marked in DisconnectDir) is started
+// again whatever the restart policy and exit status, as long as its pod is
+// still placed there; a marked unit that runs, or is not placed there, is
+// treated as any other.
+func TestPlanStartsAUnitStoppedOnDisconnect(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		policy api.RestartPolicy
+		active string
+		status int
+		mark   bool
+		placed bool
+		want   []ActionType
+	}{
+		{"always, SIGTERM", api.RestartAlways, "inactive", 15, true, true, []ActionType{ActionStart}},
+		{"on-failure, SIGTERM", api.RestartOnFailure, "inactive", 15, true, true, []ActionType{ActionStart}},
+		{"never, clean exit", api.RestartNever, "inactive", 0, true, true, []ActionType{ActionStart}},
+		{"exit 143 on SIGTERM: failed", api.RestartAlways, "failed", 143, true, true, []ActionType{ActionStart}},
+		{"marked but running again", api.RestartAlways, "active", 0, true, true, nil},
+		{"not marked, SIGTERM: a crash", api.RestartOnFailure, "inactive", 15, false, true, nil},
+		{"not marked, failed", api.RestartAlways, "failed", 1, false, true, nil},
+		{"marked, replaced meanwhile", api.RestartAlways, "inactive", 15, true, false, []ActionType{ActionDisable, ActionRemove, ActionDaemonReload}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := planPod("sensor-1")
+			p.Spec.Template.RestartPolicy = tt.policy
+			p.Spec.Template.OnDisconnect = &api.OnDisconnect{StopAfter: "10s"}
+			u := UnitState{Unit: api.UnitName("sensor-1"), LoadState: "loaded", ActiveState: tt.active, SubState: "dead",
+				UnitFileState: "enabled", FileHash: hashOf(t, p), ExecMainStartTimestamp: "Mon 2026-12-01 10:00:00 UTC",
+				ExecMainStatus: tt.status, DisconnectMark: tt.mark}
+			if tt.active == "active" {
+				u.SubState = "running"
+			}
+			var desired []*api.Pod
+			if tt.placed {
+				desired = []*api.Pod{p}
+			}
+			acts, err := Plan(desired, []UnitState{u})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []ActionType
+			for _, a := range acts {
+				got = append(got, a.Type)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestPlanBoard: everything one pass does to a board, as data: the pod
 // files, the unit and environment files, the removals with the paths they
 // keep, the reload with the units it is for, and what the placer's memory

@@ -36,6 +36,9 @@ const (
 	keyRevision   = "X-Herd-Revision"
 	keyGeneration = "X-Herd-Generation"
 	keyFiles      = "X-Herd-Files"
+	// keyStopAfter holds the template's on_disconnect stop_after (as
+	// stored, api.ParseStopAfter reads it); no key means "keep".
+	keyStopAfter = "X-Herd-Disconnect-Stop-After"
 
 	// envPort is the variable holding the first port's host port;
 	// api.PortEnvName(NAME) holds each named port's.
@@ -207,6 +210,9 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 		}
 		r.add(sectionUnit, keyFiles, joinWords(keyFiles, words))
 	}
+	if o := t.OnDisconnect; o != nil {
+		r.add(sectionUnit, keyStopAfter, o.StopAfter)
+	}
 
 	// [Service]
 	r.add(sectionService, "Type", "exec")
@@ -352,6 +358,11 @@ type Meta struct {
 	// Files are the paths of the pod's files on the board (X-Herd-Files),
 	// which the executor removes with the unit.
 	Files []string
+	// OnDisconnect is the template's on_disconnect policy
+	// (X-Herd-Disconnect-Stop-After), nil for "keep". Its StopAfter is as
+	// written in the file: read it with StopAfterDuration, which also
+	// says "keep" for a value that does not parse.
+	OnDisconnect *api.OnDisconnect
 }
 
 // ReadMeta reads the X-Herd-* keys of a unit file, such as one found on a
@@ -389,6 +400,8 @@ func ReadMeta(r io.Reader) (Meta, error) {
 				return Meta{}, fmt.Errorf("units: %s: %w", keyFiles, err)
 			}
 			m.Files = files
+		case keyStopAfter:
+			m.OnDisconnect = &api.OnDisconnect{StopAfter: o.Value}
 		}
 	}
 	if m.Pod == "" {

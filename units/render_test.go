@@ -197,7 +197,7 @@ func TestRenderGolden(t *testing.T) {
 				files = append(files, f.Path)
 			}
 			wantMeta := Meta{Pod: g.pod.Metadata.Name, Owner: g.pod.Spec.Owner, Revision: g.pod.Spec.Revision,
-				Generation: g.pod.Metadata.Generation, Files: files}
+				Generation: g.pod.Metadata.Generation, Files: files, OnDisconnect: g.pod.Spec.Template.OnDisconnect}
 			if diff := cmp.Diff(wantMeta, m); diff != "" {
 				t.Errorf("ReadMeta (-want +got):\n%s", diff)
 			}
@@ -1305,5 +1305,82 @@ func TestRenderDevices(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestRenderOnDisconnect: the on_disconnect policy reaches the unit file
+// only when it stops the unit, so "keep" (nil) renders the bytes units had
+// before the setting existed and an upgrade restarts nothing.
+func TestRenderOnDisconnect(t *testing.T) {
+	base := func(o *api.OnDisconnect) *api.Pod {
+		return &api.Pod{
+			Metadata: api.ObjectMeta{Name: "sensor-1", Generation: 1},
+			Spec:     api.PodSpec{Template: api.PodTemplate{Exec: []string{"/bin/sensor"}, OnDisconnect: o}},
+		}
+	}
+	tests := []struct {
+		name    string
+		policy  *api.OnDisconnect
+		wantKey string // "" = no X-Herd-Disconnect-Stop-After line
+		wantDur time.Duration
+		wantOK  bool
+	}{
+		{"keep", nil, "", 0, false},
+		{"stop after 10s", &api.OnDisconnect{StopAfter: "10s"}, "10s", 10 * time.Second, true},
+		{"stop after 2m", &api.OnDisconnect{StopAfter: "2m"}, "2m", 2 * time.Minute, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts, err := RenderOptions(base(tt.policy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, o := range opts {
+				if o.Name == keyStopAfter {
+					if o.Section != sectionUnit {
+						t.Errorf("%s in [%s], want [Unit]", keyStopAfter, o.Section)
+					}
+					got = o.Value
+				}
+			}
+			if got != tt.wantKey {
+				t.Errorf("%s = %q, want %q", keyStopAfter, got, tt.wantKey)
+			}
+			b, err := Render(base(tt.policy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := ReadMeta(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, ok := m.OnDisconnect.StopAfterDuration()
+			if d != tt.wantDur || ok != tt.wantOK {
+				t.Errorf("read back: %v, %v; want %v, %v", d, ok, tt.wantDur, tt.wantOK)
+			}
+		})
+	}
+	keep, _ := Render(base(nil))
+	plain := base(nil)
+	plain.Spec.Template.OnDisconnect = nil
+	if b, _ := Render(plain); !bytes.Equal(b, keep) {
+		t.Error("keep renders differently from a template without the setting")
+	}
+	if _, err := Render(base(&api.OnDisconnect{StopAfter: "1s"})); !errors.Is(err, ErrUnrenderable) {
+		t.Errorf("stop_after 1s rendered: %v; want ErrUnrenderable", err)
+	}
+}
+
+// TestReadMetaBadStopAfter: a unit file whose stop-after does not parse
+// still reads (its pod files can still be removed); the board treats it
+// as "keep".
+func TestReadMetaBadStopAfter(t *testing.T) {
+	m, err := ReadMeta(strings.NewReader("[Unit]\nX-Herd-Pod=a\nX-Herd-Disconnect-Stop-After=soon\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := m.OnDisconnect.StopAfterDuration(); ok {
+		t.Errorf("StopAfterDuration = %v, true; want false (keep)", d)
 	}
 }

@@ -97,6 +97,11 @@ type UnitObservation struct {
 	NRestarts int
 	// ExecMainStatus is the exit status of the main process.
 	ExecMainStatus int
+	// StoppedOnDisconnect is true when the board's own agent stopped the
+	// unit while the board was cut off from the servers (the template's
+	// on_disconnect; units.UnitState.StoppedOnDisconnect): not a crash, not
+	// an exit, and the placer starts it again.
+	StoppedOnDisconnect bool
 	// Ready is the readiness check's last result; nil when the pod has no
 	// readiness check.
 	Ready *bool

@@ -8,6 +8,10 @@ import (
 	"github.com/herd-dev/herd/api"
 )
 
+// MessageStoppedOnDisconnect is the message of a pod whose unit its board
+// stopped while cut off from the servers (api.OnDisconnect).
+const MessageStoppedOnDisconnect = "stopped by its board while cut off from the servers; starting it again"
+
 // ObservePod folds what the executor saw of a pod's unit into the pod's
 // status. Only pods bound to a board and not terminal (Scheduled, Starting,
 // Running) are updated: Pending pods have no unit yet, and Lost, Failed and
@@ -19,6 +23,10 @@ import (
 //     or there is none; StartedAt is set when it becomes Running;
 //   - activating or deactivating (starting, restarting after a crash,
 //     stopping): Starting, not ready;
+//   - stopped by the board's own agent while cut off from the servers
+//     (obs.StoppedOnDisconnect, inactive or failed): Scheduled with
+//     MessageStoppedOnDisconnect, whatever the exit status and restart
+//     policy; the executor starts it again;
 //   - failed: Failed. systemd only leaves a unit failed when it will not
 //     restart it: restart policy never, a clean-exit policy, or its start
 //     limit was hit;
@@ -68,6 +76,11 @@ func ObservePod(now time.Time, pod *api.Pod, obs UnitObservation) []Action {
 		if obs.SubState == "auto-restart" {
 			st.Message = fmt.Sprintf("restarting after exit status %d", obs.ExecMainStatus)
 		}
+	case obs.StoppedOnDisconnect:
+		// Whatever its exit status and restart policy: the board stopped
+		// it on purpose, and the pod is still wanted there.
+		st.Phase = api.PodScheduled
+		st.Message = MessageStoppedOnDisconnect
 	case obs.ActiveState == "failed":
 		st.Phase = api.PodFailed
 		st.Message = fmt.Sprintf("unit failed (%s) with exit status %d after %d restarts", obs.SubState, obs.ExecMainStatus, obs.NRestarts)

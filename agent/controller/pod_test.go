@@ -14,6 +14,7 @@ func TestObservePod(t *testing.T) {
 	obs := func(active, sub string, exit, restarts int, ready *bool) UnitObservation {
 		return UnitObservation{Unit: api.UnitName("p"), Found: true, ActiveState: active, SubState: sub, ExecMainStatus: exit, NRestarts: restarts, Ready: ready}
 	}
+	cut := func(o UnitObservation) UnitObservation { o.StoppedOnDisconnect = true; return o }
 	tests := []struct {
 		name      string
 		phase     api.PodPhase
@@ -36,6 +37,13 @@ func TestObservePod(t *testing.T) {
 		{name: "exit 0 with on-failure succeeds", phase: api.PodRunning, policy: api.RestartOnFailure, obs: obs("inactive", "dead", 0, 0, nil), wantPhase: api.PodSucceeded},
 		{name: "inactive with always is stopped", phase: api.PodRunning, obs: obs("inactive", "dead", 0, 0, nil), wantPhase: api.PodScheduled},
 		{name: "inactive non-zero fails", phase: api.PodRunning, policy: api.RestartNever, obs: obs("inactive", "dead", 3, 0, nil), wantPhase: api.PodFailed},
+		// on_disconnect: the board stopped it; never Failed or Succeeded.
+		{name: "stopped on disconnect, SIGTERM", phase: api.PodRunning, obs: cut(obs("inactive", "dead", 15, 0, nil)), wantPhase: api.PodScheduled},
+		{name: "stopped on disconnect, never, exit 0", phase: api.PodRunning, policy: api.RestartNever, obs: cut(obs("inactive", "dead", 0, 0, nil)), wantPhase: api.PodScheduled},
+		{name: "stopped on disconnect, on-failure, SIGTERM", phase: api.PodRunning, policy: api.RestartOnFailure, obs: cut(obs("inactive", "dead", 15, 0, nil)), wantPhase: api.PodScheduled},
+		{name: "stopped on disconnect, failed with 143", phase: api.PodRunning, obs: cut(obs("failed", "failed", 143, 2, nil)), wantPhase: api.PodScheduled, wantRest: 2},
+		{name: "stopped on disconnect, already Scheduled", phase: api.PodScheduled, obs: cut(obs("inactive", "dead", 15, 0, nil)), wantPhase: api.PodScheduled},
+		{name: "stopped on disconnect, Lost stays Lost", phase: api.PodLost, obs: cut(obs("inactive", "dead", 15, 0, nil))},
 		{name: "unit gone", phase: api.PodRunning, obs: UnitObservation{Unit: api.UnitName("p")}, wantPhase: api.PodScheduled},
 		{name: "not yet written", phase: api.PodScheduled, obs: UnitObservation{Unit: api.UnitName("p")}},
 		{name: "pending ignored", phase: api.PodPending, obs: obs("active", "running", 0, 0, nil)},

@@ -180,9 +180,15 @@
 // long cut) and a pass (a listing and a few systemctl calls). A
 // board that stays partitioned from the leader but keeps power runs its
 // stale units for as long as the partition lasts: the leader cannot reach it
-// to stop them (a board stopping its own units when cut off would be the
-// agent's business, not this package's). A board reachable over SSH but
-// not over gossip (a frozen agent) keeps its pods and so runs no copy
+// to stop them. Unless their template says on_disconnect stop_after: then
+// the board's own agent stops them once it has been cut off from a
+// majority of the servers that long (package agent/disconnect), which
+// bounds the overlap by that setting plus the board's own detection of
+// the cut. Such a unit carries a mark (units.UnitState.DisconnectMark):
+// its pod, if still bound there (the servers had lost quorum, say), stays
+// Scheduled and the plan starts it again; if it was replaced, the first
+// pass after the heal removes it as any stale unit. A board reachable
+// over SSH but not over gossip (a frozen agent) keeps its pods and so runs no copy
 // twice; its pods are Lost only once SSH fails too, after which it is
 // unreachable and the case above applies (overlap for as long as it stays
 // cut off yet powered). If no witness comes within

@@ -26,6 +26,8 @@ func observation(u units.UnitState) controller.UnitObservation {
 		SubState:       u.SubState,
 		NRestarts:      u.NRestarts,
 		ExecMainStatus: u.ExecMainStatus,
+
+		StoppedOnDisconnect: u.StoppedOnDisconnect(),
 	}
 }
 

@@ -1,6 +1,7 @@
 package placer
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -254,6 +255,61 @@ func TestPassRestartsStoppedUnit(t *testing.T) {
 	wantCalls(t, b, "ShowUnits", "systemctl start herd-web-1.service", "ShowUnits")
 	if p := h.st.pod("web-1"); p.Status.Phase != api.PodRunning {
 		t.Errorf("pod phase = %s, want Running", p.Status.Phase)
+	}
+}
+
+// TestPassRestartsUnitStoppedOnDisconnect: a unit its board stopped while
+// cut off from the servers (on_disconnect), whose pod is still bound
+// there, is started again and its pod never turns Failed or Succeeded,
+// whatever the restart policy and the exit status of the stop.
+func TestPassRestartsUnitStoppedOnDisconnect(t *testing.T) {
+	for _, policy := range []api.RestartPolicy{api.RestartAlways, api.RestartOnFailure, api.RestartNever} {
+		t.Run(string(policy), func(t *testing.T) {
+			h := newHarness(t)
+			h.st.putNode(readyNode("n1", "127.0.0.1"))
+			p := webPod("web-1", "n1")
+			p.Spec.Template.RestartPolicy = policy
+			p.Spec.Template.OnDisconnect = &api.OnDisconnect{StopAfter: "10s"}
+			h.st.putPod(p)
+			w := h.p.newWorker("n1")
+			if res := h.pass(w); res.err != nil {
+				t.Fatalf("placing: %v", res.err)
+			}
+			if p := h.st.pod("web-1"); p.Status.Phase != api.PodRunning {
+				t.Fatalf("pod phase = %s, want Running", p.Status.Phase)
+			}
+			b := h.fleet.Board("n1")
+			for _, status := range []int{15, 0} { // SIGTERM, or a clean exit on it
+				if err := b.StopOnDisconnect("herd-web-1.service", status); err != nil {
+					t.Fatal(err)
+				}
+				// What the leader sees before it acts: the pod stays
+				// Scheduled, never Failed or Succeeded.
+				listing, err := h.fleet.ShowUnits(context.Background(), "n1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, err := h.p.view(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				acts, _ := w.observe(context.Background(), v, v.ix.Node("n1"), listing, false)
+				if err := h.st.Apply(context.Background(), acts); err != nil {
+					t.Fatal(err)
+				}
+				if p := h.st.pod("web-1"); p.Status.Phase != api.PodScheduled || p.Status.Message != controller.MessageStoppedOnDisconnect {
+					t.Errorf("exit %d: pod after the stop = %s %q, want Scheduled %q", status, p.Status.Phase, p.Status.Message, controller.MessageStoppedOnDisconnect)
+				}
+				b.ResetCalls()
+				if res := h.pass(w); res.err != nil || res.acted != 1 {
+					t.Fatalf("exit %d: pass = %+v, want one start", status, res)
+				}
+				wantCalls(t, b, "ShowUnits", "systemctl start herd-web-1.service", "ShowUnits")
+				if p := h.st.pod("web-1"); p.Status.Phase != api.PodRunning {
+					t.Errorf("exit %d: pod phase = %s, want Running", status, p.Status.Phase)
+				}
+			}
+		})
 	}
 }
 

@@ -82,9 +82,11 @@
 // still loaded) and the herd-*.service files in UnitDir
 // (/etc/systemd/system), prints `systemctl show --property=...` of all of
 // them (units.ShowProperties), a marker line, then the SHA-256 of each unit
-// file. ParseShowUnits reads that output with units.ParseShow and fills in
-// FileHash; a file systemd has not loaded yet becomes a UnitState with only
-// Unit and FileHash. A failing systemctl or sha256sum makes the whole call
+// file, a second marker line and the names of those marked in
+// units.DisconnectDir (stopped by the board's agent while cut off from the
+// servers). ParseShowUnits reads that output with units.ParseShow and fills
+// in FileHash and DisconnectMark; a file systemd has not loaded yet becomes
+// a UnitState with only Unit and FileHash. A failing systemctl or sha256sum makes the whole call
 // fail (*ExitError) rather than report a partial list.
 //
 // # Files

@@ -86,6 +86,10 @@ const UnitDir = "/etc/systemd/system"
 // the output of showUnitsScript.
 const hashMarker = "@@herd-hashes@@"
 
+// disconnectMarker separates the hash lines from the names of the units
+// marked in units.DisconnectDir.
+const disconnectMarker = "@@herd-disconnect@@"
+
 // showUnitsScript returns the fixed script ShowUnits runs as
 // argv ["sh", "-c", script, "herd-show-units"]. It takes no argument: no
 // value from outside reaches it (the property list is units'
@@ -99,7 +103,10 @@ const hashMarker = "@@herd-hashes@@"
 //  2. exits 0 with no further output if there are none;
 //  3. prints `systemctl show` of all of them, in one call;
 //  4. prints hashMarker on a line of its own;
-//  5. prints "SHA256 NAME" for each of them that has a file in UnitDir.
+//  5. prints "SHA256 NAME" for each of them that has a file in UnitDir;
+//  6. prints disconnectMarker on a line of its own, then the name of each
+//     of them that has a mark in units.DisconnectDir (stopped by the
+//     board's agent while cut off from the servers).
 //
 // Only names of the form herd-[a-z0-9-]+.service are kept (the characters
 // of a pod name), so a stray file such as "herd-x y.service" or
@@ -125,6 +132,10 @@ for x in $u; do
 		h=$(sha256sum < "$d/$x") || exit
 		echo "${h%% *} $x"
 	fi
+done
+echo ` + disconnectMarker + `
+for x in $u; do
+	if [ -e "` + units.DisconnectDir + `/$x" ]; then echo "$x"; fi
 done
 `
 }
@@ -203,9 +214,12 @@ func cutMarkLine(out []byte) (string, []byte) {
 
 // ParseShowUnits reads the output of ShowUnits' script: `systemctl show`
 // blocks (parsed by units.ParseShow), a marker line, then one "SHA256 NAME"
-// line per unit file. It sets FileHash on the unit of each hash line and
-// adds a UnitState with only Unit and FileHash for a file no block
-// describes. Hash lines for names that are not herd units are skipped.
+// line per unit file, and optionally a second marker line followed by the
+// names of the units marked in units.DisconnectDir. It sets FileHash on
+// the unit of each hash line and adds a UnitState with only Unit and
+// FileHash for a file no block describes, and sets DisconnectMark on the
+// listed units of each name line. Hash and name lines for names that are
+// not herd units, and name lines for units not listed, are skipped.
 // Empty output means no units; otherwise the marker is required (its
 // absence means the output was cut short). CRLF line ends are accepted.
 // The result is sorted by unit name.
@@ -226,6 +240,7 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 	for i, s := range states {
 		byUnit[s.Unit] = i
 	}
+	hashes, marked, _ := bytes.Cut(hashes, []byte(disconnectMarker+"\n")) // cutMarker ends hashes with a newline
 	sc := bufio.NewScanner(bytes.NewReader(hashes))
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
@@ -249,6 +264,11 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("sshexec: show units: %w", err)
+	}
+	for _, name := range strings.Fields(string(marked)) {
+		if i, ok := byUnit[name]; ok && units.IsHerdUnit(name) {
+			states[i].DisconnectMark = true
+		}
 	}
 	slices.SortStableFunc(states, func(a, b units.UnitState) int { return strings.Compare(a.Unit, b.Unit) })
 	return states, nil

@@ -90,6 +90,18 @@ func TestParseShowUnits(t *testing.T) {
 			want: []units.UnitState{{Unit: "herd-a.service"}}},
 		{name: "crlf", in: "Id=herd-a.service\r\nActiveState=active\r\n" + hashMarker + "\r\n" + hashOf('9') + " herd-a.service\r\n",
 			want: []units.UnitState{{Unit: "herd-a.service", ActiveState: "active", FileHash: hashOf('9')}}},
+		{name: "disconnect marks", in: showOutput("Id=herd-a.service\nActiveState=inactive\n\nId=herd-b.service\n",
+			hashOf('a')+" herd-a.service", hashOf('c')+" herd-c.service",
+			disconnectMarker, "herd-a.service", "herd-c.service", "herd-unlisted.service", "sshd.service"),
+			want: []units.UnitState{
+				{Unit: "herd-a.service", ActiveState: "inactive", FileHash: hashOf('a'), DisconnectMark: true},
+				{Unit: "herd-b.service"},
+				{Unit: "herd-c.service", FileHash: hashOf('c'), DisconnectMark: true},
+			}},
+		{name: "disconnect marker, no hashes", in: "Id=herd-a.service\n" + hashMarker + "\n" + disconnectMarker + "\nherd-a.service\n",
+			want: []units.UnitState{{Unit: "herd-a.service", DisconnectMark: true}}},
+		{name: "disconnect marker at the very end", in: "Id=herd-a.service\n" + hashMarker + "\n" + disconnectMarker,
+			want: []units.UnitState{{Unit: "herd-a.service"}}},
 		{name: "empty", in: "", want: nil},
 		{name: "only blank lines", in: "\n\n\n", want: nil},
 	}
@@ -329,9 +341,18 @@ esac
 	if err := os.Mkdir(filepath.Join(dir, "herd-dir.service"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	marks := t.TempDir()
+	if local, script = strings.Replace(local, units.DisconnectDir, marks, 1), local; local == script {
+		t.Fatal("script does not read units.DisconnectDir")
+	}
+	for _, name := range []string{"herd-new.service", "herd-other.service"} {
+		if err := os.WriteFile(filepath.Join(marks, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	want := []units.UnitState{
 		{Unit: "herd-gone.service", LoadState: "loaded"},
-		{Unit: "herd-new.service", LoadState: "loaded", FileHash: units.Hash([]byte(files["herd-new.service"]))},
+		{Unit: "herd-new.service", LoadState: "loaded", FileHash: units.Hash([]byte(files["herd-new.service"])), DisconnectMark: true},
 		{Unit: "herd-web-1.service", LoadState: "loaded", FileHash: units.Hash([]byte(files["herd-web-1.service"]))},
 	}
 	// Boards run it with their sh: dash (Debian), bash, or BusyBox ash.

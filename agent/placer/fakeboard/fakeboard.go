@@ -248,6 +248,10 @@ type Board struct {
 	pids        int
 	starts      int
 	reportSeq   uint64 // the seq of the last report begun (Report)
+	// cutStopped are the units the board's agent stopped while cut off
+	// from the servers (StopOnDisconnect): their marks in
+	// units.DisconnectDir, dropped once the unit runs again.
+	cutStopped map[string]bool
 }
 
 type file struct {
@@ -331,7 +335,7 @@ func (b *Board) stateLocked(name string) (units.UnitState, bool) {
 	if u == nil && !hasFile {
 		return units.UnitState{}, false
 	}
-	s := units.UnitState{Unit: name}
+	s := units.UnitState{Unit: name, DisconnectMark: b.cutStopped[name]}
 	if hasFile {
 		s.FileHash = units.Hash(f.content)
 	}
@@ -483,6 +487,7 @@ func (b *Board) gcLocked(n string, u *unit) {
 
 func (b *Board) startLocked(n string, u *unit) error {
 	b.starts++
+	delete(b.cutStopped, n) // the board's agent drops the mark once it runs
 	u.nRestarts, u.execMainStatus = 0, 0
 	u.startTimestamp = fmt.Sprintf("Thu 2026-01-01 00:00:00.%06d UTC", b.starts)
 	st := [2]string{"active", "running"}
@@ -705,6 +710,21 @@ func (b *Board) EnabledUnits() []string {
 func (b *Board) Fail(unitName string, exitStatus int) error {
 	return b.set(unitName, func(u *unit) {
 		u.activeState, u.subState, u.mainPID, u.execMainStatus = "failed", "failed", 0, exitStatus
+	})
+}
+
+// StopOnDisconnect does what the board's agent does to a unit with
+// on_disconnect stop_after while the board is cut off from the servers:
+// marks it (units.UnitState.DisconnectMark) and stops it, its process
+// ending with exitStatus (15 for SIGTERM). The mark goes when the unit is
+// started again.
+func (b *Board) StopOnDisconnect(unitName string, exitStatus int) error {
+	return b.set(unitName, func(u *unit) {
+		if b.cutStopped == nil {
+			b.cutStopped = make(map[string]bool)
+		}
+		b.cutStopped[unitName] = true
+		u.activeState, u.subState, u.mainPID, u.execMainStatus = "inactive", "dead", 0, exitStatus
 	})
 }
 
