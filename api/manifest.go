@@ -161,6 +161,7 @@ type manifestTemplate struct {
 	Readiness    *manifestProbe     `toml:"readiness"`
 	Ports        []manifestPort     `toml:"ports"`
 	Files        []manifestFileSpec `toml:"files"`
+	Artifacts    []manifestArtifact `toml:"artifacts"`
 	Sandbox      string             `toml:"sandbox"`
 	Devices      []string           `toml:"devices"`
 }
@@ -176,6 +177,14 @@ type manifestFileSpec struct {
 	Mode       string `toml:"mode"`
 	AllowSetID bool   `toml:"allow_setid"`
 	Content    string `toml:"content"`
+}
+
+type manifestArtifact struct {
+	URL        string `toml:"url"`
+	SHA256     string `toml:"sha256"`
+	Path       string `toml:"path"`
+	Mode       string `toml:"mode"`
+	AllowSetID bool   `toml:"allow_setid"`
 }
 
 type manifestResources struct {
@@ -290,6 +299,9 @@ func (m *manifestTemplate) toAPI() PodTemplate {
 	for _, f := range m.Files {
 		t.Files = append(t.Files, File{Path: f.Path, Content: f.Content, Mode: f.Mode, AllowSetID: f.AllowSetID})
 	}
+	for _, a := range m.Artifacts {
+		t.Artifacts = append(t.Artifacts, Artifact(a))
+	}
 	for _, p := range m.Ports {
 		t.Ports = append(t.Ports, Port(p))
 	}
@@ -323,6 +335,9 @@ func templateToManifest(t PodTemplate) *manifestTemplate {
 	}
 	for _, f := range t.Files {
 		m.Files = append(m.Files, manifestFileSpec{Path: f.Path, Mode: f.Mode, AllowSetID: f.AllowSetID, Content: f.Content})
+	}
+	for _, a := range t.Artifacts {
+		m.Artifacts = append(m.Artifacts, manifestArtifact(a))
 	}
 	for _, p := range t.Ports {
 		m.Ports = append(m.Ports, manifestPort(p))
