@@ -533,7 +533,8 @@ func (pl *planner) add(t ActionType, unit, reason string) {
 	pl.acts = append(pl.acts, Action{Type: t, Unit: unit, Reason: reason})
 }
 
-// keptFiles returns the paths of every file of the desired pods, sorted.
+// keptFiles returns the paths of every file and artifact of the desired
+// pods, sorted.
 func keptFiles(desired []*api.Pod) []string {
 	var keep []string
 	for _, p := range desired {
@@ -542,6 +543,9 @@ func keptFiles(desired []*api.Pod) []string {
 		}
 		for _, f := range p.Spec.Template.Files {
 			keep = append(keep, f.Path)
+		}
+		for _, a := range p.Spec.Template.Artifacts {
+			keep = append(keep, a.Path)
 		}
 	}
 	slices.Sort(keep)
