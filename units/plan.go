@@ -62,6 +62,10 @@ type UnitState struct {
 	// trip). It must be filled in for every unit that has a file, or Plan
 	// rewrites and restarts it.
 	FileHash string
+	// ArtifactFailure is the unit's last artifact fetch failure on the
+	// board, "KIND MESSAGE" (see package units/artifact), or "" when none
+	// is on record. Not a systemd property: sshexec's listing reads it.
+	ArtifactFailure string `json:",omitempty"`
 }
 
 // ShowProperties returns the systemd properties UnitState holds, in the

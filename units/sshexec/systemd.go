@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/herd-dev/herd/units"
+	"github.com/herd-dev/herd/units/artifact"
 )
 
 // Valid inputs. Everything reaches the board as argv data anyway; these
@@ -99,7 +100,11 @@ const hashMarker = "@@herd-hashes@@"
 //  2. exits 0 with no further output if there are none;
 //  3. prints `systemctl show` of all of them, in one call;
 //  4. prints hashMarker on a line of its own;
-//  5. prints "SHA256 NAME" for each of them that has a file in UnitDir.
+//  5. prints "SHA256 NAME" for each of them that has a file in UnitDir;
+//  6. prints artifactMarker on a line of its own, then "NAME LINE" for
+//     each of them with an artifact fetch failure on record: LINE is the
+//     first line (at most 512 bytes) of artifact.StatusDir/NAME, which
+//     only `herd artifact fetch`, as root, writes.
 //
 // Only names of the form herd-[a-z0-9-]+.service are kept (the characters
 // of a pod name), so a stray file such as "herd-x y.service" or
@@ -126,8 +131,19 @@ for x in $u; do
 		echo "${h%% *} $x"
 	fi
 done
+echo ` + artifactMarker + `
+for x in $u; do
+	if [ -f "` + artifact.StatusDir + `/$x" ]; then
+		r=$(head -n 1 "` + artifact.StatusDir + `/$x" | head -c 512) || r=
+		echo "$x $r"
+	fi
+done
 `
 }
+
+// artifactMarker separates the hash lines from the artifact failure lines
+// in the output of showUnitsScript.
+const artifactMarker = "@@herd-artifacts@@"
 
 // ShowUnits lists every herd-*.service unit on node in one round trip:
 // those systemd has loaded (with or without a file) and those that only
@@ -203,7 +219,8 @@ func cutMarkLine(out []byte) (string, []byte) {
 
 // ParseShowUnits reads the output of ShowUnits' script: `systemctl show`
 // blocks (parsed by units.ParseShow), a marker line, then one "SHA256 NAME"
-// line per unit file. It sets FileHash on the unit of each hash line and
+// line per unit file, then optionally artifactMarker and "NAME KIND
+// MESSAGE" lines, which set ArtifactFailure. It sets FileHash on the unit of each hash line and
 // adds a UnitState with only Unit and FileHash for a file no block
 // describes. Hash lines for names that are not herd units are skipped.
 // Empty output means no units; otherwise the marker is required (its
@@ -214,7 +231,7 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 	if len(bytes.TrimSpace(out)) == 0 {
 		return nil, nil
 	}
-	show, hashes, ok := cutMarker(out)
+	show, hashes, ok := cutMarker(out, hashMarker)
 	if !ok {
 		return nil, fmt.Errorf("sshexec: show units: no %q line after the systemctl show output", hashMarker)
 	}
@@ -225,6 +242,10 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 	byUnit := make(map[string]int, len(states))
 	for i, s := range states {
 		byUnit[s.Unit] = i
+	}
+	var fails []byte
+	if h, f, ok := cutMarker(hashes, artifactMarker); ok { // absent: no failures
+		hashes, fails = h, f
 	}
 	sc := bufio.NewScanner(bytes.NewReader(hashes))
 	for n := 1; sc.Scan(); n++ {
@@ -250,13 +271,25 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("sshexec: show units: %w", err)
 	}
+	// "NAME KIND MESSAGE" lines: a unit's artifact fetch failure. A line
+	// for a unit not listed, or that is not a failure, is skipped.
+	for _, line := range strings.Split(string(fails), "\n") {
+		name, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
+		i, ok := byUnit[name]
+		if !ok {
+			continue
+		}
+		if kind, msg, ok := artifact.ParseStatus(rest); ok {
+			states[i].ArtifactFailure = string(kind) + " " + msg
+		}
+	}
 	slices.SortStableFunc(states, func(a, b units.UnitState) int { return strings.Compare(a.Unit, b.Unit) })
 	return states, nil
 }
 
-// cutMarker splits out around the first line that is exactly hashMarker.
-func cutMarker(out []byte) (before, after []byte, found bool) {
-	m := []byte("\n" + hashMarker + "\n")
+// cutMarker splits out around the first line that is exactly marker.
+func cutMarker(out []byte, marker string) (before, after []byte, found bool) {
+	m := []byte("\n" + marker + "\n")
 	s := make([]byte, 0, len(out)+2)
 	s = append(append(append(s, '\n'), out...), '\n')
 	i := bytes.Index(s, m)
