@@ -54,6 +54,23 @@ const (
 	KindFailed Kind = "failed"
 )
 
+// Reason is the pod condition reason for a failure of kind k:
+// ArtifactMismatch, ArtifactUnreachable, ArtifactTooLarge, ArtifactRefused
+// or ArtifactFailed.
+func (k Kind) Reason() string {
+	switch k {
+	case KindMismatch:
+		return "ArtifactMismatch"
+	case KindUnreachable:
+		return "ArtifactUnreachable"
+	case KindTooLarge:
+		return "ArtifactTooLarge"
+	case KindRefused:
+		return "ArtifactRefused"
+	}
+	return "ArtifactFailed"
+}
+
 // Exit statuses of `herd artifact fetch` (besides 0).
 const (
 	ExitFailed      = 1
