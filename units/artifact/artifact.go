@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -144,6 +145,8 @@ type Config struct {
 	Timeout, DialTimeout, TLSTimeout, HeaderTimeout time.Duration
 	// MaxWait bounds how long a run sleeps for its backoff.
 	MaxWait time.Duration
+	// RootCAs verifies https servers; nil means the board's system CAs.
+	RootCAs *x509.CertPool
 	// Now and Sleep are the clock (tests replace them).
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -388,7 +391,7 @@ func (c Config) client() *http.Client {
 		DialContext:           d.DialContext,
 		TLSHandshakeTimeout:   c.TLSTimeout,
 		ResponseHeaderTimeout: c.HeaderTimeout,
-		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: c.RootCAs},
 		MaxIdleConns:          1,
 		DisableCompression:    true,
 	}

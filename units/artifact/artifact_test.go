@@ -3,6 +3,7 @@ package artifact
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -166,6 +167,52 @@ func TestFetchFailures(t *testing.T) {
 				t.Errorf("status line %q, want %s: ...%s...", first, tc.kind, tc.msg)
 			}
 		})
+	}
+}
+
+func TestFetchRefusesHTTPSToHTTPRedirect(t *testing.T) {
+	const body = "payload"
+	plain := newServer(t, map[string]string{"/f": body})
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/down":
+			http.Redirect(w, r, plain.URL+"/f", http.StatusFound)
+		case "/f":
+			w.Write([]byte(body))
+		}
+	}))
+	t.Cleanup(tlsSrv.Close)
+	c, _ := testConfig(t)
+	c.RootCAs = x509.NewCertPool()
+	c.RootCAs.AddCert(tlsSrv.Certificate())
+	dst := filepath.Join(t.TempDir(), "x")
+	a := api.Artifact{URL: tlsSrv.URL + "/down", SHA256: sum(body), Path: dst, Mode: "0644"}
+	err := c.Fetch(context.Background(), testUnit, []api.Artifact{a})
+	if kindOf(err) != KindUnreachable || !strings.Contains(err.Error(), "from https to http") {
+		t.Fatalf("Fetch through an https→http redirect = %v, want unreachable: refused redirect", err)
+	}
+	if plain.hits.Load() != 0 {
+		t.Errorf("the http server was asked %d times", plain.hits.Load())
+	}
+	// The same file over https is fine.
+	a.URL = tlsSrv.URL + "/f"
+	if err := c.Fetch(context.Background(), testUnit, []api.Artifact{a}); err != nil {
+		t.Fatalf("Fetch over https: %v", err)
+	}
+}
+
+func TestMainExitStatus(t *testing.T) {
+	var stderr strings.Builder
+	if got := Main([]string{"fetch", "--unit=" + testUnit}, &stderr); got != ExitUsage {
+		t.Errorf("Main with bad arguments = %d, want %d", got, ExitUsage)
+	}
+	if !strings.Contains(stderr.String(), "usage") {
+		t.Errorf("stderr = %q, want a usage line", stderr.String())
+	}
+	for k, want := range map[Kind]int{KindMismatch: ExitMismatch, KindUnreachable: ExitUnreachable, KindTooLarge: ExitTooLarge, KindRefused: ExitRefused, KindFailed: ExitFailed} {
+		if got := ExitStatus(k); got != want {
+			t.Errorf("ExitStatus(%s) = %d, want %d", k, got, want)
+		}
 	}
 }
 
