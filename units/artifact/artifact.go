@@ -216,6 +216,10 @@ func (c Config) Fetch(ctx context.Context, unit string, arts []api.Artifact) err
 			}
 		}
 		if err := c.download(ctx, a); err != nil {
+			if ctx.Err() != nil {
+				// Stopped (systemctl stop): not the server's failure.
+				return toError(err, a)
+			}
 			return c.fail(statusPath, key, prev, toError(err, a))
 		}
 		if err := c.install(a); err != nil {

@@ -201,6 +201,28 @@ func TestFetchRefusesHTTPSToHTTPRedirect(t *testing.T) {
 	}
 }
 
+func TestFetchStoppedRecordsNothing(t *testing.T) {
+	inFlight := make(chan struct{}, 1)
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight <- struct{}{}
+		<-r.Context().Done() // never answers
+	}))
+	t.Cleanup(hang.Close)
+	c, _ := testConfig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-inFlight
+		cancel() // systemctl stop during the download
+	}()
+	err := c.Fetch(ctx, testUnit, []api.Artifact{{URL: hang.URL + "/f", SHA256: sum("x"), Path: filepath.Join(t.TempDir(), "x"), Mode: "0644"}})
+	if err == nil {
+		t.Fatal("Fetch succeeded after its context was cancelled")
+	}
+	if _, err := os.Stat(filepath.Join(c.StatusDir, testUnit)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a stopped fetch recorded a failure (%v): the next start would wait for a backoff", err)
+	}
+}
+
 func TestMainExitStatus(t *testing.T) {
 	var stderr strings.Builder
 	if got := Main([]string{"fetch", "--unit=" + testUnit}, &stderr); got != ExitUsage {

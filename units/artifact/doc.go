@@ -35,7 +35,8 @@
 // maxMessage bytes, built by herd, never a server's text), which the
 // leader's unit listing carries to the pod's ArtifactsFetched condition;
 // the second holds the failure count, its time and a digest of the
-// artifact list, for the backoff. A successful fetch removes the file.
+// artifact list, for the backoff. A successful fetch removes the file; a
+// fetch stopped by SIGTERM (systemctl stop) records nothing.
 //
 // systemd restarts a failed pod after RestartSec=1 and never gives up
 // (StartLimitIntervalSec=0 for restart policies always and on-failure), so
