@@ -120,6 +120,7 @@ func defaultTemplate(t *PodTemplate) {
 			f.Mode = formatFileMode(m)
 		}
 	}
+	defaultArtifacts(t)
 	r := &t.Resources
 	r.MemoryLimit = canonicalMemory(r.MemoryLimit)
 	r.MemoryRequest = canonicalMemory(r.MemoryRequest)
@@ -252,6 +253,7 @@ func (t PodTemplate) DeepCopy() PodTemplate {
 	t.Exec = slices.Clone(t.Exec)
 	t.Env = maps.Clone(t.Env)
 	t.Files = slices.Clone(t.Files)
+	t.Artifacts = slices.Clone(t.Artifacts)
 	t.Ports = slices.Clone(t.Ports)
 	t.NodeSelector = maps.Clone(t.NodeSelector)
 	t.Devices = slices.Clone(t.Devices)

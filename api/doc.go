@@ -17,7 +17,9 @@
 // NodeStatus.Warnings, which herdctl prints), and devices (devices.go: the
 // DeviceClasses boards advertise and templates may ask for, DeviceNode and
 // SortDevices, which the agent and gossip use, and
-// BoardFacts.MissingDevice, which the scheduler applies). BoardFacts is the
+// BoardFacts.MissingDevice, which the scheduler applies), and artifacts
+// (artifacts.go: their admission rules, ArtifactURLProblem and IsSHA256,
+// which the board's fetcher applies again, and HerdDirs). BoardFacts is the
 // one shape of a board's facts from the agent's reading to NodeStatus.
 //
 // The API's wire types live here as well (wire.go: request and response

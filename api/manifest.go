@@ -161,6 +161,7 @@ type manifestTemplate struct {
 	Readiness    *manifestProbe     `toml:"readiness"`
 	Ports        []manifestPort     `toml:"ports"`
 	Files        []manifestFileSpec `toml:"files"`
+	Artifacts    []manifestArtifact `toml:"artifacts"`
 	Sandbox      string             `toml:"sandbox"`
 	Devices      []string           `toml:"devices"`
 	// OnDisconnect is "keep" (decoded as nil, the default) or a table.
@@ -184,6 +185,14 @@ type manifestFileSpec struct {
 	Mode       string `toml:"mode"`
 	AllowSetID bool   `toml:"allow_setid"`
 	Content    string `toml:"content"`
+}
+
+type manifestArtifact struct {
+	URL        string `toml:"url"`
+	SHA256     string `toml:"sha256"`
+	Path       string `toml:"path"`
+	Mode       string `toml:"mode"`
+	AllowSetID bool   `toml:"allow_setid"`
 }
 
 type manifestResources struct {
@@ -301,6 +310,9 @@ func (m *manifestTemplate) toAPI() PodTemplate {
 	for _, f := range m.Files {
 		t.Files = append(t.Files, File{Path: f.Path, Content: f.Content, Mode: f.Mode, AllowSetID: f.AllowSetID})
 	}
+	for _, a := range m.Artifacts {
+		t.Artifacts = append(t.Artifacts, Artifact(a))
+	}
 	for _, p := range m.Ports {
 		t.Ports = append(t.Ports, Port(p))
 	}
@@ -337,6 +349,9 @@ func templateToManifest(t PodTemplate) *manifestTemplate {
 	}
 	for _, f := range t.Files {
 		m.Files = append(m.Files, manifestFileSpec{Path: f.Path, Mode: f.Mode, AllowSetID: f.AllowSetID, Content: f.Content})
+	}
+	for _, a := range t.Artifacts {
+		m.Artifacts = append(m.Artifacts, manifestArtifact(a))
 	}
 	for _, p := range t.Ports {
 		m.Ports = append(m.Ports, manifestPort(p))

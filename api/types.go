@@ -93,6 +93,10 @@ type PodTemplate struct {
 	User string `json:"user,omitempty" toml:"user,omitempty"`
 	// Files are placed on the board before the process starts.
 	Files []File `json:"files,omitempty" toml:"files,omitempty"`
+	// Artifacts are files the board's own agent downloads, checks against
+	// their SHA-256 and places before the process starts (binaries too big
+	// for Files), at most MaxArtifacts. See Artifact.
+	Artifacts []Artifact `json:"artifacts,omitempty" toml:"artifacts,omitempty"`
 	// Ports the process listens on, on the board's address.
 	Ports []Port `json:"ports,omitempty" toml:"ports,omitempty"`
 	// Resources are limits enforced by systemd and requests the scheduler

@@ -163,10 +163,10 @@ func TemplateBytes(t *PodTemplate) int {
 
 // ValidateRenderable checks what a pod needs to be written as a systemd
 // unit and environment file on its node: the unit rules of Validate (name,
-// owner, revision, exec, env, user, working directory, files, devices,
-// ports, resource limits, restart policy, sandbox, on-disconnect policy)
-// plus a host port, 1-65535, for every port that has no fixed one. It
-// validates a defaulted copy, as Validate does. Package units calls it
+// owner, revision, exec, env, user, working directory, files, artifacts,
+// devices, ports, resource limits, restart policy, sandbox, on-disconnect
+// policy) plus a host port, 1-65535, for every port that has no fixed one.
+// It validates a defaulted copy, as Validate does. Package units calls it
 // before rendering.
 func ValidateRenderable(p *Pod) error {
 	return validateUnit(p, true)
@@ -269,6 +269,7 @@ func (v *validator) unitTemplate(p fieldPath, t *PodTemplate) (portNames map[str
 		v.user(p.field("user", "user"), t.User)
 	}
 	v.files(p.field("files", "files"), t.Files, t.Sandbox)
+	v.artifacts(p.field("artifacts", "artifacts"), t)
 	v.devices(p.field("devices", "devices"), t.Devices)
 	portNames = v.ports(p.field("ports", "ports"), t.Ports)
 	v.resources(p.field("resources", "resources"), t.Resources, false)

@@ -84,7 +84,9 @@ func PortEnvName(name string) string {
 // takes verbatim, env assignments Linux can pass, file modes with the
 // setuid or setgid bit only with AllowSetID, no files under /tmp for a
 // sandboxed template, a known sandbox, at most MaxDevices devices, each
-// /dev/ and a node of a DeviceClass, none twice, and at most
+// /dev/ and a node of a DeviceClass, none twice, at most MaxArtifacts
+// artifacts with an http(s) URL without credentials, a SHA-256 and a path
+// no file, other artifact or herd itself uses, and at most
 // MaxTemplateBytes in all
 // so every pod made from the template can be bound. A pod's owner,
 // revision and host ports are checked too.

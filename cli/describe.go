@@ -432,6 +432,15 @@ func (p printer) template(d *descBuilder, t api.PodTemplate) {
 		files = append(files, fmt.Sprintf("%s (%s, %d bytes)", f.Path, mode, len(f.Content)))
 	}
 	d.opt(1, "Files", strings.Join(files, "\n"))
+	var arts []string
+	for _, a := range t.Artifacts {
+		mode := a.Mode
+		if mode == "" {
+			mode = api.DefaultArtifactMode
+		}
+		arts = append(arts, fmt.Sprintf("%s (%s) from %s, sha256 %s", a.Path, mode, a.URL, a.SHA256))
+	}
+	d.opt(1, "Artifacts", strings.Join(arts, "\n"))
 	var res []string
 	r := t.Resources
 	for _, x := range [][2]string{{"memory limit", r.MemoryLimit}, {"memory request", r.MemoryRequest}, {"cpu limit", r.CPULimit}, {"cpu request", r.CPURequest}} {

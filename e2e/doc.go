@@ -138,6 +138,18 @@
 // mode at the end. Run it alone with:
 // go test -tags e2e -count=1 -run TestDevices -v ./e2e/
 //
+// TestArtifacts (e2e/artifacts_test.go) serves a small script with
+// net/http from the test process on the host's lab bridge address
+// (10.77.0.1, nothing else) and applies deployments pinned to b4 with it as
+// an artifact: with the right sha256 the pod runs the script, which is on
+// the board root-owned with its mode next to its cache entry; with a wrong
+// one the pod is not Running and shows ArtifactsFetched=False
+// (ArtifactMismatch, in `herdctl describe pod` too), nothing is installed
+// or cached, and the server sees no more requests than the backoff allows;
+// with the server stopped, a new pod with the cached artifact runs and one
+// with an uncached artifact shows ArtifactUnreachable. Run it alone with:
+// go test -tags e2e -count=1 -run TestArtifacts -v ./e2e/
+//
 // Command chaostool (scripts/chaos) is the nemesis: N mixed fault cycles on
 // a lab of five boards with the same ground truth, scale writes during each
 // fault, and a report (docs/lab.md, "The nemesis").

@@ -16,7 +16,8 @@
 //	           X-Herd-Files, X-Herd-Disconnect-Stop-After (only for a
 //	           template with on_disconnect stop_after; systemd ignores
 //	           keys starting with "X-")
-//	[Service]  Type=exec, ExecStart, EnvironmentFile, User,
+//	[Service]  Type=exec, ExecStartPre and TimeoutStartSec (with
+//	           artifacts), ExecStart, EnvironmentFile, User,
 //	           WorkingDirectory, MemoryMax, CPUQuota, DevicePolicy and
 //	           DeviceAllow (with devices), Restart, RestartSec=1,
 //	           KillMode=mixed, TimeoutStopSec=10, SyslogIdentifier=<pod>,
@@ -32,6 +33,19 @@
 // Type=exec needs systemd 240; older versions ignore the line with a warning
 // and fall back to Type=simple. Exec[0] may be a bare command name: systemd
 // 239 and later search PATH for it; older versions need an absolute path.
+//
+// # Artifacts
+//
+// A template with artifacts gets one ExecStartPre=+ line, the board's
+// `herd artifact fetch` (package units/artifact, whose Argv is the one home
+// of its words) with every artifact's URL, SHA-256, path, mode and setid
+// opt-in: '+' runs it as root and outside the sandbox, even for a pod with
+// a user, so it can write where herd writes pod files. Its words are
+// quoted like ExecStart's with every % and $ escaped (nothing is expanded).
+// systemd starts the process only if it succeeds. TimeoutStartSec= gives
+// each artifact its download deadline plus one backoff wait, plus 30 s.
+// Artifact paths are listed in X-Herd-Files after the files, so they are
+// removed with the unit and kept while another placed pod uses them.
 //
 // # Environment file
 //

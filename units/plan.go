@@ -67,6 +67,10 @@ type UnitState struct {
 	// servers. Not a systemd property: sshexec's ShowUnits reads the
 	// directory in the same round trip. See StoppedOnDisconnect.
 	DisconnectMark bool
+	// ArtifactFailure is the unit's last artifact fetch failure on the
+	// board, "KIND MESSAGE" (see package units/artifact), or "" when none
+	// is on record. Not a systemd property: sshexec's listing reads it.
+	ArtifactFailure string `json:",omitempty"`
 }
 
 // DisconnectDir is where a board's agent marks the herd units it stopped
@@ -557,7 +561,8 @@ func (pl *planner) add(t ActionType, unit, reason string) {
 	pl.acts = append(pl.acts, Action{Type: t, Unit: unit, Reason: reason})
 }
 
-// keptFiles returns the paths of every file of the desired pods, sorted.
+// keptFiles returns the paths of every file and artifact of the desired
+// pods, sorted.
 func keptFiles(desired []*api.Pod) []string {
 	var keep []string
 	for _, p := range desired {
@@ -566,6 +571,9 @@ func keptFiles(desired []*api.Pod) []string {
 		}
 		for _, f := range p.Spec.Template.Files {
 			keep = append(keep, f.Path)
+		}
+		for _, a := range p.Spec.Template.Artifacts {
+			keep = append(keep, a.Path)
 		}
 	}
 	slices.Sort(keep)

@@ -732,3 +732,18 @@ func TestPlanBoard(t *testing.T) {
 		})
 	}
 }
+
+func TestKeptFilesIncludeArtifacts(t *testing.T) {
+	pods := []*api.Pod{
+		{Spec: api.PodSpec{Template: api.PodTemplate{
+			Files:     []api.File{{Path: "/etc/b.conf"}},
+			Artifacts: []api.Artifact{{Path: "/opt/sensor/sensor"}},
+		}}},
+		nil,
+		{Spec: api.PodSpec{Template: api.PodTemplate{Artifacts: []api.Artifact{{Path: "/opt/sensor/sensor"}, {Path: "/opt/a"}}}}},
+	}
+	want := []string{"/etc/b.conf", "/opt/a", "/opt/sensor/sensor"}
+	if diff := cmp.Diff(want, keptFiles(pods)); diff != "" {
+		t.Errorf("keptFiles (-want +got):\n%s", diff)
+	}
+}

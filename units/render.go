@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/unit"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/units/artifact"
 )
 
 const (
@@ -203,10 +205,15 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 		r.add(sectionUnit, keyRevision, rev)
 	}
 	r.add(sectionUnit, keyGeneration, strconv.FormatInt(p.Metadata.Generation, 10))
-	if len(t.Files) > 0 {
-		words := make([]string, 0, len(t.Files))
+	if len(t.Files)+len(t.Artifacts) > 0 {
+		words := make([]string, 0, len(t.Files)+len(t.Artifacts))
 		for _, f := range t.Files {
 			words = append(words, api.QuoteUnitWord(f.Path, api.UnitQuoting{}))
+		}
+		// Artifacts are placed by the board, but removed with the unit
+		// like the files.
+		for _, a := range t.Artifacts {
+			words = append(words, api.QuoteUnitWord(a.Path, api.UnitQuoting{}))
 		}
 		r.add(sectionUnit, keyFiles, joinWords(keyFiles, words))
 	}
@@ -216,6 +223,9 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 
 	// [Service]
 	r.add(sectionService, "Type", "exec")
+	if len(t.Artifacts) > 0 {
+		r.artifacts(p)
+	}
 	q := api.ExecQuoting(t)
 	words := make([]string, 0, len(t.Exec))
 	for _, a := range t.Exec {
@@ -258,6 +268,25 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 	// [Install]
 	r.add(sectionInstall, "WantedBy", "multi-user.target")
 	return r.opts
+}
+
+// artifacts adds the step that places the pod's artifacts before its
+// process starts: `herd artifact fetch` (artifact.Argv) as root ('+', so a
+// pod with a user and the sandbox options do not apply to it), and a
+// start timeout that leaves each artifact its download deadline and one
+// backoff wait.
+func (r *renderer) artifacts(p *api.Pod) {
+	argv := artifact.Argv(api.UnitName(p.Metadata.Name), p.Spec.Template.Artifacts)
+	words := make([]string, 0, len(argv))
+	// The program is a constant path; '+' must precede it unquoted.
+	words = append(words, "+"+argv[0])
+	for _, a := range argv[1:] {
+		words = append(words, api.QuoteUnitWord(a, api.ArtifactQuoting()))
+	}
+	r.add(sectionService, "ExecStartPre", joinWords("ExecStartPre", words))
+	per := artifact.FetchTimeout + artifact.MaxWait
+	timeout := time.Duration(len(p.Spec.Template.Artifacts))*per + 30*time.Second
+	r.add(sectionService, "TimeoutStartSec", strconv.Itoa(int(timeout/time.Second)))
 }
 
 // restartValue maps a restart policy (checked) to systemd's Restart= value.

@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/units/artifact"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.service from the current renderer")
@@ -195,6 +196,24 @@ func TestRenderGolden(t *testing.T) {
 			var files []string
 			for _, f := range g.pod.Spec.Template.Files {
 				files = append(files, f.Path)
+			}
+			for _, a := range g.pod.Spec.Template.Artifacts {
+				files = append(files, a.Path)
+			}
+			if arts := g.pod.Spec.Template.Artifacts; len(arts) > 0 {
+				// The fetch step runs as root ('+') and gets its
+				// words literally: no specifier, no variable expanded.
+				pre, ok := strings.CutPrefix(optionValue(t, opts, sectionService, "ExecStartPre"), "+")
+				if !ok {
+					t.Errorf("ExecStartPre does not start with '+'")
+				}
+				argv, err := sdExecArgv(pre, env)
+				if err != nil {
+					t.Fatalf("unquoting ExecStartPre: %v", err)
+				}
+				if diff := cmp.Diff(artifact.Argv(api.UnitName(g.pod.Metadata.Name), arts), argv); diff != "" {
+					t.Errorf("ExecStartPre argv as systemd starts it (-want +got):\n%s", diff)
+				}
 			}
 			wantMeta := Meta{Pod: g.pod.Metadata.Name, Owner: g.pod.Spec.Owner, Revision: g.pod.Spec.Revision,
 				Generation: g.pod.Metadata.Generation, Files: files, OnDisconnect: g.pod.Spec.Template.OnDisconnect}
@@ -1383,4 +1402,61 @@ func TestReadMetaBadStopAfter(t *testing.T) {
 	if d, ok := m.OnDisconnect.StopAfterDuration(); ok {
 		t.Errorf("StopAfterDuration = %v, true; want false (keep)", d)
 	}
+}
+
+func TestRenderArtifacts(t *testing.T) {
+	const sha = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	art := func(p string) api.Artifact { return api.Artifact{URL: "http://files.lan/x", SHA256: sha, Path: p} }
+	for _, tt := range []struct {
+		name      string
+		restart   api.RestartPolicy
+		files     []api.File
+		artifacts []api.Artifact
+		want      []string // ExecStartPre (its first word), TimeoutStartSec, X-Herd-Files
+	}{
+		{"none", "", nil, nil, nil},
+		{"one", "", nil, []api.Artifact{art("/opt/a")},
+			[]string{"ExecStartPre=+/usr/local/bin/herd", "TimeoutStartSec=360", `X-Herd-Files="/opt/a"`}},
+		{"two after the files", "", []api.File{{Path: "/etc/a.toml"}}, []api.Artifact{art("/opt/a"), art("/opt/b")},
+			[]string{"ExecStartPre=+/usr/local/bin/herd", "TimeoutStartSec=690", `X-Herd-Files="/etc/a.toml" "/opt/a" "/opt/b"`}},
+		{"restart never", api.RestartNever, nil, []api.Artifact{art("/opt/a")},
+			[]string{"ExecStartPre=+/usr/local/bin/herd", "TimeoutStartSec=360", `X-Herd-Files="/opt/a"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &api.Pod{Kind: api.KindPod, Metadata: api.ObjectMeta{Name: "sensor-1"},
+				Spec: api.PodSpec{Template: api.PodTemplate{Exec: []string{"/opt/a"}, RestartPolicy: tt.restart, Files: tt.files, Artifacts: tt.artifacts}}}
+			opts, err := RenderOptions(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			pres := 0
+			for _, o := range opts {
+				switch o.Name {
+				case "ExecStartPre":
+					pres++
+					first, _, _ := strings.Cut(o.Value, " ")
+					got = append(got, o.Name+"="+first)
+				case "TimeoutStartSec":
+					got = append(got, o.Name+"="+o.Value)
+				case keyFiles:
+					got = append(got, o.Name+"="+o.Value)
+				}
+			}
+			if diff := cmp.Diff(tt.want, sortedLast(got)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if pres > 1 {
+				t.Errorf("%d ExecStartPre lines, want one for all artifacts", pres)
+			}
+		})
+	}
+}
+
+// sortedLast moves X-Herd-Files (a [Unit] key, rendered first) to the end.
+func sortedLast(s []string) []string {
+	if len(s) > 0 && strings.HasPrefix(s[0], keyFiles) {
+		return append(s[1:], s[0])
+	}
+	return s
 }

@@ -105,6 +105,10 @@ type UnitObservation struct {
 	// Ready is the readiness check's last result; nil when the pod has no
 	// readiness check.
 	Ready *bool
+	// ArtifactReason and ArtifactMessage describe the unit's last artifact
+	// fetch failure on the board (reason ArtifactMismatch,
+	// ArtifactUnreachable, ...); both "" when none is on record.
+	ArtifactReason, ArtifactMessage string
 }
 
 // Node condition types, besides api.ConditionReady.

@@ -12,6 +12,25 @@ import (
 // stopped while cut off from the servers (api.OnDisconnect).
 const MessageStoppedOnDisconnect = "stopped by its board while cut off from the servers; starting it again"
 
+// ConditionArtifactsFetched is False while a pod's unit cannot start
+// because the board could not fetch one of its artifacts (reasons
+// ArtifactMismatch, ArtifactUnreachable, ArtifactTooLarge, ArtifactRefused,
+// ArtifactFailed; see package units/artifact).
+const ConditionArtifactsFetched = "ArtifactsFetched"
+
+// artifactCondition returns st's conditions with ArtifactsFetched set from
+// obs, or removed when the unit is active or no failure is on record.
+func artifactCondition(now time.Time, st api.PodStatus, obs UnitObservation) []api.Condition {
+	if obs.ArtifactReason == "" || !obs.Found || st.Phase == api.PodRunning {
+		if findCondition(st.Conditions, ConditionArtifactsFetched) == nil {
+			return st.Conditions
+		}
+		return removeCondition(st.Conditions, ConditionArtifactsFetched)
+	}
+	return setCondition(st.Conditions, api.Condition{Type: ConditionArtifactsFetched, Status: api.ConditionFalse,
+		Reason: obs.ArtifactReason, Message: obs.ArtifactMessage}, now)
+}
+
 // ObservePod folds what the executor saw of a pod's unit into the pod's
 // status. Only pods bound to a board and not terminal (Scheduled, Starting,
 // Running) are updated: Pending pods have no unit yet, and Lost, Failed and
@@ -34,7 +53,11 @@ const MessageStoppedOnDisconnect = "stopped by its board while cut off from the 
 //     on-failure, Failed after a non-zero exit, otherwise Scheduled (stopped;
 //     the executor starts it again).
 //
-// Restarts is systemd's NRestarts. Status is written only when it changes.
+// Restarts is systemd's NRestarts. A unit that is not active and has an
+// artifact fetch failure on record gets the condition ArtifactsFetched=False
+// (the failure's reason and message) and the message "artifact: ..."; the
+// condition goes once the unit is active or the failure is gone. Status is
+// written only when it changes.
 func ObservePod(now time.Time, pod *api.Pod, obs UnitObservation) []Action {
 	if pod == nil {
 		return nil
@@ -95,6 +118,10 @@ func ObservePod(now time.Time, pod *api.Pod, obs UnitObservation) []Action {
 		st.Message = "unit is stopped"
 	default:
 		return nil // a state herd does not know: leave the pod alone
+	}
+	st.Conditions = artifactCondition(now, st, obs)
+	if c := findCondition(st.Conditions, ConditionArtifactsFetched); c != nil && (st.Phase == api.PodStarting || st.Phase == api.PodFailed) {
+		st.Message = "artifact: " + c.Message
 	}
 	if reflect.DeepEqual(st, old) {
 		return nil

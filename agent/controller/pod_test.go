@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/herd-dev/herd/api"
 )
 
@@ -74,6 +76,64 @@ func TestObservePod(t *testing.T) {
 			}
 			if got.Phase == api.PodRunning && tt.phase != api.PodRunning && !got.StartedAt.Equal(later) {
 				t.Errorf("StartedAt = %v, want %v", got.StartedAt, later)
+			}
+			if again := ObservePod(later.Add(time.Hour), w.pods["p"], tt.obs); len(again) != 0 {
+				t.Errorf("same observation again:%s", fmtActions(again))
+			}
+		})
+	}
+}
+
+func TestObservePodArtifactCondition(t *testing.T) {
+	web := deployment("web", 1)
+	later := t0.Add(time.Minute)
+	failing := func(active, sub string) UnitObservation {
+		return UnitObservation{Unit: api.UnitName("p"), Found: true, ActiveState: active, SubState: sub,
+			ArtifactReason: "ArtifactMismatch", ArtifactMessage: "http://f/x: sha256 of the 3 bytes downloaded is abc, want def"}
+	}
+	cond := &api.Condition{Type: ConditionArtifactsFetched, Status: api.ConditionFalse, Reason: "ArtifactMismatch",
+		Message: "http://f/x: sha256 of the 3 bytes downloaded is abc, want def", LastTransitionTime: later}
+	tests := []struct {
+		name     string
+		phase    api.PodPhase
+		policy   api.RestartPolicy
+		had      bool // the pod has the condition already
+		obs      UnitObservation
+		want     *api.Condition
+		wantMsg  string
+		wantPhas api.PodPhase
+	}{
+		{name: "fetch step running", phase: api.PodScheduled, obs: failing("activating", "start-pre"),
+			want: cond, wantMsg: "artifact: " + cond.Message, wantPhas: api.PodStarting},
+		{name: "restarting", phase: api.PodStarting, obs: failing("activating", "auto-restart"),
+			want: cond, wantMsg: "artifact: " + cond.Message, wantPhas: api.PodStarting},
+		{name: "failed with never", phase: api.PodScheduled, policy: api.RestartNever, obs: failing("failed", "failed"),
+			want: cond, wantMsg: "artifact: " + cond.Message, wantPhas: api.PodFailed},
+		{name: "active clears it", phase: api.PodStarting, had: true, obs: failing("active", "running"),
+			wantPhas: api.PodRunning},
+		{name: "failure gone clears it", phase: api.PodStarting, had: true,
+			obs: UnitObservation{Unit: api.UnitName("p"), Found: true, ActiveState: "activating", SubState: "start"}, wantPhas: api.PodStarting},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			p := deployPod(web, "p", "a", tt.phase)
+			p.Spec.Template.RestartPolicy = tt.policy
+			if tt.had {
+				p.Status.Conditions = []api.Condition{*cond}
+			}
+			w.add(p)
+			acts := ObservePod(later, w.pods["p"], tt.obs)
+			if len(acts) != 1 {
+				t.Fatalf("want one status update, got%s", fmtActions(acts))
+			}
+			w.apply(acts)
+			got := w.pods["p"].Status
+			if diff := cmp.Diff(tt.want, findCondition(got.Conditions, ConditionArtifactsFetched)); diff != "" {
+				t.Errorf("ArtifactsFetched (-want +got):\n%s", diff)
+			}
+			if got.Phase != tt.wantPhas || tt.wantMsg != "" && got.Message != tt.wantMsg {
+				t.Errorf("status %s %q, want %s %q", got.Phase, got.Message, tt.wantPhas, tt.wantMsg)
 			}
 			if again := ObservePod(later.Add(time.Hour), w.pods["p"], tt.obs); len(again) != 0 {
 				t.Errorf("same observation again:%s", fmtActions(again))

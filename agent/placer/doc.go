@@ -63,6 +63,14 @@
 // removal the board refuses leaves that file (logged) and does not keep a
 // unit or a fenced board from being cleaned up.
 //
+// A pod's artifacts (api.Artifact) are not written by the placer: the
+// unit's own ExecStartPre step downloads, verifies and places them on the
+// board (package units/artifact). The unit listing (and so a board's
+// report) carries the last failure of that step, which ObservePod turns
+// into the pod's ArtifactsFetched=False condition; the artifact paths are
+// in the unit's X-Herd-Files, so they are removed with the unit like its
+// files.
+//
 // A pod's environment goes to its own file (units' env file path, mode
 // 0600, root-owned) in a directory the placer keeps at 0700 root, never in
 // the world-readable unit file; the plan's write-env action writes it

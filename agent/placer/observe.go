@@ -15,11 +15,12 @@ import (
 	"github.com/herd-dev/herd/agent/controller"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/units"
+	"github.com/herd-dev/herd/units/artifact"
 )
 
 // observation turns a listed unit into what the controllers read.
 func observation(u units.UnitState) controller.UnitObservation {
-	return controller.UnitObservation{
+	o := controller.UnitObservation{
 		Unit:           u.Unit,
 		Found:          u.LoadState != "" && u.LoadState != "not-found",
 		ActiveState:    u.ActiveState,
@@ -29,6 +30,10 @@ func observation(u units.UnitState) controller.UnitObservation {
 
 		StoppedOnDisconnect: u.StoppedOnDisconnect(),
 	}
+	if kind, msg, ok := artifact.ParseStatus(u.ArtifactFailure); ok {
+		o.ArtifactReason, o.ArtifactMessage = kind.Reason(), msg
+	}
+	return o
 }
 
 // observable reports whether ObservePod folds observations into a pod in

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/herd-dev/herd/units"
+	"github.com/herd-dev/herd/units/artifact"
 )
 
 // Valid inputs. Everything reaches the board as argv data anyway; these
@@ -107,6 +108,10 @@ const disconnectMarker = "@@herd-disconnect@@"
 //  6. prints disconnectMarker on a line of its own, then the name of each
 //     of them that has a mark in units.DisconnectDir (stopped by the
 //     board's agent while cut off from the servers).
+//  7. prints artifactMarker on a line of its own, then "NAME LINE" for
+//     each of them with an artifact fetch failure on record: LINE is the
+//     first line (at most 512 bytes) of artifact.StatusDir/NAME, which
+//     only `herd artifact fetch`, as root, writes.
 //
 // Only names of the form herd-[a-z0-9-]+.service are kept (the characters
 // of a pod name), so a stray file such as "herd-x y.service" or
@@ -137,8 +142,19 @@ echo ` + disconnectMarker + `
 for x in $u; do
 	if [ -e "` + units.DisconnectDir + `/$x" ]; then echo "$x"; fi
 done
+echo ` + artifactMarker + `
+for x in $u; do
+	if [ -f "` + artifact.StatusDir + `/$x" ]; then
+		r=$(head -n 1 "` + artifact.StatusDir + `/$x" | head -c 512) || r=
+		echo "$x $r"
+	fi
+done
 `
 }
+
+// artifactMarker separates the hash lines from the artifact failure lines
+// in the output of showUnitsScript.
+const artifactMarker = "@@herd-artifacts@@"
 
 // ShowUnits lists every herd-*.service unit on node in one round trip:
 // those systemd has loaded (with or without a file) and those that only
@@ -214,12 +230,14 @@ func cutMarkLine(out []byte) (string, []byte) {
 
 // ParseShowUnits reads the output of ShowUnits' script: `systemctl show`
 // blocks (parsed by units.ParseShow), a marker line, then one "SHA256 NAME"
-// line per unit file, and optionally a second marker line followed by the
-// names of the units marked in units.DisconnectDir. It sets FileHash on
-// the unit of each hash line and adds a UnitState with only Unit and
-// FileHash for a file no block describes, and sets DisconnectMark on the
-// listed units of each name line. Hash and name lines for names that are
-// not herd units, and name lines for units not listed, are skipped.
+// line per unit file, then optionally a marker line followed by the names
+// of the units marked in units.DisconnectDir, then optionally
+// artifactMarker and "NAME KIND MESSAGE" lines. It sets FileHash on the
+// unit of each hash line and adds a UnitState with only Unit and FileHash
+// for a file no block describes, sets DisconnectMark on the listed units
+// of each name line, and ArtifactFailure from each failure line. Hash and
+// name lines for names that are not herd units, and name and failure
+// lines for units not listed, are skipped.
 // Empty output means no units; otherwise the marker is required (its
 // absence means the output was cut short). CRLF line ends are accepted.
 // The result is sorted by unit name.
@@ -228,7 +246,7 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 	if len(bytes.TrimSpace(out)) == 0 {
 		return nil, nil
 	}
-	show, hashes, ok := cutMarker(out)
+	show, hashes, ok := cutMarker(out, hashMarker)
 	if !ok {
 		return nil, fmt.Errorf("sshexec: show units: no %q line after the systemctl show output", hashMarker)
 	}
@@ -239,6 +257,10 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 	byUnit := make(map[string]int, len(states))
 	for i, s := range states {
 		byUnit[s.Unit] = i
+	}
+	var fails []byte
+	if h, f, ok := cutMarker(hashes, artifactMarker); ok { // absent: no failures
+		hashes, fails = h, f
 	}
 	hashes, marked, _ := bytes.Cut(hashes, []byte(disconnectMarker+"\n")) // cutMarker ends hashes with a newline
 	sc := bufio.NewScanner(bytes.NewReader(hashes))
@@ -270,13 +292,25 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 			states[i].DisconnectMark = true
 		}
 	}
+	// "NAME KIND MESSAGE" lines: a unit's artifact fetch failure. A line
+	// for a unit not listed, or that is not a failure, is skipped.
+	for _, line := range strings.Split(string(fails), "\n") {
+		name, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
+		i, ok := byUnit[name]
+		if !ok {
+			continue
+		}
+		if kind, msg, ok := artifact.ParseStatus(rest); ok {
+			states[i].ArtifactFailure = string(kind) + " " + msg
+		}
+	}
 	slices.SortStableFunc(states, func(a, b units.UnitState) int { return strings.Compare(a.Unit, b.Unit) })
 	return states, nil
 }
 
-// cutMarker splits out around the first line that is exactly hashMarker.
-func cutMarker(out []byte) (before, after []byte, found bool) {
-	m := []byte("\n" + hashMarker + "\n")
+// cutMarker splits out around the first line that is exactly marker.
+func cutMarker(out []byte, marker string) (before, after []byte, found bool) {
+	m := []byte("\n" + marker + "\n")
 	s := make([]byte, 0, len(out)+2)
 	s = append(append(append(s, '\n'), out...), '\n')
 	i := bytes.Index(s, m)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units"
+	"github.com/herd-dev/herd/units/artifact"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
 
@@ -102,6 +103,12 @@ func TestParseShowUnits(t *testing.T) {
 			want: []units.UnitState{{Unit: "herd-a.service", DisconnectMark: true}}},
 		{name: "disconnect marker at the very end", in: "Id=herd-a.service\n" + hashMarker + "\n" + disconnectMarker,
 			want: []units.UnitState{{Unit: "herd-a.service"}}},
+		{name: "artifact failures", in: showOutput("Id=herd-a.service\n\nId=herd-b.service\n",
+			hashOf('1')+" herd-a.service", artifactMarker,
+			"herd-a.service unreachable http://f/x: HTTP status 404",
+			"herd-b.service nonsense here", "herd-c.service mismatch not listed", ""),
+			want: []units.UnitState{{Unit: "herd-a.service", FileHash: hashOf('1'), ArtifactFailure: "unreachable http://f/x: HTTP status 404"},
+				{Unit: "herd-b.service"}}},
 		{name: "empty", in: "", want: nil},
 		{name: "only blank lines", in: "\n\n\n", want: nil},
 	}
@@ -315,6 +322,18 @@ func TestShowUnitsScriptHashes(t *testing.T) {
 	if local, script = strings.Replace(local, ReportSeqFile, seq, 1), local; local == script {
 		t.Fatal("script does not read ReportSeqFile")
 	}
+	status := t.TempDir()
+	if local, script = strings.ReplaceAll(local, artifact.StatusDir, status), local; local == script {
+		t.Fatal("script does not read artifact.StatusDir")
+	}
+	for name, content := range map[string]string{
+		"herd-web-1.service": "mismatch http://files.lan/x: sha256 of the 3 bytes downloaded is abc, want def\n2 1764700000 0123456789abcdef\n",
+		"herd-other.service": "unreachable not listed\n",
+	} {
+		if err := os.WriteFile(filepath.Join(status, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(`#!/bin/sh
 case "$1" in
 list-units) printf '%s\n' 'herd-web-1.service loaded active running web-1' 'herd-gone.service not-found inactive dead gone' 'herd-Up.service loaded active running x' ;;
@@ -353,7 +372,8 @@ esac
 	want := []units.UnitState{
 		{Unit: "herd-gone.service", LoadState: "loaded"},
 		{Unit: "herd-new.service", LoadState: "loaded", FileHash: units.Hash([]byte(files["herd-new.service"])), DisconnectMark: true},
-		{Unit: "herd-web-1.service", LoadState: "loaded", FileHash: units.Hash([]byte(files["herd-web-1.service"]))},
+		{Unit: "herd-web-1.service", LoadState: "loaded", FileHash: units.Hash([]byte(files["herd-web-1.service"])),
+			ArtifactFailure: "mismatch http://files.lan/x: sha256 of the 3 bytes downloaded is abc, want def"},
 	}
 	// Boards run it with their sh: dash (Debian), bash, or BusyBox ash.
 	shells := [][]string{{"sh"}, {"bash", "--posix"}, {"busybox", "sh"}}

@@ -41,6 +41,9 @@ type PutOptions struct {
 	// chmod'ed to it (for root-only directories such as herd's env
 	// directory). Other missing ancestors are created 0755.
 	ParentMode uint32
+	// MaxSize, when not 0, bounds what PutFile copies from its source
+	// instead of MaxContent (artifacts, which are streamed from a file).
+	MaxSize int64
 }
 
 func refusedf(format string, args ...any) error {
@@ -115,7 +118,8 @@ func openDir(dirfd int, name string) (int, error) {
 	return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 }
 
-// PutFile writes the bytes of src (at most MaxContent) to p atomically:
+// PutFile writes the bytes of src (at most MaxContent, or opt.MaxSize) to
+// p atomically, copying them as they come:
 // into a new temporary file in p's directory (created exclusively with
 // O_NOFOLLOW, chmod'ed before any byte is written, fsync'ed), renamed over
 // p's last component relative to the directory descriptor. No symbolic
@@ -129,12 +133,9 @@ func PutFile(p string, src io.Reader, opt PutOptions) error {
 	if opt.Mode&0o6000 != 0 && !opt.AllowSetID {
 		return refusedf("mode %04o for %s has setuid/setgid bits and the template does not allow them (allow_setid)", opt.Mode, p)
 	}
-	content, err := io.ReadAll(io.LimitReader(src, MaxContent+1))
-	if err != nil {
-		return fmt.Errorf("read content for %s: %w", p, err)
-	}
-	if len(content) > MaxContent {
-		return fmt.Errorf("content for %s is over %d bytes", p, MaxContent)
+	limit := int64(MaxContent)
+	if opt.MaxSize > 0 {
+		limit = opt.MaxSize
 	}
 	dirfd, name, err := openParent(p, true, opt.ParentMode)
 	if err != nil {
@@ -168,8 +169,12 @@ func PutFile(p string, src io.Reader, opt PutOptions) error {
 	if err := unix.Fchmod(fd, opt.Mode); err != nil {
 		return fail(err)
 	}
-	if _, err := f.Write(content); err != nil {
+	n, err := io.Copy(f, io.LimitReader(src, limit+1))
+	if err != nil {
 		return fail(err)
+	}
+	if n > limit {
+		return fail(fmt.Errorf("content is over %d bytes", limit))
 	}
 	if err := f.Sync(); err != nil {
 		return fail(err)

@@ -189,3 +189,23 @@ func TestMainCommand(t *testing.T) {
 		t.Errorf("unknown subcommand exit %d, want 2", rc)
 	}
 }
+
+func TestPutFileMaxSize(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := put(t, p, "old", PutOptions{Mode: 0o644}); err != nil {
+		t.Fatalf("PutFile: %v", err)
+	}
+	if err := put(t, p, "12345", PutOptions{Mode: 0o644, MaxSize: 4}); err == nil {
+		t.Fatal("PutFile of 5 bytes with MaxSize 4 succeeded")
+	}
+	if b, _ := os.ReadFile(p); string(b) != "old" {
+		t.Errorf("content after a refused write = %q, want old", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("directory holds %d entries, want only f (no temporary left)", len(ents))
+	}
+	if err := put(t, p, "1234", PutOptions{Mode: 0o644, MaxSize: 4}); err != nil {
+		t.Fatalf("PutFile of 4 bytes with MaxSize 4: %v", err)
+	}
+}
