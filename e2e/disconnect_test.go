@@ -78,6 +78,16 @@ func TestOnDisconnect(t *testing.T) {
 	if out, err := fleet.Herdctl(ctx, viaExcept(), "", "apply", "-f", path); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
+	// The tests after this one count and place only their own pods: the
+	// eight of this one would slow every later placement down.
+	t.Cleanup(func() {
+		ctx := testCtx(t, time.Minute)
+		for _, w := range []Workload{Sensor, Keeper} {
+			if out, err := fleet.Herdctl(ctx, viaExcept(), "", "delete", "deployments", w.Deployment, "--ignore-not-found"); err != nil {
+				t.Errorf("cleanup: delete deployment %s: %v\n%s", w.Deployment, err, out)
+			}
+		}
+	})
 	convergeDisconnect(t)
 	t.Run("a_partition", testDisconnectPartition)
 	t.Run("b_no_quorum", testDisconnectNoQuorum)
