@@ -133,6 +133,7 @@ one to ` + devTokenHint + `, and removes it on exit.`,
 	f.StringVar(&fc.SSHUser, "ssh-user", fc.SSHUser, "user the leader logs in as on boards")
 	f.StringVar(&fc.SSHKeyFile, "ssh-key-file", fc.SSHKeyFile, "cluster SSH private key the leader uses")
 	f.StringVar(&fc.LogLevel, "log-level", fc.LogLevel, "debug, info, warn or error")
+	f.BoolVar(&fc.Pprof, "pprof", fc.Pprof, "serve runtime profiles under /debug/pprof/ on the API listeners (behind the API token)")
 	return cmd
 }
 
@@ -234,6 +235,7 @@ func applyFlags(cmd *cobra.Command, cfg, fc *Config) {
 	set("ssh-user", func() { cfg.SSHUser = fc.SSHUser })
 	set("ssh-key-file", func() { cfg.SSHKeyFile = fc.SSHKeyFile })
 	set("log-level", func() { cfg.LogLevel = fc.LogLevel })
+	set("pprof", func() { cfg.Pprof = fc.Pprof })
 }
 
 const devTokenHint = "$XDG_CONFIG_HOME/herd/dev.token, where herdctl finds it"

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,5 +31,35 @@ func TestRaftLogStoreConfig(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("raft_log_store %q: Validate = %v, want %q", c.value, err, c.want)
 		}
+	}
+}
+
+// TestPprofConfig: pprof is off by default and read from the file and
+// from --pprof.
+func TestPprofConfig(t *testing.T) {
+	if DefaultConfig().Pprof {
+		t.Error("DefaultConfig().Pprof = true, want off")
+	}
+	path := filepath.Join(t.TempDir(), "agent.toml")
+	if err := os.WriteFile(path, []byte("name = \"pi1\"\npprof = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	if err := LoadConfigFile(&cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Pprof {
+		t.Error("pprof = true read as false")
+	}
+	cmd := agentCmd(io.Discard)
+	if err := cmd.ParseFlags([]string{"--pprof"}); err != nil {
+		t.Fatal(err)
+	}
+	flagged := DefaultConfig()
+	fc := DefaultConfig()
+	fc.Pprof = true
+	applyFlags(cmd, &flagged, &fc)
+	if !flagged.Pprof {
+		t.Error("--pprof not applied")
 	}
 }
