@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -166,13 +167,7 @@ func runAgent(cmd *cobra.Command, stderr io.Writer, configFile string, dev bool,
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
-	if !cfg.Pprof {
-		// Linking net/http/pprof turns the runtime's heap sampling on for
-		// the whole process (a stack walk every ~512 KB allocated and a
-		// bucket table of ~1.4 MB): only an agent that serves profiles
-		// needs it.
-		runtime.MemProfileRate = 0
-	}
+	tuneRuntime(cfg, os.Getenv)
 	if dev && cfg.APITokenFile == "" {
 		path, remove, err := writeDevToken(os.Getenv)
 		if err != nil {
@@ -207,6 +202,28 @@ func runAgent(cmd *cobra.Command, stderr io.Writer, configFile string, dev bool,
 		}
 	}()
 	return a.Run(rctx)
+}
+
+// DefaultGCPercent is the agent's garbage collection target (GOGC) unless
+// the environment sets GOGC: the heap may grow 50 % over what is live
+// before a collection, not Go's 100 %. An idle agent's live heap is a few
+// MB and most of its allocations are short-lived packet buffers, so this
+// keeps 1-2 MB less heap resident at no measurable CPU cost (BENCHMARKS.md,
+// "Idle agents on the lab").
+const DefaultGCPercent = 50
+
+// tuneRuntime sets the Go runtime for a long-running agent: the GC target
+// (DefaultGCPercent, unless getenv("GOGC") is set) and, unless cfg.Pprof,
+// no heap profile sampling: linking net/http/pprof turns it on for the
+// whole process (a stack walk every ~512 KB allocated and its bucket
+// table), which only an agent that serves profiles needs.
+func tuneRuntime(cfg Config, getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(DefaultGCPercent)
+	}
+	if !cfg.Pprof {
+		runtime.MemProfileRate = 0
+	}
 }
 
 // applyFlags copies the flags the user set over cfg.

@@ -4,6 +4,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -61,5 +63,49 @@ func TestPprofConfig(t *testing.T) {
 	applyFlags(cmd, &flagged, &fc)
 	if !flagged.Pprof {
 		t.Error("--pprof not applied")
+	}
+}
+
+// TestTuneRuntime: the agent's GC target is DefaultGCPercent unless GOGC
+// is set, and heap profile sampling is on only with pprof.
+func TestTuneRuntime(t *testing.T) {
+	prevGC := debug.SetGCPercent(100)
+	prevRate := runtime.MemProfileRate
+	t.Cleanup(func() {
+		debug.SetGCPercent(prevGC)
+		runtime.MemProfileRate = prevRate
+	})
+	env := func(gogc string) func(string) string {
+		return func(k string) string {
+			if k == "GOGC" {
+				return gogc
+			}
+			return ""
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		pprof    bool
+		gogc     string
+		wantGC   int
+		wantRate int
+	}{
+		{"defaults", false, "", DefaultGCPercent, 0},
+		{"pprof", true, "", DefaultGCPercent, 512 * 1024},
+		{"GOGC set", false, "200", 100, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			debug.SetGCPercent(100)
+			runtime.MemProfileRate = 512 * 1024
+			cfg := DefaultConfig()
+			cfg.Pprof = c.pprof
+			tuneRuntime(cfg, env(c.gogc))
+			if got := debug.SetGCPercent(100); got != c.wantGC {
+				t.Errorf("GC percent %d, want %d", got, c.wantGC)
+			}
+			if runtime.MemProfileRate != c.wantRate {
+				t.Errorf("MemProfileRate %d, want %d", runtime.MemProfileRate, c.wantRate)
+			}
+		})
 	}
 }
