@@ -250,6 +250,7 @@ func (a *Agent) startAPI() error {
 		hc.MetricsTokens = a.metricsTokens
 	}
 	hc.Hosts = cfg.APIHosts
+	hc.Pprof = cfg.Pprof
 	hc.Logger = a.log.With("component", "api")
 	srv, err := httpapi.New(hc)
 	if err != nil {

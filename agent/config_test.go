@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -30,5 +33,79 @@ func TestRaftLogStoreConfig(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("raft_log_store %q: Validate = %v, want %q", c.value, err, c.want)
 		}
+	}
+}
+
+// TestPprofConfig: pprof is off by default and read from the file and
+// from --pprof.
+func TestPprofConfig(t *testing.T) {
+	if DefaultConfig().Pprof {
+		t.Error("DefaultConfig().Pprof = true, want off")
+	}
+	path := filepath.Join(t.TempDir(), "agent.toml")
+	if err := os.WriteFile(path, []byte("name = \"pi1\"\npprof = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	if err := LoadConfigFile(&cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Pprof {
+		t.Error("pprof = true read as false")
+	}
+	cmd := agentCmd(io.Discard)
+	if err := cmd.ParseFlags([]string{"--pprof"}); err != nil {
+		t.Fatal(err)
+	}
+	flagged := DefaultConfig()
+	fc := DefaultConfig()
+	fc.Pprof = true
+	applyFlags(cmd, &flagged, &fc)
+	if !flagged.Pprof {
+		t.Error("--pprof not applied")
+	}
+}
+
+// TestTuneRuntime: the agent's GC target is DefaultGCPercent unless GOGC
+// is set, and heap profile sampling is on only with pprof.
+func TestTuneRuntime(t *testing.T) {
+	prevGC := debug.SetGCPercent(100)
+	prevRate := runtime.MemProfileRate
+	t.Cleanup(func() {
+		debug.SetGCPercent(prevGC)
+		runtime.MemProfileRate = prevRate
+	})
+	env := func(gogc string) func(string) string {
+		return func(k string) string {
+			if k == "GOGC" {
+				return gogc
+			}
+			return ""
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		pprof    bool
+		gogc     string
+		wantGC   int
+		wantRate int
+	}{
+		{"defaults", false, "", DefaultGCPercent, 0},
+		{"pprof", true, "", DefaultGCPercent, 512 * 1024},
+		{"GOGC set", false, "200", 100, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			debug.SetGCPercent(100)
+			runtime.MemProfileRate = 512 * 1024
+			cfg := DefaultConfig()
+			cfg.Pprof = c.pprof
+			tuneRuntime(cfg, env(c.gogc))
+			if got := debug.SetGCPercent(100); got != c.wantGC {
+				t.Errorf("GC percent %d, want %d", got, c.wantGC)
+			}
+			if runtime.MemProfileRate != c.wantRate {
+				t.Errorf("MemProfileRate %d, want %d", runtime.MemProfileRate, c.wantRate)
+			}
+		})
 	}
 }

@@ -356,6 +356,13 @@ func (c Config) memberlistConfig() *memberlist.Config {
 	}
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
+	// No LZW: herd's messages are small (a ping, an ack, a few
+	// broadcasts, meta of at most MetaMaxSize bytes), and memberlist
+	// builds a fresh LZW writer (tables of ~16 KB) for every message it
+	// sends. On the lab that was 45 % of an idle leader's allocated bytes
+	// and the main source of its garbage (BENCHMARKS.md, "Idle agents on
+	// the lab"). Compressed messages from other members are still read.
+	mc.EnableCompression = false
 	t := c.Timing
 	mc.ProbeInterval = t.ProbeInterval
 	mc.ProbeTimeout = t.ProbeTimeout

@@ -92,4 +92,7 @@ func TestMemberlistConfig(t *testing.T) {
 		mc.GossipToTheDeadTime != lan.GossipToTheDeadTime || mc.AdvertisePort != DefaultPort {
 		t.Errorf("timings not carried over: %+v", mc)
 	}
+	if mc.EnableCompression {
+		t.Error("EnableCompression = true, want false (small messages; LZW costs more than it saves)")
+	}
 }

@@ -10,7 +10,11 @@
 // holds (more keys are accepted during a rotation: Config.AcceptKeys), node facts
 // ride in memberlist's node metadata (at most 512 bytes), and membership
 // changes are delivered as coalescing events that never block memberlist.
-// Heartbeats never touch Raft or the disk.
+// Heartbeats never touch Raft or the disk. memberlist runs on this
+// package's own network transport (transport.go: UDP and TCP on one port,
+// as memberlist's NetTransport, but reading datagrams into one reused
+// buffer), and without LZW compression: an idle agent's garbage was mostly
+// those two.
 //
 // Members can also push small messages to one another (Gossip.Send,
 // Config.OnMessage): memberlist's reliable user messages over TCP,

@@ -152,10 +152,17 @@ func New(cfg Config) (*Gossip, error) {
 	mc.Events = d
 	mc.Conflict = d
 	mc.Ping = d
+	tr, err := newTransport(mc.BindAddr, mc.BindPort, g.log)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: listen on %s:%d: %w", cfg.BindAddr, cfg.BindPort, err)
+	}
+	if mc.BindPort == 0 {
+		mc.BindPort = tr.Port()
+		mc.AdvertisePort = tr.Port()
+	}
+	mc.Transport = tr
 	if cfg.wrapTransport != nil {
-		if err := wrapTransport(mc, cfg.wrapTransport); err != nil {
-			return nil, fmt.Errorf("gossip: listen on %s:%d: %w", cfg.BindAddr, cfg.BindPort, err)
-		}
+		mc.Transport = cfg.wrapTransport(tr)
 	}
 
 	go g.events.run()
@@ -166,6 +173,7 @@ func New(cfg Config) (*Gossip, error) {
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		tr.Shutdown()
 		g.events.close()
 		g.closeMessages()
 		return nil, fmt.Errorf("gossip: start memberlist on %s:%d: %w", cfg.BindAddr, cfg.BindPort, err)
@@ -174,25 +182,6 @@ func New(cfg Config) (*Gossip, error) {
 	self := g.LocalMember()
 	g.log.Debug("gossip started", "addr", self.Address())
 	return g, nil
-}
-
-// wrapTransport builds memberlist's network transport itself so that the
-// test hook can wrap it, resolving a 0 bind port as memberlist would.
-func wrapTransport(mc *memberlist.Config, wrap func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport) error {
-	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
-		BindAddrs: []string{mc.BindAddr},
-		BindPort:  mc.BindPort,
-		Logger:    mc.Logger,
-	})
-	if err != nil {
-		return err
-	}
-	if mc.BindPort == 0 {
-		mc.BindPort = nt.GetAutoBindPort()
-		mc.AdvertisePort = mc.BindPort
-	}
-	mc.Transport = wrap(nt)
-	return nil
 }
 
 // Join contacts the given addresses ("host:port", or "host" for the

@@ -29,6 +29,14 @@ const ServerKeySize = 32
 //     follower tolerates several lost packets before it suspects the leader.
 //   - a leader that cannot reach a quorum for LeaderLeaseTimeout (400 ms)
 //     steps down, so a partitioned leader stops accepting writes quickly.
+//   - besides the heartbeats, the leader sends each follower an
+//     AppendEntries every [CommitTimeout, 2×CommitTimeout] (100–200 ms),
+//     new entries or not, so that a follower learns the commit index of
+//     the last write of a burst; a follower's reads (ReadBarrier) and its
+//     DNS answers see that write up to this late. Idle, these and the
+//     heartbeats are the leader's main cost (two RPCs per follower every
+//     50–100 ms with hashicorp/raft's default of 50 ms, BENCHMARKS.md
+//     "Idle agents on the lab"); 100 ms halves the first kind.
 //
 // Raise the timeouts for boards on Wi-Fi or under heavy load, where a
 // spurious election costs more than a slower failover.
@@ -77,9 +85,10 @@ type Config struct {
 	// LeaderLeaseTimeout: a leader that has not heard from a quorum for this
 	// long steps down. At most HeartbeatTimeout.
 	LeaderLeaseTimeout time.Duration
-	// CommitTimeout bounds how long the leader waits before sending an
-	// AppendEntries with nothing new, to let followers learn the commit
-	// index.
+	// CommitTimeout bounds how long (randomised up to twice as long) the
+	// leader waits before sending an AppendEntries with nothing new, to
+	// let followers learn the commit index: the extra delay before a
+	// follower applies the last write of a burst.
 	CommitTimeout time.Duration
 	// SnapshotThreshold is how many new log entries trigger a snapshot.
 	SnapshotThreshold uint64
@@ -126,7 +135,7 @@ func DefaultConfig() Config {
 		HeartbeatTimeout:   500 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 400 * time.Millisecond,
-		CommitTimeout:      50 * time.Millisecond,
+		CommitTimeout:      100 * time.Millisecond,
 		SnapshotThreshold:  4096,
 		SnapshotInterval:   2 * time.Minute,
 		TrailingLogs:       4096,

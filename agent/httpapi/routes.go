@@ -42,7 +42,8 @@ const maxOwnCASRetries = 100
 //	PUT    /v1/deployments/{name}/scale  set replicas
 //	GET    /v1/pods/{name}/logs[?follow=1&since=..&tail=N][&stale]  journal, text/plain
 //
-// Besides /v1, route serves the dashboard under /ui/ (ui.go).
+// Besides /v1, route serves the dashboard under /ui/ (ui.go) and, with
+// Config.Pprof, runtime profiles under /debug/pprof/ (pprof.go).
 //
 // A GET route answers HEAD too. What the patterns do not match gets the
 // API's JSON error: 404 naming the path, or 405 with Allow (the mux's own
@@ -130,6 +131,10 @@ func (s *Server) notAllowed(w http.ResponseWriter, r *http.Request, allow string
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	if isUIPath(r.URL.Path) {
 		s.ui(w, r) // the dashboard (ui.go)
+		return
+	}
+	if isPprofPath(r.URL.Path) {
+		s.servePprof(w, r) // runtime profiles, when on (pprof.go)
 		return
 	}
 	if p := r.URL.Path; len(p) > len("/v1/") && strings.HasSuffix(p, "/") {

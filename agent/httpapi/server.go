@@ -88,6 +88,12 @@ type Config struct {
 	// every listener; any other route answers them 403). API tokens work
 	// on /metrics too. Same file format and rotation as Tokens.
 	MetricsTokens TokenSource
+	// Pprof mounts Go's runtime profiles (net/http/pprof) under
+	// /debug/pprof/ (PprofPath) on the API, behind the same checks: only
+	// an API token, or root on the unix socket, reaches them (a metrics
+	// token does not). Off, those paths are 404. For profiling an agent
+	// (go tool pprof); a CPU profile or trace costs CPU while it runs.
+	Pprof bool
 	// TLS, when set, wraps the TCP listeners given to Serve.
 	TLS *tls.Config
 	// MaxBodyBytes limits request bodies; larger ones get 413.
@@ -167,6 +173,7 @@ type Server struct {
 	// metricsHandler serves only /metrics (MetricsHandler).
 	metricsHandler http.Handler
 	router         *http.ServeMux // the /v1 routes (newRouter)
+	pprof          *http.ServeMux // the profiling routes; nil unless Config.Pprof
 	// stopWatches is closed when Serve begins shutting down, ending every
 	// watch stream so that graceful shutdown does not wait for them.
 	stopOnce    sync.Once
@@ -212,6 +219,9 @@ func New(cfg Config) (*Server, error) {
 		s.tokens = StaticTokens{cfg.Token}
 	}
 	s.router = s.newRouter()
+	if cfg.Pprof {
+		s.pprof = pprofMux()
+	}
 	s.handler = s.logRequests(s.guard(s.withMetrics(http.HandlerFunc(s.route))))
 	s.metricsHandler = s.logRequests(s.guard(s.metricsOnly()))
 	return s, nil
