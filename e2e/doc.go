@@ -28,9 +28,10 @@
 // In TestFleet's worker power pull, headless Chromium (Debian's chromium,
 // driven by chromedp; e2e/dashboard.go) watches `herdctl dashboard
 // --no-open` through the pull: the page must show the board NotReady and a
-// replacement pod Bound to another board in its timeline within the
-// worker failover budget (3 s from the kill), and the board's card the
-// replacement. The page's screenshot is saved to
+// replacement pod Bound to another board in its timeline, and the board's
+// card the replacement; how soon it did is logged against the worker
+// failover budget (3 s from the kill), not asserted (speed is measured by
+// scripts/bench-failover). The page's screenshot is saved to
 // $TMPDIR/herd-e2e-dashboard-BOARD.png (the path is logged).
 //
 // TestHostile is the hostile-actor group (e2e/hostile_test.go; attacker
