@@ -121,9 +121,10 @@
 // which outlives a leadership term, and wakes the board's worker. A pass
 // takes the units from a report newer than anything it has seen instead of
 // listing the board, folds them into status as it would a listing, and
-// lists over SSH only to act (a plan is only ever made from a fresh
-// listing), after acting, for witnesses and sweeps, and every
-// ReportedListInterval. A board counts as reporting while its last report
+// lists over SSH before it acts (a plan that takes anything down is only
+// ever made from a fresh listing; one that only places units the report
+// does not show is carried out at once, see placesOnly), after acting, for
+// witnesses and sweeps, and every ReportedListInterval. A board counts as reporting while its last report
 // is younger than Config.ReportTTL (3 minutes); after that it is listed
 // every ObserveInterval again. Reports are ordered by their unitreport.Mark;
 // the SSH listing reads the mark of the report the board last began in the

@@ -80,7 +80,7 @@ func (w *worker) pass(ctx context.Context) passResult {
 		return passResult{witness: witness, err: fmt.Errorf("listing units: %w", err)}
 	}
 	acts := w.plan(desired, observed)
-	if len(acts) > 0 && reported {
+	if len(acts) > 0 && reported && !placesOnly(acts, observed) {
 		// Act only on what the board says over SSH right now.
 		if observed, err = w.listSSH(ctx); err != nil {
 			return passResult{err: fmt.Errorf("listing units: %w", err)}
@@ -122,6 +122,36 @@ func (w *worker) pass(ctx context.Context) passResult {
 		}
 	}
 	return res
+}
+
+// placesOnly reports whether acts only bring up units observed does not
+// show at all: a new pod's files, unit and `enable --now`. Such a plan is
+// carried out on the board's report without listing the board over SSH
+// first (a round trip off every placement): each write and `enable --now`
+// is idempotent, stillWanted checks each unit's binding against the store
+// before anything comes up, and the listing after acting shows what the
+// board really runs. Any plan that stops, removes, restarts or reloads
+// still waits for a fresh listing.
+func placesOnly(acts []units.Action, observed []units.UnitState) bool {
+	seen := make(map[string]bool, len(observed))
+	for _, u := range observed {
+		seen[u.Unit] = true
+	}
+	for _, a := range acts {
+		switch a.Type {
+		case units.ActionWriteEnv, units.ActionEnable, units.ActionEnableNow, units.ActionStart:
+		case units.ActionWrite:
+			if a.Prune {
+				return false
+			}
+		default:
+			return false
+		}
+		if seen[a.Unit] {
+			return false
+		}
+	}
+	return true
 }
 
 // hasReadiness reports whether one of pods has a readiness check.

@@ -188,3 +188,47 @@ func TestReportWakesTheWorker(t *testing.T) {
 	report(h, "n1")
 	h.waitPark("n1", n+1)
 }
+
+// A pod bound to a board whose report shows no unit for it is placed
+// without listing the board first; anything that takes a unit down still
+// waits for a listing.
+func TestReportedBoardPlacesWithoutListingFirst(t *testing.T) {
+	h := newHarness(t)
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	w := h.p.newWorker("n1")
+	b := h.fleet.Board("n1")
+	if res := h.pass(w); res.err != nil || res.acted != 0 {
+		t.Fatalf("pass over the empty board = %+v", res)
+	}
+	report(h, "n1")
+	pod := webPod("web-1", "n1")
+	pod.Spec.Template.Readiness = nil
+	h.st.putPod(pod)
+	b.ResetCalls()
+
+	if res := h.pass(w); res.err != nil || res.acted == 0 {
+		t.Fatalf("placing pass = %+v", res)
+	}
+	wantCalls(t, b,
+		"PutFile /etc/herd/env/herd-web-1.env",
+		"PutFile /etc/web/web-1.conf",
+		"PutFile "+unitDir+"herd-web-1.service",
+		"systemctl enable-now herd-web-1.service",
+		"ShowUnits",
+	)
+	if p := h.st.pod("web-1"); p.Status.Phase != api.PodRunning {
+		t.Errorf("pod phase = %s, want Running", p.Status.Phase)
+	}
+
+	// The pod moves away: its unit comes down only after a listing.
+	report(h, "n1")
+	moved := h.st.pod("web-1")
+	moved.Spec.Node = "n2"
+	h.st.putPod(moved)
+	if res := h.pass(w); res.err != nil || res.acted == 0 {
+		t.Fatalf("pass taking the unit down = %+v", res)
+	}
+	if got := b.CallStrings(); len(got) == 0 || got[0] != "ShowUnits" {
+		t.Errorf("calls = %v, want a listing first", got)
+	}
+}
