@@ -33,7 +33,11 @@
 // Requests run concurrently, at most MaxRunning at once (more are answered
 // with an error at once). When the session's stdin ends (the leader closed
 // it, or the connection died) every running command is cancelled the same
-// way and the server exits once they are gone. The session runs any argv
+// way and the server exits once they are gone; a session with nothing
+// running and no request for IdleExit (10 minutes) exits too, so a leader
+// that died without closing its connection does not leave a process
+// behind on every board for hours (the leader lists each board every few
+// minutes, and starts a new session if its old one is gone). The session runs any argv
 // as root, exactly what the wrapper does: the trust is the cluster key's,
 // and only servers hold it (docs/security.md). What a misbehaving client
 // can cost the board is bounded: frame size, concurrent commands, output

@@ -22,8 +22,16 @@ func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 // requests read from r until r ends, answering each on w. At the end every
 // running command is cancelled (SIGTERM to its process group, SIGKILL
 // KillGrace later) and Serve returns once all have ended: nil at a clean
-// end of r, else the protocol or write error that stopped it.
+// end of r, else the protocol or write error that stopped it. A session
+// with nothing running that gets no request for IdleExit ends too (nil):
+// the leader that opened it is gone (its connection may linger on the
+// board for hours without traffic), or will start a new one when it next
+// needs the board.
 func Serve(r io.Reader, w io.Writer) error {
+	return serve(r, w, IdleExit)
+}
+
+func serve(r io.Reader, w io.Writer, idleExit time.Duration) error {
 	s := &server{w: w, running: map[uint64]context.CancelFunc{}}
 	if err := s.send(Hello{Protocol: Protocol}); err != nil {
 		return err
@@ -33,17 +41,50 @@ func Serve(r io.Reader, w io.Writer) error {
 		cancel()
 		s.wg.Wait()
 	}()
+	type frame struct {
+		req Request
+		err error
+	}
+	frames := make(chan frame)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			var f frame
+			f.err = readFrame(r, &f.req)
+			select {
+			case frames <- f:
+			case <-stop:
+				return
+			}
+			if f.err != nil {
+				return
+			}
+		}
+	}()
+	idle := time.NewTimer(idleExit)
+	defer idle.Stop()
 	for {
-		var req Request
-		err := readFrame(r, &req)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := s.handle(ctx, req); err != nil {
-			return err
+		select {
+		case f := <-frames:
+			if errors.Is(f.err, io.EOF) {
+				return nil
+			}
+			if f.err != nil {
+				return f.err
+			}
+			if err := s.handle(ctx, f.req); err != nil {
+				return err
+			}
+			idle.Reset(idleExit)
+		case <-idle.C:
+			s.mu.Lock()
+			busy := len(s.running) > 0
+			s.mu.Unlock()
+			if !busy {
+				return nil
+			}
+			idle.Reset(idleExit)
 		}
 	}
 }

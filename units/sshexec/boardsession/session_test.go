@@ -275,3 +275,37 @@ func TestNoHello(t *testing.T) {
 		t.Errorf("NewClient with another protocol = %v, want an error naming it", err)
 	}
 }
+
+func TestIdleSessionExits(t *testing.T) {
+	reqR, reqW := io.Pipe()
+	respR, respW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		err := serve(reqR, respW, 200*time.Millisecond)
+		respW.Close()
+		served <- err
+	}()
+	c, err := NewClient(respR, reqW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Busy past the idle time: the session stays.
+	got, err := c.Do(ctxFor(t), Run([]string{"sleep", "0.5"}, 0), time.Second)
+	if err != nil || got.Exit != 0 {
+		t.Fatalf("run = %+v, %v", got, err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve = %v, want nil after idling", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("an idle session did not exit")
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not see the session end")
+	}
+}

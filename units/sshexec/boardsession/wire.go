@@ -29,6 +29,11 @@ const (
 	// KillGrace is how long a cancelled command has between SIGTERM and
 	// SIGKILL.
 	KillGrace = 2 * time.Second
+	// IdleExit ends a session that has had no request and nothing
+	// running for this long. The leader lists every board at least every
+	// few minutes, so only a session whose leader is gone lives this long
+	// idle.
+	IdleExit = 10 * time.Minute
 )
 
 // Operations of a Request.
