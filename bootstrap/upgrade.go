@@ -410,8 +410,11 @@ func (o Options) upgradeBoard(ctx context.Context, uo UpgradeOptions, st *State,
 	if selfErr == nil {
 		ub.From = self.Version
 	}
-	sums, err := runTolerant(ctx, r, node, []string{"sha256sum", root + BinaryPath})
+	sums, err := runTolerant(ctx, r, node, []string{"sha256sum", root + BinaryPath, root + SudoersPath})
 	if err != nil {
+		return fail(err)
+	}
+	if err := refreshSudoers(ctx, r, node, root, ParseSums(sums, root), say); err != nil {
 		return fail(err)
 	}
 	_, installed := ParseSums(sums, root)[BinaryPath]
@@ -463,6 +466,21 @@ func (o Options) upgradeBoard(ctx context.Context, uo UpgradeOptions, st *State,
 	}
 	ub.Took = took
 	return ub
+}
+
+// refreshSudoers rewrites the executor account's sudoers drop-in when the
+// board has one (it was bootstrapped with the account) that is not what
+// this herdctl renders: a drop-in from an older bootstrap lacks the board
+// session's line, and without it the leader drives that board with a
+// process chain per command. sums are the board's file sums.
+func refreshSudoers(ctx context.Context, r Remote, node, root string, sums map[string][32]byte, say func(string)) error {
+	have, ok := sums[SudoersPath]
+	want := NewFile(SudoersPath, RenderSudoers(), 0o440)
+	if !ok || have == want.Sum {
+		return nil
+	}
+	say("rewriting " + SudoersPath + " (the executor account's commands changed)")
+	return putSudoers(ctx, r, node, root, want)
 }
 
 // waitGate waits, up to uo.GateTimeout, for the board sb restarted at

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/bootstrap"
 )
 
 // TestUpgrade runs last (files in name order) because it leaves the lab
@@ -28,7 +29,9 @@ import (
 // leader last; afterwards every agent reports the new version, every herd
 // unit on every board kept its MainPID and NRestarts, and every board's
 // systemd ran exactly 3 web pods throughout (sampled); a second run
-// changes nothing. Then `herdctl bootstrap --remove b4` leaves nothing of
+// changes nothing. Boards start with the sudoers drop-in of an older
+// bootstrap (no board session line) and end with the current one. Then
+// `herdctl bootstrap --remove b4` leaves nothing of
 // herd on b4 (no /etc/herd, binary, unit, cluster key line, herd-* unit)
 // and its pods run on the other boards.
 func TestUpgrade(t *testing.T) {
@@ -52,6 +55,19 @@ func TestUpgrade(t *testing.T) {
 	for _, b := range fleet.Boards {
 		if v := boardVersion(t, ctx, b); v != oldVersion {
 			t.Fatalf("dry run changed %s: herd %s", b, v)
+		}
+	}
+
+	// The boards' sudoers drop-ins as an older bootstrap wrote them,
+	// without the board session's line: the upgrade rewrites them, and
+	// meanwhile the leader drives those boards through the wrapper.
+	oldSudoers := strings.Replace(string(bootstrap.RenderSudoers()), ", /usr/local/bin/herd ssh-gate --elevated session", "", 1)
+	if oldSudoers == string(bootstrap.RenderSudoers()) {
+		t.Fatal("the drop-in has no board session line to take out")
+	}
+	for _, b := range fleet.Boards {
+		if out, err := fleet.SSH(ctx, b, oldSudoers, "cat > /etc/herd/sudoers.old && visudo -cqf /etc/herd/sudoers.old && chmod 0440 /etc/herd/sudoers.old && mv /etc/herd/sudoers.old "+bootstrap.SudoersPath); err != nil {
+			t.Fatalf("%s: planting the old drop-in: %v\n%s", b, err, out)
 		}
 	}
 
@@ -85,6 +101,9 @@ func TestUpgrade(t *testing.T) {
 		}
 		if d := cmp.Diff(before[b], unitRestarts(t, ctx, b)); d != "" {
 			t.Errorf("%s: herd units (unit: MainPID NRestarts) changed across the upgrade (-before +after):\n%s", b, d)
+		}
+		if got, err := fleet.SSH(ctx, b, "", "cat "+bootstrap.SudoersPath); err != nil || got != string(bootstrap.RenderSudoers()) {
+			t.Errorf("%s: sudoers drop-in after the upgrade = %q, %v; want the current one", b, got, err)
 		}
 	}
 	v := Check(Truth{Samples: gt.Samples(), Boards: fleet.Boards, Owner: Web.Owner(), Stale: 4 * sampleEvery,
