@@ -233,6 +233,7 @@ func (v *validator) podSpec(p fieldPath, s *PodSpec) {
 			v.addf(p.field("revision", "-"), "%q: must be at most 256 printable ASCII characters without spaces, quotes or backslashes", r)
 		}
 	}
+	v.podSecrets(p.field("secrets", "-"), s.Secrets)
 }
 
 // hostPorts checks a pod's assigned host ports: 1-65535, for ports of the
@@ -271,6 +272,7 @@ func (v *validator) unitTemplate(p fieldPath, t *PodTemplate) (portNames map[str
 	v.files(p.field("files", "files"), t.Files, t.Sandbox)
 	v.artifacts(p.field("artifacts", "artifacts"), t)
 	v.devices(p.field("devices", "devices"), t.Devices)
+	v.templateSecrets(p.field("secrets", "secrets"), t.Secrets)
 	portNames = v.ports(p.field("ports", "ports"), t.Ports)
 	v.resources(p.field("resources", "resources"), t.Resources, false)
 	switch t.RestartPolicy {

@@ -138,6 +138,9 @@ func validateObject(o Object) []problem {
 		v.nodeName(meta.field("name", "name"), x.Metadata.Name)
 		v.labels(meta.field("labels", "labels"), x.Metadata.Labels)
 		v.nodeSpec(spec, &x.Spec)
+	case *Secret:
+		v.meta(meta, x.Metadata)
+		v.secret(spec, &x.Spec)
 	default:
 		v.addf(root.field("kind", "-"), "unknown object type %T", o)
 	}
@@ -156,6 +159,8 @@ func kindField(o Object) Kind {
 	case *Pod:
 		return x.Kind
 	case *Node:
+		return x.Kind
+	case *Secret:
 		return x.Kind
 	}
 	return ""
