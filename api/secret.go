@@ -296,3 +296,28 @@ func MissingSecrets(p *Pod) string {
 	}
 	return strings.Join(miss, ", ")
 }
+
+// SecretUsers returns the objects among objs whose template names the
+// secret called name ("deployments/web"), and the pods that are not
+// terminal and load it, sorted. A secret is not deleted while it has
+// users: their pods would fail to start again after a reboot or a move.
+func SecretUsers(name string, objs []Object) []string {
+	var users []string
+	for _, o := range objs {
+		var uses bool
+		switch x := o.(type) {
+		case *Deployment:
+			uses = slices.Contains(x.Spec.Template.Secrets, name)
+		case *Daemon:
+			uses = slices.Contains(x.Spec.Template.Secrets, name)
+		case *Pod:
+			uses = !x.Status.Phase.Terminal() && (slices.Contains(x.Spec.Template.Secrets, name) ||
+				slices.ContainsFunc(x.Spec.Secrets, func(r PodSecret) bool { return r.Name == name }))
+		}
+		if uses {
+			users = append(users, objectName(o.GetKind(), o.GetMeta().Name))
+		}
+	}
+	slices.Sort(users)
+	return users
+}
