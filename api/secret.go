@@ -64,6 +64,11 @@ type SealedValue struct {
 	Hash string `json:"hash"`
 }
 
+// CredentialsDirVar is the variable systemd sets to the directory of a
+// unit's credentials; exec may name it as ${CREDENTIALS_DIRECTORY} when the
+// template names secrets.
+const CredentialsDirVar = "CREDENTIALS_DIRECTORY"
+
 // SecretHashLength is the number of hex digits of SealedValue.Hash.
 const SecretHashLength = 16
 

@@ -136,6 +136,9 @@ func ExecVars(t *PodTemplate) map[string]bool {
 	for k := range t.Env {
 		vars[k] = true
 	}
+	if len(t.Secrets) > 0 {
+		vars[CredentialsDirVar] = true
+	}
 	for i := range t.Ports {
 		vars[PortEnvName(t.PortName(i))] = true
 		if i == 0 {
