@@ -304,23 +304,33 @@ func MissingSecrets(p *Pod) string {
 
 // SecretUsers returns the objects among objs whose template names the
 // secret called name ("deployments/web"), and the pods that are not
-// terminal and load it, sorted. A secret is not deleted while it has
-// users: their pods would fail to start again after a reboot or a move.
+// terminal and load it while their owner is not among those (an owner
+// deleted, its pods still going), sorted. A secret is not deleted while
+// it has users: their pods would fail to start again after a reboot or a
+// move.
 func SecretUsers(name string, objs []Object) []string {
 	var users []string
+	owners := map[OwnerRef]bool{}
+	var pods []*Pod
 	for _, o := range objs {
-		var uses bool
+		var t *PodTemplate
 		switch x := o.(type) {
 		case *Deployment:
-			uses = slices.Contains(x.Spec.Template.Secrets, name)
+			t = &x.Spec.Template
 		case *Daemon:
-			uses = slices.Contains(x.Spec.Template.Secrets, name)
+			t = &x.Spec.Template
 		case *Pod:
-			uses = !x.Status.Phase.Terminal() && (slices.Contains(x.Spec.Template.Secrets, name) ||
-				slices.ContainsFunc(x.Spec.Secrets, func(r PodSecret) bool { return r.Name == name }))
+			pods = append(pods, x)
 		}
-		if uses {
+		if t != nil && slices.Contains(t.Secrets, name) {
+			owners[OwnerRef{Kind: o.GetKind(), Name: o.GetMeta().Name}] = true
 			users = append(users, objectName(o.GetKind(), o.GetMeta().Name))
+		}
+	}
+	for _, p := range pods {
+		if !p.Status.Phase.Terminal() && !owners[p.Spec.Owner] && (slices.Contains(p.Spec.Template.Secrets, name) ||
+			slices.ContainsFunc(p.Spec.Secrets, func(r PodSecret) bool { return r.Name == name })) {
+			users = append(users, objectName(KindPod, p.Metadata.Name))
 		}
 	}
 	slices.Sort(users)

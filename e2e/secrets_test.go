@@ -210,7 +210,7 @@ func TestSecrets(t *testing.T) {
 	}
 
 	// In use: not deleted.
-	if out, err := fleet.Herdctl(ctx, via, "", "delete", "secret", "e2edb"); err == nil || !strings.Contains(string(out), "in use by deployments/vault") {
+	if out, err := fleet.Herdctl(ctx, via, "", "delete", "secret", "e2edb"); err == nil || !strings.Contains(err.Error(), "in use by deployments/vault:") {
 		t.Errorf("delete of a secret in use: %v\n%s", err, out)
 	}
 
