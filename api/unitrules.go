@@ -168,7 +168,8 @@ func TemplateBytes(t *PodTemplate) int {
 // unit and environment file on its node: the unit rules of Validate (name,
 // owner, revision, exec, env, user, working directory, files, artifacts,
 // devices, ports, resource limits, restart policy, sandbox, on-disconnect
-// policy) plus a host port, 1-65535, for every port that has no fixed one.
+// policy) plus a host port, 1-65535, for every port that has no fixed one,
+// and every secret it loads found when it was made (api.MissingSecrets).
 // It validates a defaulted copy, as Validate does. Package units calls it
 // before rendering.
 func ValidateRenderable(p *Pod) error {
@@ -200,6 +201,15 @@ func validateUnit(p *Pod, placed bool) error {
 	v.hostPorts(spec.field("hostPorts", "-"), &c.Spec, placed)
 	if !placed {
 		v.templateBudget(tp, &c.Spec.Template)
+	}
+	if placed {
+		// A unit without the credentials its process expects must not
+		// run (a daemon's pod is bound to its board from the start).
+		for i, r := range c.Spec.Secrets {
+			if r.Version == "" {
+				v.addf(spec.field("secrets", "-").index(i), "secret %q did not exist when the pod was made: the pod is replaced once it does", r.Name)
+			}
+		}
 	}
 	if len(v.probs) == 0 {
 		return nil

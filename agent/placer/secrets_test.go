@@ -97,3 +97,23 @@ func TestPassCredentialsUnavailable(t *testing.T) {
 		t.Errorf("unit file written without its credentials")
 	}
 }
+
+// TestPassSkipsPodWithMissingSecret: a pod bound to the board (a daemon's
+// pod is, from the start) whose secret did not exist gets no unit, and the
+// board's other pods are placed.
+func TestPassSkipsPodWithMissingSecret(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Credentials = credentials })
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	p := secretPod("mon-1", "n1")
+	p.Spec.Secrets[0].Version, p.Spec.Secrets[0].Keys = "", nil
+	h.st.putPod(p)
+	h.st.putPod(webPod("web-1", "n1"))
+	b := h.fleet.Board("n1")
+	_ = h.pass(h.p.newWorker("n1"))
+	if _, ok := b.File(unitDir + "herd-mon-1.service"); ok {
+		t.Errorf("a unit was written for a pod whose secret is missing")
+	}
+	if _, ok := b.File(unitDir + "herd-web-1.service"); !ok {
+		t.Errorf("the board's other pod was not placed")
+	}
+}
