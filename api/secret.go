@@ -289,6 +289,18 @@ func PodRevision(t PodTemplate, secrets map[string]*Secret) (string, []PodSecret
 	return hex.EncodeToString(h.Sum(nil))[:TemplateHashLength], refs
 }
 
+// CurrentRevision returns the revision of the pods an owner with template
+// t and status.revision statusRevision runs now: TemplateHash(t) for a
+// template without secrets; for one with secrets the revision its
+// controller recorded (PodRevision needs the secrets' versions, which only
+// the controller reads), TemplateHash(t) until it has recorded one.
+func CurrentRevision(t PodTemplate, statusRevision string) string {
+	if len(t.Secrets) > 0 && statusRevision != "" {
+		return statusRevision
+	}
+	return TemplateHash(t)
+}
+
 // MissingSecrets returns the names of a pod's secrets that did not exist
 // when it was made, joined by ", " ("" when none): such a pod is not
 // scheduled.
