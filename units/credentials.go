@@ -33,13 +33,13 @@ func (c Credential) ID() string { return api.CredentialID(c.Secret, c.Key) }
 // CredentialPath returns where the credential id of a unit lives on a
 // board: CredentialDir/herd-<pod>.<id>.
 func CredentialPath(unit, id string) string {
-	return CredentialDir + "/" + strings.TrimSuffix(unit, unitSuffix) + "." + id
+	return CredentialDir + "/" + strings.TrimSuffix(unit, api.UnitSuffix) + "." + id
 }
 
 // IsCredentialPath reports whether p is a credential file of unit (what a
 // removal may delete when an old unit file names it).
 func IsCredentialPath(unit, p string) bool {
-	id, ok := strings.CutPrefix(p, CredentialDir+"/"+strings.TrimSuffix(unit, unitSuffix)+".")
+	id, ok := strings.CutPrefix(p, CredentialDir+"/"+strings.TrimSuffix(unit, api.UnitSuffix)+".")
 	return ok && id != "" && path.Clean(p) == p && !strings.Contains(id, "/")
 }
 
