@@ -25,14 +25,19 @@ import (
 	"github.com/herd-dev/herd/raftstore"
 	"github.com/herd-dev/herd/units/artifact"
 	"github.com/herd-dev/herd/units/sshexec/boardfs"
+	"github.com/herd-dev/herd/units/sshexec/boardsession"
 )
 
 // Main runs the herd binary's command line (herd agent, herd keygen, herd
 // version) and returns the process exit status: 0 ok, 1 error, 2 usage.
 // `herd board ...` is the board-side file helper the leader runs over SSH
-// (package boardfs, with its own exit statuses); `herd artifact fetch ...`
+// (package boardfs, with its own exit statuses), and `herd board session`
+// the leader's long-lived command session on a board (boardsession); `herd artifact fetch ...`
 // is what a pod's unit runs to place its artifacts (package artifact).
 func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 2 && args[0] == "board" && args[1] == "session" {
+		return boardsession.Main(stderr)
+	}
 	if len(args) > 0 && args[0] == "board" {
 		return boardfs.Main(args[1:], stderr)
 	}

@@ -131,6 +131,12 @@ type Config struct {
 	// reports the leader lists the board over SSH every 5 s; with them,
 	// every 2 minutes.
 	UnitReports string `toml:"unit_reports"`
+	// BoardSession is how a server's placer runs commands on boards over
+	// SSH: "" (the default) through one long-lived `herd board session`
+	// per connection (units/sshexec/boardsession), falling back to one
+	// exec session per command on a board without it; "off" always one
+	// exec session per command (the wrapper).
+	BoardSession string `toml:"board_session"`
 
 	// SSHAddress is where the leader reaches this board's sshd: host:port,
 	// or auto / auto:PORT / empty for the gossip advertise IP and PORT
@@ -315,6 +321,11 @@ func (c *Config) Validate() error {
 	case "", "off":
 	default:
 		add("unit_reports %q: want \"\" (the default: on where systemd runs) or \"off\"", c.UnitReports)
+	}
+	switch c.BoardSession {
+	case "", "off":
+	default:
+		add("board_session %q: want \"\" (the default: on) or \"off\"", c.BoardSession)
 	}
 	if err := checkDNSListen(c.DNSListen); err != nil {
 		add("dns_listen %q: %v", c.DNSListen, err)

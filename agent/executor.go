@@ -37,6 +37,7 @@ func newBoardExecutor(cfg Config, g *gossip.Gossip) (*boardExecutor, error) {
 	}
 	sc := sshexec.DefaultConfig()
 	sc.User = cfg.SSHUser
+	sc.BoardSession = cfg.BoardSession != "off"
 	sc.Signers = []ssh.Signer{signer}
 	sc.HostKeys = sshexec.HostKeyLookupFunc(func(node string) (string, ssh.PublicKey, error) {
 		return announcedHost(g, node)

@@ -67,7 +67,7 @@ func TestRenderSudoers(t *testing.T) {
 # with the cluster SSH key, forced through herd ssh-gate, and may run
 # herd's gate as root: nothing else.
 Defaults:herd-exec !requiretty, !lecture
-herd-exec ALL=(root) NOPASSWD: /usr/local/bin/herd ssh-gate --elevated wrapper, /usr/local/bin/herd ssh-gate --elevated sftp
+herd-exec ALL=(root) NOPASSWD: /usr/local/bin/herd ssh-gate --elevated wrapper, /usr/local/bin/herd ssh-gate --elevated sftp, /usr/local/bin/herd ssh-gate --elevated session
 `
 	if diff := cmp.Diff(want, string(RenderSudoers())); diff != "" {
 		t.Errorf("sudoers (-want +got):\n%s", diff)

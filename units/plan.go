@@ -629,9 +629,9 @@ func (pl *planner) placed(p *api.Pod, name string) {
 	switch {
 	case !ok || u.FileHash == "":
 		// A unit systemd has never seen needs no daemon-reload: systemd
-		// loads it from disk when it is enabled and started (and
-		// `systemctl enable` reloads by itself). One that systemd
-		// knows (loaded, or its file gone while it ran) does.
+		// loads it from disk when it is started (enable --now runs
+		// with --no-reload: only the [Install] symlinks). One that
+		// systemd knows (loaded, or its file gone while it ran) does.
 		write("new pod placed on this node", false, ok)
 		pl.add(ActionEnable, name, "new pod placed on this node")
 		if isRunning(u.ActiveState) {

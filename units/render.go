@@ -18,9 +18,7 @@ import (
 )
 
 const (
-	unitPrefix = "herd-"
-	unitSuffix = ".service"
-	envSuffix  = ".env"
+	envSuffix = ".env"
 
 	// EnvDir is the directory of the pods' environment files on a board
 	// (root-owned, 0700; each file root-owned, 0600).

@@ -98,6 +98,14 @@ type Config struct {
 	// DefaultStageDir.
 	StageDir string
 
+	// BoardSession runs commands and file writes through one long-lived
+	// `herd board session` per connection (package boardsession) instead
+	// of a process chain per command; a board without it (no Hello) gets
+	// the wrapper. Only for logins whose commands run as root on boards
+	// with herd installed (the placer's executor account through the
+	// gate, or root): a sudo user's session would run as that user.
+	BoardSession bool
+
 	// SFTPCommand, when set, runs the SFTP server as an exec request with
 	// this command line instead of the "sftp" subsystem, and speaks SFTP
 	// over the session's stdin and stdout. bootstrap uses it to reach root

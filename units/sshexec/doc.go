@@ -111,6 +111,21 @@
 // ErrRefused) and nothing is written; so are setuid/setgid bits without
 // NoFollowOptions.AllowSetID. There is no check-then-write window.
 //
+// # The board session
+//
+// With Config.BoardSession (the placer's executor) Run, WriteFileNoFollow
+// and RemoveNoFollow go through one long-lived `herd board session` per
+// connection instead (package boardsession): started once with the fixed
+// request boardsession.Command, it runs each argv (as bytes, no shell, its
+// own process group) and writes each file with boardfs from frames on its
+// stdin, so an operation costs a frame each way and no process chain on
+// the board (login shell, gate, sudo, elevated gate, the wrapper's shell,
+// dd and xargs). A board that does not answer the session's hello within
+// DialTimeout (an older herd, or a sudoers drop-in without the session's
+// line) is remembered for the connection's life and driven as above;
+// Stream (journalctl -f) always uses the wrapper. A session that ends
+// under a request gives ErrConnectionLost, like a dropped connection.
+//
 // # Readiness probes
 //
 // Probe runs an exec readiness check in the pod's unit context rather than

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/internal/clock"
+	"github.com/herd-dev/herd/units/sshexec/boardsession"
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -94,6 +95,12 @@ type conn struct {
 	sftp   *sftp.Client
 	// sftpCommand is Config.SFTPCommand.
 	sftpCommand string
+
+	// bs is the board session (Config.BoardSession), started on first
+	// use; bsNone: the board has none, use the wrapper.
+	bsMu   sync.Mutex
+	bs     *boardsession.Client
+	bsNone bool
 }
 
 // New validates cfg and returns an Executor. It dials nothing.
@@ -425,6 +432,11 @@ func (c *conn) close() {
 			c.sftp = nil
 		}
 		c.sftpMu.Unlock()
+		c.bsMu.Lock()
+		if c.bs != nil {
+			c.bs.Close()
+		}
+		c.bsMu.Unlock()
 		c.client.Close()
 	})
 }

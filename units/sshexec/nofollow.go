@@ -16,6 +16,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/herd-dev/herd/units/sshexec/boardfs"
+	"github.com/herd-dev/herd/units/sshexec/boardsession"
 )
 
 // ErrRefused is matched by the errors of WriteFileNoFollow and
@@ -70,6 +71,9 @@ func (e *Executor) WriteFileNoFollow(ctx context.Context, node, p string, conten
 	if opt.Mode&0o6000 != 0 && !opt.AllowSetID {
 		return fmt.Errorf("%w: node %s: %s: mode %04o has setuid/setgid bits and the template does not allow them", ErrRefused, node, p, opt.Mode)
 	}
+	if err, ok := e.fileSession(ctx, node, boardsession.Put(p, content, opt.Mode, opt.ParentMode, opt.AllowSetID)); ok {
+		return err
+	}
 	var rnd [8]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return fmt.Errorf("sshexec: stage name: %w", err)
@@ -114,6 +118,9 @@ func (e *Executor) WriteFileNoFollow(ctx context.Context, node, p string, conten
 // A missing path is not an error.
 func (e *Executor) RemoveNoFollow(ctx context.Context, node, p string) error {
 	if err := checkPath(p); err != nil {
+		return err
+	}
+	if err, ok := e.fileSession(ctx, node, boardsession.Remove(p)); ok {
 		return err
 	}
 	return e.runHelper(ctx, node, []string{e.helper(), "board", "rm-file", "--", p})

@@ -11,12 +11,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/units/sshexec/boardfs"
+	"github.com/herd-dev/herd/units/sshexec/boardsession"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
 
 // TestMain lets the test binary stand in for the board helper: run as
-// `sshexec.test board put-file ...` (through sshd) it is `herd board`.
+// `sshexec.test board put-file ...` or `sshexec.test board session`
+// (through sshd) it is `herd board`.
 func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == "board" && os.Args[2] == "session" {
+		os.Exit(boardsession.Main(os.Stderr))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "board" {
 		os.Exit(boardfs.Main(os.Args[2:], os.Stderr))
 	}

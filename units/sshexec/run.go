@@ -98,6 +98,9 @@ func encodeArgv(argv []string) ([]byte, error) {
 // in the remote PATH and run directly (never as a shell builtin); no element
 // of argv is ever interpreted by a shell.
 func (e *Executor) Run(ctx context.Context, node string, argv []string) (Result, error) {
+	if res, err, ok := e.runSession(ctx, node, argv); ok {
+		return res, err
+	}
 	stdout := newCapBuffer(e.cfg.MaxOutputBytes)
 	stderr := newCapBuffer(e.cfg.MaxOutputBytes)
 	status, err := e.exec(ctx, node, argv, stdout, stderr)

@@ -533,7 +533,7 @@ func TestSystemdOverSSH(t *testing.T) {
 		want := [][]string{
 			{"daemon-reload"},
 			{"enable", "--", "herd-a.service", "herd-b.service"},
-			{"enable", "--now", "--", "herd-c.service"},
+			{"--no-reload", "enable", "--now", "--", "herd-c.service"},
 			{"start", "--", "herd-missing.service"},
 		}
 		if diff := cmp.Diff(want, calls(t, bin, "systemctl")); diff != "" {

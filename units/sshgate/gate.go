@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/herd-dev/herd/units/sshexec"
+	"github.com/herd-dev/herd/units/sshexec/boardsession"
 )
 
 // Command is the forced command bootstrap writes into authorized_keys.
@@ -35,6 +36,8 @@ var ErrRefused = errors.New("herd ssh-gate: refused")
 const (
 	KindWrapper = "wrapper"
 	KindSFTP    = "sftp"
+	// KindSession is the leader's board session (boardsession.Command).
+	KindSession = "session"
 )
 
 // Binary is the herd binary the gate re-execs through sudo; it must be
@@ -60,7 +63,7 @@ func ElevatedArgv(kind string) []string {
 // elevated forms and nothing else.
 func SudoersCommands() []string {
 	var out []string
-	for _, k := range []string{KindWrapper, KindSFTP} {
+	for _, k := range []string{KindWrapper, KindSFTP, KindSession} {
 		out = append(out, strings.Join(ElevatedArgv(k)[1:], " "))
 	}
 	return out
@@ -77,11 +80,14 @@ func Decide(original string, present bool, exists func(string) bool) ([]string, 
 	return argvFor(kind, exists)
 }
 
-// Classify says which admitted request original is (KindWrapper or
-// KindSFTP), or why it is refused.
+// Classify says which admitted request original is (KindWrapper,
+// KindSession or KindSFTP), or why it is refused.
 func Classify(original string, present bool) (string, error) {
 	if original == sshexec.WrapperCommand {
 		return KindWrapper, nil
+	}
+	if original == boardsession.Command {
+		return KindSession, nil
 	}
 	if !present || strings.TrimSpace(original) == "" {
 		return "", fmt.Errorf("%w: this key (the herd cluster SSH key) only runs herd's executor and sftp; no login shell", ErrRefused)
@@ -98,8 +104,11 @@ func Classify(original string, present bool) (string, error) {
 
 // argvFor is the program an admitted request of kind runs as root.
 func argvFor(kind string, exists func(string) bool) ([]string, error) {
-	if kind == KindWrapper {
+	switch kind {
+	case KindWrapper:
 		return []string{Shell, "-c", sshexec.WrapperCommand}, nil
+	case KindSession:
+		return []string{Binary, "board", "session"}, nil
 	}
 	for _, p := range SFTPServerPaths {
 		if exists(p) {
@@ -117,7 +126,8 @@ func argvFor(kind string, exists func(string) bool) ([]string, error) {
 //     authorised for root, as older bootstraps did), otherwise the gate
 //     re-execs itself as root with `sudo -n herd ssh-gate --elevated KIND`
 //     (the executor account, whose sudoers entry admits only that);
-//   - `--elevated wrapper|sftp`: as root only, runs that kind's program.
+//   - `--elevated wrapper|sftp|session`: as root only, runs that kind's
+//     program.
 //     The request was checked by the unprivileged gate; sudo cleared the
 //     environment, so nothing of the client's reaches this one.
 func Gate(args []string, original string, present bool, euid int, exists func(string) bool) ([]string, error) {
@@ -136,13 +146,13 @@ func Gate(args []string, original string, present bool, euid int, exists func(st
 			}
 		}
 		return nil, fmt.Errorf("herd ssh-gate: running as uid %d and sudo is not installed (looked in %s): the executor account elevates with sudo", euid, strings.Join(SudoPaths, ", "))
-	case len(args) == 2 && args[0] == ElevatedFlag && (args[1] == KindWrapper || args[1] == KindSFTP):
+	case len(args) == 2 && args[0] == ElevatedFlag && (args[1] == KindWrapper || args[1] == KindSFTP || args[1] == KindSession):
 		if euid != 0 {
 			return nil, fmt.Errorf("%w: %s %s runs only as root (through sudo), not as uid %d", ErrRefused, ElevatedFlag, args[1], euid)
 		}
 		return argvFor(args[1], exists)
 	}
-	return nil, fmt.Errorf("%w: arguments %q: usage: herd ssh-gate [%s %s|%s]", ErrRefused, args, ElevatedFlag, KindWrapper, KindSFTP)
+	return nil, fmt.Errorf("%w: arguments %q: usage: herd ssh-gate [%s %s|%s|%s]", ErrRefused, args, ElevatedFlag, KindWrapper, KindSFTP, KindSession)
 }
 
 // isSFTP reports whether original is what sshd passes for the sftp

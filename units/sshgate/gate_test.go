@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/units/sshexec"
+	"github.com/herd-dev/herd/units/sshexec/boardsession"
 )
 
 func TestDecide(t *testing.T) {
@@ -29,6 +30,9 @@ func TestDecide(t *testing.T) {
 		refused  bool
 	}{
 		{"wrapper", w, true, debian, []string{"/bin/sh", "-c", w}, false},
+		{"board session", boardsession.Command, true, debian, []string{"/usr/local/bin/herd", "board", "session"}, false},
+		{"board session plus more", boardsession.Command + " --x", true, debian, nil, true},
+		{"board session of another binary", "/tmp/herd board session", true, debian, nil, true},
 		{"internal-sftp", "internal-sftp", true, debian, []string{"/usr/lib/openssh/sftp-server"}, false},
 		{"internal-sftp with options", "internal-sftp -l INFO", true, fedora, []string{"/usr/libexec/openssh/sftp-server"}, false},
 		{"sftp", "sftp", true, debian, []string{"/usr/lib/openssh/sftp-server"}, false},
@@ -152,6 +156,10 @@ func TestGateElevation(t *testing.T) {
 		{"root sftp", nil, "internal-sftp", true, 0, debian, []string{"/usr/lib/openssh/sftp-server"}, false},
 		{"account wrapper", nil, w, true, 998, debian, sudo("wrapper"), false},
 		{"account sftp", nil, "/usr/lib/openssh/sftp-server -l INFO", true, 998, debian, sudo("sftp"), false},
+		{"account board session", nil, boardsession.Command, true, 998, debian, sudo("session"), false},
+		{"root board session", nil, boardsession.Command, true, 0, debian, []string{"/usr/local/bin/herd", "board", "session"}, false},
+		{"elevated session", []string{"--elevated", "session"}, "", false, 0, debian, []string{"/usr/local/bin/herd", "board", "session"}, false},
+		{"elevated session not as root", []string{"--elevated", "session"}, "", false, 998, debian, nil, true},
 		{"account login shell", nil, "", false, 998, debian, nil, true},
 		{"account other command", nil, "sudo -n id", true, 998, debian, nil, true},
 		{"account wrapper plus more", nil, w + "; id", true, 998, debian, nil, true},
@@ -183,7 +191,8 @@ func TestGateElevation(t *testing.T) {
 			}
 		})
 	}
-	want := []string{"/usr/local/bin/herd ssh-gate --elevated wrapper", "/usr/local/bin/herd ssh-gate --elevated sftp"}
+	want := []string{"/usr/local/bin/herd ssh-gate --elevated wrapper", "/usr/local/bin/herd ssh-gate --elevated sftp",
+		"/usr/local/bin/herd ssh-gate --elevated session"}
 	if diff := cmp.Diff(want, SudoersCommands()); diff != "" {
 		t.Errorf("SudoersCommands (-want +got):\n%s", diff)
 	}

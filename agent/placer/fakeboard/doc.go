@@ -21,6 +21,7 @@
 // only once daemon-reload has loaded its file; a loaded unit whose file was
 // removed shows LoadState not-found and is forgotten at daemon-reload if it
 // is inactive, or once reset-failed clears its failure; enable and disable
-// need the unit file. A unit file systemd has not loaded is listed with only
+// need the unit file; enable reloads when it made a link, enable-now (run
+// with --no-reload by the SSH executor) does not. A unit file systemd has not loaded is listed with only
 // its name and FileHash, as units.UnitState describes.
 package fakeboard

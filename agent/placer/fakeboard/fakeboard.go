@@ -425,9 +425,11 @@ func (b *Board) verbLocked(verb, n string) error {
 	u := b.loaded[n]
 	switch verb {
 	case "enable-now":
-		if err := b.verbLocked("enable", n); err != nil {
-			return err
+		// --no-reload: the symlinks, no daemon-reload, then start.
+		if !hasFile {
+			return fmt.Errorf("%w: enable %s: unit file does not exist", ErrCommand, n)
 		}
+		b.enabled[n] = true
 		return b.verbLocked("start", n)
 	case "enable", "disable":
 		if !hasFile {

@@ -1,0 +1,218 @@
+package boardsession
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/herd-dev/herd/units/sshexec/boardfs"
+)
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// Serve runs a session: it writes the Hello to w, then carries out the
+// requests read from r until r ends, answering each on w. At the end every
+// running command is cancelled (SIGTERM to its process group, SIGKILL
+// KillGrace later) and Serve returns once all have ended: nil at a clean
+// end of r, else the protocol or write error that stopped it.
+func Serve(r io.Reader, w io.Writer) error {
+	s := &server{w: w, running: map[uint64]context.CancelFunc{}}
+	if err := s.send(Hello{Protocol: Protocol}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() {
+		cancel()
+		s.wg.Wait()
+	}()
+	for {
+		var req Request
+		err := readFrame(r, &req)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.handle(ctx, req); err != nil {
+			return err
+		}
+	}
+}
+
+type server struct {
+	wmu sync.Mutex
+	w   io.Writer
+
+	mu      sync.Mutex
+	running map[uint64]context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+func (s *server) send(v any) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return writeFrame(s.w, v)
+}
+
+// handle starts req (or cancels the run it names). Only a failure to
+// answer stops the session.
+func (s *server) handle(ctx context.Context, req Request) error {
+	if req.Op == OpCancel {
+		s.mu.Lock()
+		if c := s.running[req.ID]; c != nil {
+			c()
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	if req.ID == 0 {
+		return s.send(Response{Error: "request id 0"})
+	}
+	s.mu.Lock()
+	switch {
+	case s.running[req.ID] != nil:
+		s.mu.Unlock()
+		return s.send(Response{ID: req.ID, Error: fmt.Sprintf("request id %d is already in flight", req.ID)})
+	case len(s.running) >= MaxRunning:
+		s.mu.Unlock()
+		return s.send(Response{ID: req.ID, Error: fmt.Sprintf("busy: %d requests in flight", MaxRunning)})
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	s.running[req.ID] = cancel
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		resp := carryOut(rctx, req)
+		s.mu.Lock()
+		delete(s.running, req.ID)
+		s.mu.Unlock()
+		cancel()
+		s.send(resp) // a dead writer ends the session through the reader
+	}()
+	return nil
+}
+
+// carryOut does one request.
+func carryOut(ctx context.Context, req Request) Response {
+	resp := Response{ID: req.ID}
+	var err error
+	switch req.Op {
+	case OpRun:
+		return run(ctx, req)
+	case OpPut:
+		err = boardfs.PutFile(string(req.Path), bytes.NewReader(req.Content),
+			boardfs.PutOptions{Mode: req.Mode, ParentMode: req.ParentMode, AllowSetID: req.AllowSetID})
+	case OpRemove:
+		err = boardfs.RemoveFile(string(req.Path))
+	default:
+		err = fmt.Errorf("unknown op %q (want %s, %s, %s or %s)", req.Op, OpRun, OpPut, OpRemove, OpCancel)
+	}
+	if err != nil {
+		resp.Error = err.Error()
+		resp.Refused = errors.Is(err, boardfs.ErrRefused)
+	}
+	return resp
+}
+
+// run executes req.Argv in its own process group with /dev/null as stdin.
+// Cancelling ctx sends SIGTERM to the group, then SIGKILL after KillGrace.
+func run(ctx context.Context, req Request) Response {
+	resp := Response{ID: req.ID}
+	argv := make([]string, len(req.Argv))
+	for i, a := range req.Argv {
+		argv[i] = string(a)
+	}
+	if len(argv) == 0 || argv[0] == "" || strings.HasPrefix(argv[0], "-") || strings.ContainsRune(strings.Join(argv, ""), 0) {
+		resp.Error = fmt.Sprintf("bad argv %q", argv)
+		return resp
+	}
+	limit := req.MaxOutput
+	if limit <= 0 || limit > MaxOutput {
+		limit = MaxOutput
+	}
+	stdout, stderr := &capped{max: limit}, &capped{max: limit}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A child the command leaves behind holding stdout open does not
+	// hold the answer for longer than this.
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		resp.Error = err.Error()
+		resp.Exit = 127
+		return resp
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		pgid := cmd.Process.Pid
+		syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(KillGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			resp.Exit = 128 + int(ws.Signal())
+		} else {
+			resp.Exit = ee.ExitCode()
+		}
+	default:
+		resp.Error = err.Error()
+		resp.Exit = -1
+	}
+	resp.Stdout, resp.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
+	resp.Truncated = stdout.over || stderr.over
+	return resp
+}
+
+// capped keeps the first max bytes written to it.
+type capped struct {
+	buf  bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := c.max - c.buf.Len(); n > room {
+		c.over = true
+		p = p[:max(room, 0)]
+	}
+	c.buf.Write(p)
+	return n, nil
+}
+
+// Main is `herd board session`: Serve on stdin and stdout. It returns the
+// exit status: 0 at a clean end, 1 otherwise (the reason on stderr).
+func Main(stderr io.Writer) int {
+	if err := Serve(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintf(stderr, "herd board session: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,277 @@
+package boardsession
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/herd-dev/herd/internal/testutil"
+)
+
+// pair starts Serve on one end of two pipes and returns a client on the
+// other, and the channel Serve's result arrives on.
+func pair(t *testing.T) (*Client, <-chan error) {
+	t.Helper()
+	reqR, reqW := io.Pipe()
+	respR, respW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		err := Serve(reqR, respW)
+		respW.Close()
+		reqR.Close()
+		served <- err
+	}()
+	c, err := NewClient(respR, reqW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, served
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestRun(t *testing.T) {
+	c, _ := pair(t)
+	ctx := ctxFor(t)
+	for _, tc := range []struct {
+		name string
+		req  Request
+		want Response
+	}{
+		{"exit status and both streams",
+			Run([]string{"sh", "-c", "echo out; echo err >&2; exit 3", "x"}, 0),
+			Response{Exit: 3, Stdout: []byte("out\n"), Stderr: []byte("err\n")}},
+		{"argv stays data",
+			Run([]string{"printf", "%s|", "$(id)", "a b", "*"}, 0),
+			Response{Stdout: []byte("$(id)|a b|*|")}},
+		{"killed by a signal is 128+N",
+			Run([]string{"sh", "-c", "kill -TERM $$"}, 0),
+			Response{Exit: 143}},
+		{"stdin is empty",
+			Run([]string{"wc", "-c"}, 0),
+			Response{Stdout: []byte("0\n")}},
+		{"output over the cap is cut and flagged",
+			Run([]string{"sh", "-c", "printf 0123456789abcdef"}, 10),
+			Response{Stdout: []byte("0123456789"), Truncated: true}},
+		{"unknown op",
+			Request{Op: "reboot"},
+			Response{Error: `unknown op "reboot" (want run, put, rm or cancel)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := c.Do(ctx, tc.req, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.ID = 0
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("response (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("a command that does not exist", func(t *testing.T) {
+		got, err := c.Do(ctx, Run([]string{"/nonexistent/cmd"}, 0), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Exit != 127 || !strings.Contains(got.Error, "/nonexistent/cmd") {
+			t.Errorf("got exit %d, error %q; want 127 naming the command", got.Exit, got.Error)
+		}
+	})
+	t.Run("bad argv", func(t *testing.T) {
+		for _, argv := range [][]string{nil, {""}, {"-c", "id"}} {
+			got, err := c.Do(ctx, Run(argv, 0), time.Second)
+			if err != nil || !strings.Contains(got.Error, "bad argv") {
+				t.Errorf("argv %q: %+v, %v; want a bad argv error", argv, got, err)
+			}
+		}
+	})
+}
+
+// pidFrom waits for a pid written to path.
+func pidFrom(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	testutil.Until(t, 10*time.Second, "the command to write its pid", func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	return pid
+}
+
+func gone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
+
+func TestCancelKillsTheProcessGroup(t *testing.T) {
+	c, _ := pair(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	errc := make(chan error, 1)
+	go func() {
+		// A child that ignores nothing: the group gets TERM.
+		_, err := c.Do(ctx, Run([]string{"sh", "-c", `sleep 60 & echo $! > "$1"; wait`, "x", pidFile}, 0), 5*time.Second)
+		errc <- err
+	}()
+	pid := pidFrom(t, pidFile)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do = %v, want context.Canceled", err)
+	}
+	testutil.Until(t, 10*time.Second, "the command's child to be killed", func() bool { return gone(pid) })
+}
+
+func TestEndOfInputCancelsEverything(t *testing.T) {
+	c, served := pair(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	go c.Do(context.Background(), Run([]string{"sh", "-c", `echo $$ > "$1"; exec sleep 60`, "x", pidFile}, 0), time.Second)
+	pid := pidFrom(t, pidFile)
+	c.Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve = %v, want nil at the end of its input", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return after its input ended")
+	}
+	if !gone(pid) {
+		t.Error("the running command outlived the session")
+	}
+	if _, err := c.Do(ctxFor(t), Run([]string{"true"}, 0), time.Second); !errors.Is(err, ErrClosed) {
+		t.Errorf("Do after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestBusy(t *testing.T) {
+	c, _ := pair(t)
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	defer cancel()
+	dir := t.TempDir()
+	for i := range MaxRunning {
+		p := filepath.Join(dir, strconv.Itoa(i))
+		go c.Do(ctx, Run([]string{"sh", "-c", `echo $$ > "$1"; exec sleep 60`, "x", p}, 0), time.Second)
+		pidFrom(t, p)
+	}
+	got, err := c.Do(ctxFor(t), Run([]string{"true"}, 0), time.Second)
+	if err != nil || !strings.Contains(got.Error, "busy") {
+		t.Errorf("request %d = %+v, %v; want busy", MaxRunning+1, got, err)
+	}
+}
+
+func TestPutAndRemove(t *testing.T) {
+	c, _ := pair(t)
+	ctx := ctxFor(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "etc", "app", "conf")
+	content := []byte("a=1\n\x00\xff $(reboot)\n")
+	got, err := c.Do(ctx, Put(p, content, 0o640, 0, false), time.Second)
+	if err != nil || got.Error != "" {
+		t.Fatalf("put = %+v, %v", got, err)
+	}
+	if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, content) {
+		t.Errorf("content = %q, %v; want %q", b, err, content)
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o640 {
+		t.Errorf("mode = %v, want 0640", st.Mode())
+	}
+
+	// A link where a directory is expected: refused, nothing written.
+	victim := filepath.Join(dir, "victim")
+	os.MkdirAll(victim, 0o755)
+	if err := os.Symlink(victim, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	got, err = c.Do(ctx, Put(filepath.Join(dir, "link", "x"), []byte("owned"), 0o644, 0, false), time.Second)
+	if err != nil || !got.Refused || !strings.Contains(got.Error, "symbolic link") {
+		t.Errorf("put through a link = %+v, %v; want refused naming the link", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(victim, "x")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a file appeared behind the link: %v", err)
+	}
+	got, err = c.Do(ctx, Put(p, []byte("x"), 0o4755, 0, false), time.Second)
+	if err != nil || !got.Refused {
+		t.Errorf("setuid put without AllowSetID = %+v, %v; want refused", got, err)
+	}
+
+	got, err = c.Do(ctx, Remove(p), time.Second)
+	if err != nil || got.Error != "" {
+		t.Fatalf("rm = %+v, %v", got, err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("file still there after rm: %v", err)
+	}
+}
+
+func TestBadFrames(t *testing.T) {
+	frame := func(body string) []byte {
+		b := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+		return append(b, body...)
+	}
+	huge := binary.BigEndian.AppendUint32(nil, MaxFrame+1)
+	for _, tc := range []struct {
+		name  string
+		input []byte
+		want  string
+	}{
+		{"oversized frame", huge, "frame too large"},
+		{"truncated header", []byte{0, 0}, "truncated frame header"},
+		{"truncated body", frame(`{"id":1,"op":"run"}`)[:10], "truncated frame"},
+		{"not JSON", frame(`{"id":1,`), "bad frame"},
+		{"unknown field", frame(`{"id":1,"op":"run","shell":"id"}`), "unknown field"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			done := make(chan error, 1)
+			go func() { done <- Serve(bytes.NewReader(tc.input), &out) }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("Serve = %v, want an error containing %q", err, tc.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Serve did not return")
+			}
+		})
+	}
+}
+
+func TestNoHello(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stdout string
+	}{
+		{"nothing: the command failed", ""},
+		{"a shell's error message", "sh: 1: /usr/local/bin/herd: not found\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, w := io.Pipe()
+			if _, err := NewClient(strings.NewReader(tc.stdout), w); err == nil {
+				t.Error("NewClient succeeded without a hello")
+			}
+		})
+	}
+	var hello bytes.Buffer
+	writeFrame(&hello, Hello{Protocol: "herd-board-session/0"})
+	_, w := io.Pipe()
+	if _, err := NewClient(&hello, w); err == nil || !strings.Contains(err.Error(), "herd-board-session/0") {
+		t.Errorf("NewClient with another protocol = %v, want an error naming it", err)
+	}
+}

@@ -1,0 +1,149 @@
+package sshexec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/herd-dev/herd/units/sshexec/sshdtest"
+)
+
+// sessionExecutor is an executor with the board session on, the session
+// being this test binary (TestMain).
+func sessionExecutor(t *testing.T, srv *sshdtest.Server, mutate func(*Config)) *Executor {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := filepath.Join(t.TempDir(), "run", "stage")
+	return newTestExecutor(t, srv, func(c *Config) {
+		c.BoardSession = true
+		c.BoardHelper = self
+		c.StageDir = stage
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+}
+
+func TestBoardSession(t *testing.T) {
+	srv := sshdtest.Start(t)
+	e := sessionExecutor(t, srv, nil)
+	ctx := testCtx(t)
+
+	t.Run("commands run in the session", func(t *testing.T) {
+		res, err := e.Run(ctx, "b1", []string{"sh", "-c", `tr '\0' ' ' < /proc/$PPID/cmdline`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(string(res.Stdout), " board session ") {
+			t.Errorf("parent of the command is %q, want the board session", res.Stdout)
+		}
+	})
+	t.Run("argv arrives literally", func(t *testing.T) {
+		res, err := e.Run(ctx, "b1", append([]string{"printf", `%s\0`}, nastyArgs...))
+		if err != nil || res.ExitStatus != 0 {
+			t.Fatalf("status %d, %v, stderr %q", res.ExitStatus, err, res.Stderr)
+		}
+		got := strings.Split(strings.TrimSuffix(string(res.Stdout), "\x00"), "\x00")
+		if diff := cmp.Diff(nastyArgs, got); diff != "" {
+			t.Errorf("argv changed in transit (-sent +received):\n%s", diff)
+		}
+	})
+	t.Run("exit status and streams", func(t *testing.T) {
+		res, err := e.Run(ctx, "b1", []string{"sh", "-c", `echo out; echo err >&2; exit 200`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(Result{Stdout: []byte("out\n"), Stderr: []byte("err\n"), ExitStatus: 200}, res); diff != "" {
+			t.Errorf("Run (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("not found", func(t *testing.T) {
+		res, err := e.Run(ctx, "b1", []string{"herd-no-such-command"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitStatus != 127 || !bytes.Contains(res.Stderr, []byte("not found")) {
+			t.Errorf("got status %d stderr %q, want 127 and 'not found'", res.ExitStatus, res.Stderr)
+		}
+	})
+	t.Run("file writes need no staging", func(t *testing.T) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "etc", "conf")
+		if err := e.WriteFileNoFollow(ctx, "b1", p, []byte("a=1\n"), NoFollowOptions{Mode: 0o600, ParentMode: 0o700}); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != "a=1\n" {
+			t.Errorf("content %q, %v", b, err)
+		}
+		if st, _ := os.Stat(filepath.Dir(p)); st.Mode().Perm() != 0o700 {
+			t.Errorf("parent mode %v, want 0700", st.Mode())
+		}
+		if _, err := os.Stat(e.stageDir()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("stage dir: %v, want none (no SFTP staging)", err)
+		}
+		victim := filepath.Join(dir, "victim")
+		os.MkdirAll(victim, 0o755)
+		os.Symlink(victim, filepath.Join(dir, "link"))
+		err := e.WriteFileNoFollow(ctx, "b1", filepath.Join(dir, "link", "x"), []byte("owned"), NoFollowOptions{Mode: 0o644})
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("write through a link = %v, want ErrRefused naming the link", err)
+		}
+		if err := e.RemoveNoFollow(ctx, "b1", p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("file still there: %v", err)
+		}
+	})
+	t.Run("output cap", func(t *testing.T) {
+		e := sessionExecutor(t, srv, func(c *Config) { c.MaxOutputBytes = 1000 })
+		res, err := e.Run(ctx, "b1", []string{"head", "-c", "5000", "/dev/zero"})
+		if !errors.Is(err, ErrOutputTooLarge) || len(res.Stdout) != 1000 {
+			t.Errorf("err = %v, kept %d bytes; want ErrOutputTooLarge and 1000", err, len(res.Stdout))
+		}
+	})
+	t.Run("cancellation", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := e.Run(ctx, "b1", []string{"sleep", "60"})
+			errc <- err
+		}()
+		waitFor(t, "the request to be in flight", 20*time.Second, func() bool { return e.Stats().OpenSessions == 1 })
+		cancel()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("err = %v, want context.Canceled", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("Run did not return after cancellation")
+		}
+	})
+}
+
+// A board without the session (an older herd, or sudoers without its
+// line) is driven through the wrapper.
+func TestBoardSessionFallback(t *testing.T) {
+	srv := sshdtest.Start(t)
+	e := sessionExecutor(t, srv, func(c *Config) { c.BoardHelper = "/nonexistent/herd" })
+	res, err := e.Run(testCtx(t), "b1", []string{"sh", "-c", "echo ok"})
+	if err != nil || string(res.Stdout) != "ok\n" {
+		t.Fatalf("Run = %q, %v; want ok through the wrapper", res.Stdout, err)
+	}
+	n, _ := e.node("b1")
+	c := n.live()
+	if c == nil || !c.bsNone {
+		t.Error("the connection does not remember that the board has no session")
+	}
+}
