@@ -25,6 +25,7 @@ import (
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
 	"github.com/herd-dev/herd/internal/clock"
+	"github.com/herd-dev/herd/internal/secretbox"
 	"github.com/herd-dev/herd/raftstore"
 )
 
@@ -57,6 +58,7 @@ type Agent struct {
 	proxy           *svcproxy.Proxy    // nil with service_proxy = "off"
 	viewFile        string             // where a worker reads the view
 	reports         *placer.Reports    // boards' unit reports (servers only)
+	ring            *secretbox.Ring    // seals and opens secrets (servers only)
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -107,6 +109,11 @@ func New(cfg Config, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.keys = ks
+	if cfg.Server {
+		if a.ring, err = secretbox.NewRing(ks.server); err != nil {
+			return nil, fmt.Errorf("agent: server key: %w", err)
+		}
+	}
 	if opts.Facts != nil {
 		a.facts = *opts.Facts
 	} else {
@@ -245,6 +252,7 @@ func (a *Agent) startAPI() error {
 		hc.Logs = be.Logs
 	}
 	hc.Tokens = a.tokens
+	hc.Secrets = a.ring
 	hc.Metrics = a.metrics.Handler()
 	if a.metricsTokens != nil {
 		hc.MetricsTokens = a.metricsTokens

@@ -50,6 +50,9 @@ func (a *Agent) startControllers(ctx context.Context, wg *sync.WaitGroup, n *not
 	pcfg.RecordWitness = state.recordWitness
 	pcfg.Observer = a.metrics
 	pcfg.Reports = a.reports
+	if a.ring != nil {
+		pcfg.Credentials = credentials(a.store, a.ring)
+	}
 	pl, err := placer.New(pcfg, a.exec, state, state, clock.RealClock(), a.log.With("component", "placer"))
 	if err != nil {
 		a.log.Error("placer not started", "err", err)

@@ -84,6 +84,8 @@ func SetDefaults(o Object) {
 		defaultTemplate(&v.Spec.Template)
 	case *Node:
 		v.Kind = KindNode
+	case *Secret:
+		v.Kind = KindSecret
 	}
 }
 
@@ -224,10 +226,16 @@ func cloneObject(o Object) Object {
 		c.Metadata = cloneMeta(v.Metadata)
 		c.Spec.Template = v.Spec.Template.DeepCopy()
 		c.Spec.HostPorts = maps.Clone(v.Spec.HostPorts)
+		c.Spec.Secrets = slices.Clone(v.Spec.Secrets)
 		return &c
 	case *Node:
 		c := *v
 		c.Metadata = cloneMeta(v.Metadata)
+		return &c
+	case *Secret:
+		c := *v
+		c.Metadata = cloneMeta(v.Metadata)
+		c.Spec.Data = maps.Clone(v.Spec.Data)
 		return &c
 	}
 	return o
@@ -257,6 +265,7 @@ func (t PodTemplate) DeepCopy() PodTemplate {
 	t.Ports = slices.Clone(t.Ports)
 	t.NodeSelector = maps.Clone(t.NodeSelector)
 	t.Devices = slices.Clone(t.Devices)
+	t.Secrets = slices.Clone(t.Secrets)
 	if t.Readiness != nil {
 		p := *t.Readiness
 		p.Exec = slices.Clone(p.Exec)

@@ -19,7 +19,12 @@
 // SortDevices, which the agent and gossip use, and
 // BoardFacts.MissingDevice, which the scheduler applies), and artifacts
 // (artifacts.go: their admission rules, ArtifactURLProblem and IsSHA256,
-// which the board's fetcher applies again, and HerdDirs). BoardFacts is the
+// which the board's fetcher applies again, and HerdDirs), and secrets
+// (secret.go: the Secret kind, its sealed values and the plain-value
+// request ValidateSecretRequest checks, key names, CredentialID,
+// SecretVersion and PodRevision, which folds the versions of a template's
+// secrets into its pods' revision, and SecretUsers, which the API applies
+// before a delete). BoardFacts is the
 // one shape of a board's facts from the agent's reading to NodeStatus.
 //
 // The API's wire types live here as well (wire.go: request and response

@@ -164,6 +164,7 @@ type manifestTemplate struct {
 	Artifacts    []manifestArtifact `toml:"artifacts"`
 	Sandbox      string             `toml:"sandbox"`
 	Devices      []string           `toml:"devices"`
+	Secrets      []string           `toml:"secrets"`
 	// OnDisconnect is "keep" (decoded as nil, the default) or a table.
 	OnDisconnect *manifestOnDisconnect `toml:"on_disconnect"`
 }
@@ -303,6 +304,7 @@ func (m *manifestTemplate) toAPI() PodTemplate {
 		NodeSelector:  nilIfEmptyMap(m.NodeSelector),
 		Sandbox:       m.Sandbox,
 		Devices:       nilIfEmptySlice(m.Devices),
+		Secrets:       nilIfEmptySlice(m.Secrets),
 	}
 	if o := m.OnDisconnect; o != nil {
 		t.OnDisconnect = &OnDisconnect{StopAfter: o.StopAfter}
@@ -343,6 +345,7 @@ func templateToManifest(t PodTemplate) *manifestTemplate {
 		NodeSelector: t.NodeSelector,
 		Sandbox:      t.Sandbox,
 		Devices:      t.Devices,
+		Secrets:      t.Secrets,
 	}
 	if o := t.OnDisconnect; o != nil {
 		m.OnDisconnect = &manifestOnDisconnect{StopAfter: o.StopAfter}
@@ -575,6 +578,8 @@ func topLevelProblem(key string, val any) string {
 		return fmt.Sprintf("unknown kind %q: nodes come from gossip when a board joins (herd join); they cannot be declared in a manifest", key)
 	case "pod", "pods":
 		return fmt.Sprintf("unknown kind %q: pods are made by deployments and daemons; declare a [[deployment]] or [[daemon]]", key)
+	case "secret", "secrets":
+		return fmt.Sprintf("unknown kind %q: secrets never go in a manifest; create one with herdctl create secret NAME --from-file KEY=PATH and name it in a template's secrets", key)
 	}
 	_, isTable := val.(map[string]any)
 	_, isArray := asArray(val)

@@ -147,7 +147,7 @@ func agentDown(n *Node) bool {
 // counts them; herdctl rebalance --dry-run prints this.
 func PlanRebalance(d *Deployment, nodes []*Node, pods []*Pod) (boards []string, counts []int, moves []Move) {
 	owner := OwnerRef{Kind: KindDeployment, Name: d.Metadata.Name}
-	rev := TemplateHash(d.Spec.Template)
+	rev := CurrentRevision(d.Spec.Template, d.Status.Revision)
 	var mine []*Pod
 	for _, p := range pods {
 		if p != nil && p.Spec.Owner == owner && p.Spec.Revision == rev && !p.Status.Phase.Terminal() {

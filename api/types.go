@@ -17,10 +17,11 @@ const (
 	KindDaemon     Kind = "daemons"
 	KindPod        Kind = "pods"
 	KindService    Kind = "services"
+	KindSecret     Kind = "secrets"
 )
 
 // Kinds lists every kind in a fixed order.
-var Kinds = []Kind{KindNode, KindDeployment, KindDaemon, KindPod, KindService}
+var Kinds = []Kind{KindNode, KindDeployment, KindDaemon, KindPod, KindService, KindSecret}
 
 // ObjectMeta is the metadata every object carries.
 type ObjectMeta struct {
@@ -125,6 +126,12 @@ type PodTemplate struct {
 	// no other device node (DevicePolicy=closed, DeviceAllow=). The
 	// process's user still needs the node's file permissions.
 	Devices []string `json:"devices,omitempty" toml:"devices,omitempty"`
+	// Secrets name the secrets (KindSecret) the process gets as systemd
+	// credentials, at most MaxTemplateSecrets: every key of each, as
+	// $CREDENTIALS_DIRECTORY/<secret>_<key> (CredentialID), readable by
+	// the pod's user only. A pod whose secret does not exist stays
+	// Pending; a changed secret is a new revision (PodRevision).
+	Secrets []string `json:"secrets,omitempty" toml:"secrets,omitempty"`
 }
 
 // File is a file placed on the board for a pod.
@@ -458,6 +465,10 @@ type PodSpec struct {
 	// or rebalance moves it: that pod is deleted once this one is
 	// available.
 	Replaces string `json:"replaces,omitempty"`
+	// Secrets are the template's secrets as the controller found them when
+	// it made the pod (PodRevision): names, versions and keys, never
+	// values. The placer writes those keys' values to the board.
+	Secrets []PodSecret `json:"secrets,omitempty"`
 }
 
 // PodPhase is where a pod is in its life.
@@ -586,6 +597,8 @@ func New(k Kind) Object {
 		return &Pod{Kind: k}
 	case KindService:
 		return &Service{Kind: k}
+	case KindSecret:
+		return &Secret{Kind: k}
 	case KindEvent:
 		return &Event{Kind: k}
 	}
@@ -641,5 +654,5 @@ func FromRawList[T Object](kind Kind, raws []RawObject) []T {
 type UnknownKindError struct{ Kind string }
 
 func (e *UnknownKindError) Error() string {
-	return "api: unknown kind " + `"` + e.Kind + `"` + " (want nodes, deployments, daemons, pods or services)"
+	return "api: unknown kind " + `"` + e.Kind + `"` + " (want nodes, deployments, daemons, pods, services or secrets)"
 }

@@ -136,6 +136,9 @@ func ExecVars(t *PodTemplate) map[string]bool {
 	for k := range t.Env {
 		vars[k] = true
 	}
+	if len(t.Secrets) > 0 {
+		vars[CredentialsDirVar] = true
+	}
 	for i := range t.Ports {
 		vars[PortEnvName(t.PortName(i))] = true
 		if i == 0 {
@@ -165,7 +168,8 @@ func TemplateBytes(t *PodTemplate) int {
 // unit and environment file on its node: the unit rules of Validate (name,
 // owner, revision, exec, env, user, working directory, files, artifacts,
 // devices, ports, resource limits, restart policy, sandbox, on-disconnect
-// policy) plus a host port, 1-65535, for every port that has no fixed one.
+// policy) plus a host port, 1-65535, for every port that has no fixed one,
+// and every secret it loads found when it was made (api.MissingSecrets).
 // It validates a defaulted copy, as Validate does. Package units calls it
 // before rendering.
 func ValidateRenderable(p *Pod) error {
@@ -197,6 +201,15 @@ func validateUnit(p *Pod, placed bool) error {
 	v.hostPorts(spec.field("hostPorts", "-"), &c.Spec, placed)
 	if !placed {
 		v.templateBudget(tp, &c.Spec.Template)
+	}
+	if placed {
+		// A unit without the credentials its process expects must not
+		// run (a daemon's pod is bound to its board from the start).
+		for i, r := range c.Spec.Secrets {
+			if r.Version == "" {
+				v.addf(spec.field("secrets", "-").index(i), "secret %q did not exist when the pod was made: the pod is replaced once it does", r.Name)
+			}
+		}
 	}
 	if len(v.probs) == 0 {
 		return nil
@@ -233,6 +246,7 @@ func (v *validator) podSpec(p fieldPath, s *PodSpec) {
 			v.addf(p.field("revision", "-"), "%q: must be at most 256 printable ASCII characters without spaces, quotes or backslashes", r)
 		}
 	}
+	v.podSecrets(p.field("secrets", "-"), s.Secrets)
 }
 
 // hostPorts checks a pod's assigned host ports: 1-65535, for ports of the
@@ -271,6 +285,7 @@ func (v *validator) unitTemplate(p fieldPath, t *PodTemplate) (portNames map[str
 	v.files(p.field("files", "files"), t.Files, t.Sandbox)
 	v.artifacts(p.field("artifacts", "artifacts"), t)
 	v.devices(p.field("devices", "devices"), t.Devices)
+	v.templateSecrets(p.field("secrets", "secrets"), t.Secrets)
 	portNames = v.ports(p.field("ports", "ports"), t.Ports)
 	v.resources(p.field("resources", "resources"), t.Resources, false)
 	switch t.RestartPolicy {

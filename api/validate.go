@@ -138,6 +138,9 @@ func validateObject(o Object) []problem {
 		v.nodeName(meta.field("name", "name"), x.Metadata.Name)
 		v.labels(meta.field("labels", "labels"), x.Metadata.Labels)
 		v.nodeSpec(spec, &x.Spec)
+	case *Secret:
+		v.meta(meta, x.Metadata)
+		v.secret(spec, &x.Spec)
 	default:
 		v.addf(root.field("kind", "-"), "unknown object type %T", o)
 	}
@@ -156,6 +159,8 @@ func kindField(o Object) Kind {
 	case *Pod:
 		return x.Kind
 	case *Node:
+		return x.Kind
+	case *Secret:
 		return x.Kind
 	}
 	return ""
@@ -521,6 +526,8 @@ func (v *validator) env(p fieldPath, env map[string]string) {
 			v.addf(kp, "invalid environment variable name %q: must match [A-Za-z_][A-Za-z0-9_]*", k)
 		case k == reservedEnvPort || strings.HasPrefix(k, reservedEnvPortPfx):
 			v.addf(kp, "%q is reserved: herd sets PORT and PORT_<NAME> to the ports it assigns", k)
+		case k == CredentialsDirVar:
+			v.addf(kp, "%q is reserved: systemd sets it to the directory of the pod's secrets", k)
 		}
 		if v.text(kp, env[k]) && len(k)+1+len(env[k]) > MaxEnvAssignment {
 			v.addf(kp, "%s=VALUE is %d bytes; Linux passes at most %d bytes per environment variable", k, len(k)+1+len(env[k]), MaxEnvAssignment)

@@ -170,6 +170,8 @@ func (p printer) describe(o api.Object, pods []*api.Pod, evs []*api.Event) strin
 		conds = p.describeService(d, o)
 	case *api.Node:
 		conds = p.describeNode(d, o)
+	case *api.Secret:
+		p.describeSecret(d, o)
 	}
 	p.describeConditions(d, conds)
 	switch o.(type) {
@@ -178,6 +180,22 @@ func (p printer) describe(o api.Object, pods []*api.Pod, evs []*api.Event) strin
 	}
 	p.describeEvents(d, evs)
 	return d.String()
+}
+
+// describeSecret adds a secret's keys, each with the keyed hash of its
+// value and the server key it is sealed with: enough to tell whether a
+// value changed, never the value.
+func (p printer) describeSecret(d *descBuilder, o *api.Secret) {
+	d.kv(0, "Version", api.SecretVersion(o))
+	t := &table{Header: []string{"KEY", "HASH", "SEALED-WITH", "BYTES"}}
+	for _, k := range o.Keys() {
+		v := o.Spec.Data[k]
+		// The sealed value is the plain one plus a 24-byte nonce and a
+		// 16-byte tag.
+		t.Rows = append(t.Rows, []string{k, v.Hash, v.KeyID, strconv.Itoa(max(0, len(v.Sealed)-40))})
+	}
+	d.title(0, "Data")
+	d.table(1, t)
 }
 
 // describeEvents is how many of an object's events describe shows.
@@ -460,6 +478,7 @@ func (p printer) template(d *descBuilder, t api.PodTemplate) {
 	d.opt(1, "Readiness", formatProbe(t.Readiness))
 	d.opt(1, "Node Selector", p.labels(t.NodeSelector))
 	d.opt(1, "Devices", strings.Join(t.Devices, ", "))
+	d.opt(1, "Secrets", strings.Join(t.Secrets, ", "))
 }
 
 // formatProbe renders a readiness probe in one line.

@@ -221,6 +221,11 @@ func (r *recorder) Scale(ctx context.Context, name string, replicas int) (api.Ra
 	return r.c.Scale(ctx, name, replicas)
 }
 
+func (r *recorder) PutSecret(ctx context.Context, req api.SecretRequest, overwrite bool) (api.RawObject, error) {
+	r.h.record("put-secret %s overwrite=%v", req.Metadata.Name, overwrite)
+	return r.c.PutSecret(ctx, req, overwrite)
+}
+
 func (r *recorder) Update(ctx context.Context, obj api.Object) (api.RawObject, error) {
 	r.h.record("update %s/%s", obj.GetKind(), obj.GetMeta().Name)
 	r.h.mu.Lock()
@@ -495,6 +500,11 @@ func fixtures() map[api.Kind][]api.Object {
 		api.KindPod:        pods,
 		api.KindService:    {empty, svc},
 		api.KindNode:       {pi1, pi2},
+		api.KindSecret: {&api.Secret{Kind: api.KindSecret, Metadata: api.ObjectMeta{Name: "db", Created: testNow.Add(-2 * time.Hour)},
+			Spec: api.SecretSpec{Data: map[string]api.SealedValue{
+				"user":     {KeyID: "1a2b3c4d", Sealed: make([]byte, 43), Hash: "0f1e2d3c4b5a6978"},
+				"password": {KeyID: "1a2b3c4d", Sealed: make([]byte, 56), Hash: "8796a5b4c3d2e1f0"},
+			}}}},
 	}
 }
 

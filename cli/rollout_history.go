@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,26 @@ type workload struct {
 	obj      api.Object
 	template *api.PodTemplate // the spec's, settable
 	history  []api.TemplateRevision
+	revision string // status.revision
+}
+
+// current returns the revision w's pods run now (api.CurrentRevision) and
+// the history undo picks from: for a template with secrets, whose
+// revisions also move when a secret changes, an entry holding the current
+// template counts as current (an undo restores templates, never a
+// secret's earlier value).
+func (w workload) current() (string, []api.TemplateRevision) {
+	cur := api.CurrentRevision(*w.template, w.revision)
+	if len(w.template.Secrets) == 0 {
+		return cur, w.history
+	}
+	hist := slices.Clone(w.history)
+	for i := range hist {
+		if hist[i].Template != nil && len(templateDiff(hist[i].Template, w.template)) == 0 {
+			hist[i].Hash = cur
+		}
+	}
+	return cur, hist
 }
 
 // workloadOf reads raw (a deployment or daemon) as a workload.
@@ -31,9 +52,9 @@ func workloadOf(raw api.RawObject) (workload, error) {
 	}
 	switch o := o.(type) {
 	case *api.Deployment:
-		return workload{obj: o, template: &o.Spec.Template, history: o.Status.History}, nil
+		return workload{obj: o, template: &o.Spec.Template, history: o.Status.History, revision: o.Status.Revision}, nil
 	case *api.Daemon:
-		return workload{obj: o, template: &o.Spec.Template, history: o.Status.History}, nil
+		return workload{obj: o, template: &o.Spec.Template, history: o.Status.History, revision: o.Status.Revision}, nil
 	}
 	return workload{}, fmt.Errorf("%s has no rollout history (only deployments and daemons)", raw.Kind)
 }
@@ -162,6 +183,9 @@ func changeSummary(older, e *api.TemplateRevision) string {
 		return "(template not kept)"
 	}
 	lines := templateDiff(older.Template, e.Template)
+	if len(lines) == 0 && len(e.Template.Secrets) > 0 {
+		return "(no template change: a secret it names changed)"
+	}
 	if len(lines) == 0 {
 		return "(no template change)"
 	}
@@ -306,9 +330,9 @@ func (a *app) undo(ctx context.Context, c apiClient, kind api.Kind, name string,
 		if err != nil {
 			return err
 		}
-		current := api.TemplateHash(*w.template)
+		current, history := w.current()
 		if attempt == 1 {
-			if target, err = api.UndoTarget(w.history, current, toRevision); err != nil {
+			if target, err = api.UndoTarget(history, current, toRevision); err != nil {
 				return fmt.Errorf("%s: %w", who, err)
 			}
 		} else if current == target.Hash {

@@ -287,3 +287,45 @@ func TestChangeSummary(t *testing.T) {
 		})
 	}
 }
+
+// TestRolloutUndoWithSecrets: a template naming a secret has a revision
+// per secret version, entries with the same template; undo goes back to
+// the previous template (not to the current template under an older
+// secret, which cannot bring the old value back) and history says what
+// changed.
+func TestRolloutUndoWithSecrets(t *testing.T) {
+	h := newHarness(t)
+	// The controller's part, with secret versions folded in: revision
+	// 1 is /bin/web with secret version v1, 2 is /bin/web --v2 with v1,
+	// 3 is /bin/web --v2 with v2.
+	record := func(version string, at time.Time) {
+		d := h.getTyped(api.KindDeployment, "web").(*api.Deployment)
+		rev, _ := api.PodRevision(d.Spec.Template, map[string]*api.Secret{"db": {Spec: api.SecretSpec{Data: map[string]api.SealedValue{"pw": {Hash: version}}}}})
+		d.Status.History = api.RecordRevision(d.Status.History, d.Spec.Template, rev, d.Metadata.Generation, at)
+		d.Status.Revision, d.Status.ObservedGeneration = rev, d.Metadata.Generation
+		h.put(d)
+	}
+	h.stdin = webTOML() + "secrets = [\"db\"]\n"
+	h.mustRun(0, "apply", "-f", "-")
+	record("v1", testNow.Add(-30*time.Minute))
+	h.stdin = webTOML("--v2") + "secrets = [\"db\"]\n"
+	h.mustRun(0, "apply", "-f", "-")
+	record("v1", testNow.Add(-20*time.Minute))
+	record("v2", testNow.Add(-10*time.Minute))
+
+	out, _ := h.mustRun(0, "rollout", "history", "deploy", "web")
+	if !strings.Contains(out, "(no template change: a secret it names changed)") {
+		t.Errorf("history:\n%s", out)
+	}
+	if _, errOut := h.mustRun(1, "rollout", "undo", "deploy", "web", "--to-revision", "2"); !strings.Contains(errOut, "is the current template: nothing to undo") {
+		t.Errorf("undo to the current template under an older secret: %q", errOut)
+	}
+	out, _ = h.mustRun(0, "rollout", "undo", "deploy", "web")
+	if !strings.HasPrefix(out, "deployment/web rolled back to revision 1 ") {
+		t.Errorf("undo: %q", out)
+	}
+	d := h.getTyped(api.KindDeployment, "web").(*api.Deployment)
+	if len(d.Spec.Template.Exec) != 1 {
+		t.Errorf("after undo: exec %v, want revision 1's", d.Spec.Template.Exec)
+	}
+}

@@ -53,6 +53,9 @@ type apiClient interface {
 	// Logs writes pod name's journal to w; with opts.Follow it returns when
 	// ctx ends.
 	Logs(ctx context.Context, name string, opts client.LogOptions, w io.Writer) error
+	// PutSecret creates (or, with overwrite, replaces) a secret from its
+	// plain values, which the server seals.
+	PutSecret(ctx context.Context, req api.SecretRequest, overwrite bool) (api.RawObject, error)
 }
 
 var _ apiClient = (*client.Client)(nil)
@@ -259,6 +262,7 @@ never taken from the command line.`,
 		a.drainCmd(),
 		a.rebalanceCmd(),
 		a.rolloutCmd(),
+		a.createCmd(),
 		a.logsCmd(),
 		a.eventsCmd(),
 		a.metricsCmd(),

@@ -109,6 +109,8 @@ func (p printer) header(kind api.Kind) []string {
 			h = append(h, "MODEL", "VARIANT", "KERNEL", "SYSTEMD", "CGROUP", "CPUS", "MEMORY", "DEVICES", "VERSION", "WARNINGS")
 		}
 		return h
+	case api.KindSecret:
+		return []string{"NAME", "KEYS", "AGE"}
 	}
 	return []string{"NAME", "AGE"}
 }
@@ -139,6 +141,10 @@ func (p printer) row(o api.Object) []string {
 			r = append(r, orNone(o.Status.Revision), orNone(p.labels(o.Spec.Template.NodeSelector)), orNone(formatArgv(o.Spec.Template.Exec)))
 		}
 		return r
+	case *api.Secret:
+		// Key names only: values are never shown (and never reach herdctl
+		// but sealed).
+		return []string{m.Name, orNone(strings.Join(o.Keys(), ",")), age}
 	case *api.Pod:
 		r := []string{m.Name, orNone(o.Spec.Node), orNone(string(o.Status.Phase)), strconv.Itoa(o.Status.Restarts), age}
 		if p.Wide {

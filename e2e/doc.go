@@ -151,6 +151,20 @@
 // with an uncached artifact shows ArtifactUnreachable. Run it alone with:
 // go test -tags e2e -count=1 -run TestArtifacts -v ./e2e/
 //
+// TestSecrets (e2e/secrets_test.go) creates a secret with herdctl (one
+// value from standard input, one from a file), applies a deployment of two
+// pods running as daemon that load it, and checks on the boards: each
+// process logs the SHA-256 of its credential and a key read through
+// ${CREDENTIALS_DIRECTORY} in its argv; herd's credential file is root
+// 0600 in a root 0700 directory and neither it nor systemd's copy is
+// readable by nobody (nor herd's file by the pod's own user); the unit
+// file names two LoadCredential= lines and, like the env files, holds no
+// value; the servers' /var/lib/herd (Raft log, stable store, snapshots)
+// holds no value. The delete of the secret in use is refused; a new value
+// rolls the pods, which log its hash, and the old pods' credential files
+// go. A deployment naming a missing secret stays Pending (SecretMissing).
+// Run it alone with: go test -tags e2e -count=1 -run TestSecrets -v ./e2e/
+//
 // Command chaostool (scripts/chaos) is the nemesis: N mixed fault cycles on
 // a lab of five boards with the same ground truth, scale writes during each
 // fault, and a report (docs/lab.md, "The nemesis").

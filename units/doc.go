@@ -17,7 +17,8 @@
 //	           template with on_disconnect stop_after; systemd ignores
 //	           keys starting with "X-")
 //	[Service]  Type=exec, ExecStartPre and TimeoutStartSec (with
-//	           artifacts), ExecStart, EnvironmentFile, User,
+//	           artifacts), ExecStart, EnvironmentFile, LoadCredential
+//	           (with secrets), User,
 //	           WorkingDirectory, MemoryMax, CPUQuota, DevicePolicy and
 //	           DeviceAllow (with devices), Restart, RestartSec=1,
 //	           KillMode=mixed, TimeoutStopSec=10, SyslogIdentifier=<pod>,
@@ -114,6 +115,20 @@
 // spi, dialout and video), or be root. DeviceAllow= only ever narrows what
 // the user may open. docs/security.md says why.
 //
+// # Credentials
+//
+// A pod that loads secrets (api.PodSpec.Secrets, which its controller
+// fills in) gets one "LoadCredential=<secret>_<key>:PATH" per key
+// (Credentials, CredentialPath: CredentialDir/herd-<pod>.<secret>_<key>):
+// names and paths only, never a value. The plan's write action lists the
+// credentials (Action.Credentials) without their values; the placer fetches
+// and writes those (root 0600, the directory root 0700) before the unit.
+// ReadMeta reads the paths back from the LoadCredential= lines, so a
+// removal deletes exactly the files the unit on the board loads. systemd
+// 247 and later copy them to /run/credentials/<unit>/ for the unit's user
+// and set $CREDENTIALS_DIRECTORY; exec may name it as
+// ${CREDENTIALS_DIRECTORY} (api.ExecVars).
+//
 // # Quoting
 //
 // Every ExecStart argument is written as a double-quoted word with C-style
@@ -125,7 +140,8 @@
 // the process. Every `$` is written `$$` (a literal dollar) except a
 // `${NAME}` reference whose NAME is a variable herd sets for the pod (see
 // api.ExecVars): a key of the pod's env, PORT, or PORT_<NAME> for each port
-// (NAME upper case, '-' becoming '_'). Those are left for systemd to expand
+// (NAME upper case, '-' becoming '_'), and CREDENTIALS_DIRECTORY for a
+// template with secrets. Those are left for systemd to expand
 // from the environment file, which is what a manifest means by
 //
 //	exec = ["python3", "-m", "http.server", "${PORT}"]

@@ -198,7 +198,8 @@ const (
 	ActionDisable ActionType = "disable"
 	// ActionRemove deletes, in this order, the pod files the unit file on
 	// the board lists in X-Herd-Files (the executor reads it first) except
-	// those in Action.Keep, the environment file EnvFilePath(Unit), and the
+	// those in Action.Keep, the credential files it loads (CredentialPath),
+	// the environment file EnvFilePath(Unit), and the
 	// unit file, which goes last so that a removal cut short still names
 	// what is left. A missing file is not an error.
 	ActionRemove ActionType = "remove"
@@ -207,11 +208,13 @@ const (
 	// (0600), owned by root, atomically. Plan emits it right before
 	// the ActionWrite of the same unit, in the same phase order.
 	ActionWriteEnv ActionType = "write-env"
-	// ActionWrite writes the pod's files (Action.Files, in order), then
+	// ActionWrite writes the pod's credentials (Action.Credentials, the
+	// values of its secrets), its files (Action.Files, in order), then
 	// Action.Content as the unit file (atomically: temporary file and
 	// rename). With Action.Prune the board has an older unit file: the
 	// pod files it lists (read before it is replaced) that are not in
-	// Action.Keep are removed after the new one is written.
+	// Action.Keep, and its credential files that are no longer loaded,
+	// are removed after the new one is written.
 	ActionWrite ActionType = "write"
 	// ActionDaemonReload is `systemctl daemon-reload`; Unit is empty and
 	// Action.For names the units it is for.
@@ -253,6 +256,10 @@ type Action struct {
 	// Files are the pod's files ActionWrite puts on the board before the
 	// unit file.
 	Files []PodFile
+	// Credentials (ActionWrite) are the credentials the unit loads: the
+	// executor writes each one's value to CredentialPath before the pod
+	// files. The plan names them only; values never are in a plan.
+	Credentials []Credential
 	// Prune (ActionWrite): the board has an older unit file of this unit,
 	// whose listed pod files not in Keep go once the new file is written.
 	Prune bool
@@ -613,7 +620,7 @@ func (pl *planner) placed(p *api.Pod, name string) {
 	write := func(reason string, prune, reload bool) {
 		pl.acts = append(pl.acts,
 			Action{Type: ActionWriteEnv, Unit: name, Reason: reason, Content: envFile, Path: EnvFilePath(name), Mode: EnvFileMode},
-			Action{Type: ActionWrite, Unit: name, Reason: reason, Content: content, Files: files, Prune: prune, Keep: pl.keep})
+			Action{Type: ActionWrite, Unit: name, Reason: reason, Content: content, Files: files, Credentials: Credentials(p), Prune: prune, Keep: pl.keep})
 		if reload {
 			pl.reload = append(pl.reload, name)
 		}

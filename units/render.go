@@ -231,6 +231,11 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 	}
 	r.add(sectionService, "ExecStart", joinWords("ExecStart", words))
 	r.add(sectionService, "EnvironmentFile", EnvFilePath(api.UnitName(p.Metadata.Name)))
+	// Names and paths only: the values are in the files, written by the
+	// placer (0600 root), never in the unit.
+	for _, c := range Credentials(p) {
+		r.add(sectionService, "LoadCredential", c.ID()+":"+CredentialPath(api.UnitName(p.Metadata.Name), c.ID()))
+	}
 	if t.User != "" {
 		r.add(sectionService, "User", t.User)
 	}
@@ -385,6 +390,10 @@ type Meta struct {
 	// Files are the paths of the pod's files on the board (X-Herd-Files),
 	// which the executor removes with the unit.
 	Files []string
+	// Credentials are the credential files the unit loads
+	// (LoadCredential= paths under CredentialDir), which the executor
+	// removes with the unit.
+	Credentials []string
 	// OnDisconnect is the template's on_disconnect policy
 	// (X-Herd-Disconnect-Stop-After), nil for "keep". Its StopAfter is as
 	// written in the file: read it with StopAfterDuration, which also
@@ -401,6 +410,12 @@ func ReadMeta(r io.Reader) (Meta, error) {
 	}
 	var m Meta
 	for _, o := range opts {
+		if o.Section == sectionService && o.Name == "LoadCredential" {
+			if _, p, ok := strings.Cut(o.Value, ":"); ok && strings.HasPrefix(p, CredentialDir+"/") {
+				m.Credentials = append(m.Credentials, p)
+			}
+			continue
+		}
 		if o.Section != sectionUnit {
 			continue
 		}

@@ -180,6 +180,11 @@ func TestRenderGolden(t *testing.T) {
 			if diff := cmp.Diff(wantEnv, env); diff != "" {
 				t.Errorf("environment as systemd sees it (-want +got):\n%s", diff)
 			}
+			if len(g.pod.Spec.Template.Secrets) > 0 {
+				// systemd adds it to what the process gets (and
+				// expands it in ExecStart=).
+				env[api.CredentialsDirVar] = "/run/credentials/" + api.UnitName(g.pod.Metadata.Name)
+			}
 			argv, err := sdExecArgv(optionValue(t, opts, sectionService, "ExecStart"), env)
 			if err != nil {
 				t.Fatalf("unquoting ExecStart: %v", err)
@@ -215,8 +220,12 @@ func TestRenderGolden(t *testing.T) {
 					t.Errorf("ExecStartPre argv as systemd starts it (-want +got):\n%s", diff)
 				}
 			}
+			var creds []string
+			for _, c := range Credentials(g.pod) {
+				creds = append(creds, CredentialPath(api.UnitName(g.pod.Metadata.Name), c.ID()))
+			}
 			wantMeta := Meta{Pod: g.pod.Metadata.Name, Owner: g.pod.Spec.Owner, Revision: g.pod.Spec.Revision,
-				Generation: g.pod.Metadata.Generation, Files: files, OnDisconnect: g.pod.Spec.Template.OnDisconnect}
+				Generation: g.pod.Metadata.Generation, Files: files, Credentials: creds, OnDisconnect: g.pod.Spec.Template.OnDisconnect}
 			if diff := cmp.Diff(wantMeta, m); diff != "" {
 				t.Errorf("ReadMeta (-want +got):\n%s", diff)
 			}
@@ -1459,4 +1468,36 @@ func sortedLast(s []string) []string {
 		return append(s[1:], s[0])
 	}
 	return s
+}
+
+// TestReadMetaCredentials: a removal finds a unit's credential files in its
+// LoadCredential= lines, and only paths under CredentialDir.
+func TestReadMetaCredentials(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "secrets.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadMeta(strings.NewReader(string(b) + "LoadCredential=x:/etc/shadow\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"/var/lib/herd/credentials/herd-web-7f9c2.db_password",
+		"/var/lib/herd/credentials/herd-web-7f9c2.db_user",
+		"/var/lib/herd/credentials/herd-web-7f9c2.tls_tls.crt",
+		"/var/lib/herd/credentials/herd-web-7f9c2.tls_tls.key",
+	}
+	if diff := cmp.Diff(want, m.Credentials); diff != "" {
+		t.Errorf("credentials (-want +got):\n%s", diff)
+	}
+	for _, p := range want {
+		if !IsCredentialPath("herd-web-7f9c2.service", p) {
+			t.Errorf("IsCredentialPath(%q) = false", p)
+		}
+	}
+	for _, p := range []string{"/etc/shadow", "/var/lib/herd/credentials/herd-web-7f9c2.", "/var/lib/herd/credentials/herd-other.db_password", "/var/lib/herd/credentials/herd-web-7f9c2.x/../../y"} {
+		if IsCredentialPath("herd-web-7f9c2.service", p) {
+			t.Errorf("IsCredentialPath(%q) = true", p)
+		}
+	}
 }

@@ -75,7 +75,7 @@ func TestTemplateBudgetFitsBind(t *testing.T) {
 		t.Fatalf("admission refuses a template at its budget: %v", err)
 	}
 	nodeName := strings.Repeat("n", 250)
-	pod := newPod(strings.Repeat("d", 57)+"-bcdfg", api.OwnerRef{Kind: api.KindDeployment, Name: d.Metadata.Name}, d.Spec.Template, api.TemplateHash(d.Spec.Template))
+	pod := newPod(strings.Repeat("d", 57)+"-bcdfg", api.OwnerRef{Kind: api.KindDeployment, Name: d.Metadata.Name}, d.Spec.Template, api.TemplateHash(d.Spec.Template), nil)
 	pod.Metadata.Created, pod.Metadata.ResourceVersion, pod.Metadata.Generation = t0, 1<<62, 1<<62
 	// A long Scheduled=False explanation from earlier passes.
 	pod.Status.Conditions = []api.Condition{{Type: api.ConditionScheduled, Status: api.ConditionFalse,
@@ -119,7 +119,7 @@ func TestScheduleInvalidPodGetsCondition(t *testing.T) {
 		{"setuid file", func(p *api.Pod) { p.Spec.Template.Files = []api.File{{Path: "/opt/x", Mode: "4755"}} }, "allow_setid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := newPod("web-bcdfg", api.OwnerRef{Kind: api.KindDeployment, Name: "web"}, webTemplate(), "r1")
+			pod := newPod("web-bcdfg", api.OwnerRef{Kind: api.KindDeployment, Name: "web"}, webTemplate(), "r1", nil)
 			tc.edit(pod)
 			snap := &scheduler.Snapshot{Nodes: []*api.Node{readyNode("a")}, Pods: []*api.Pod{pod}}
 			acts := ScheduleWith(scheduler.DefaultConfig(), t0, snap, []*api.Pod{pod})

@@ -42,7 +42,7 @@ import (
 // carries the same Txn (the counter commits with the creates), and a pass
 // creates only as many pods as fit in createBudget.
 func ReconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, nodes []*api.Node) []Action {
-	return reconcileDaemon(now, ds, pods, sortNodes(nodes), nodeIndex(nodes), podNameSet(pods))
+	return reconcileDaemon(now, ds, pods, sortNodes(nodes), nodeIndex(nodes), podNameSet(pods), nil)
 }
 
 // sortNodes returns the non-nil nodes sorted by name, in a new slice.
@@ -52,11 +52,13 @@ func sortNodes(nodes []*api.Node) []*api.Node {
 	return sorted
 }
 
-func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes []*api.Node, nodeByName map[string]*api.Node, taken func(string) bool) []Action {
+// reconcileDaemon is ReconcileDaemon with the stored secrets by name (see
+// reconcileDeployment).
+func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes []*api.Node, nodeByName map[string]*api.Node, taken func(string) bool, secrets map[string]*api.Secret) []Action {
 	if ds == nil {
 		return nil
 	}
-	r := newDaemonPass(ds, pods, nodeByName, taken)
+	r := newDaemonPass(ds, pods, nodeByName, taken, secrets)
 	r.keepOnePerNode()
 	r.placeAndRoll(sortedNodes)
 	acts := append(r.deletes, r.creates...)
@@ -81,6 +83,7 @@ func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes
 type daemonPass struct {
 	ds               *api.Daemon
 	rev              string
+	secrets          []api.PodSecret // what new pods load
 	owner            api.OwnerRef
 	nodeByName       map[string]*api.Node
 	owned            []*api.Pod          // the daemon's pods, the one kept on a node first
@@ -92,10 +95,12 @@ type daemonPass struct {
 
 // newDaemonPass collects ds's pods, sorted so that the pod kept on a node
 // comes first: by node, available first, then the oldest, then by name.
-func newDaemonPass(ds *api.Daemon, pods []*api.Pod, nodeByName map[string]*api.Node, taken func(string) bool) *daemonPass {
+func newDaemonPass(ds *api.Daemon, pods []*api.Pod, nodeByName map[string]*api.Node, taken func(string) bool, secrets map[string]*api.Secret) *daemonPass {
+	rev, refs := api.PodRevision(ds.Spec.Template, secrets)
 	r := &daemonPass{
 		ds:         ds,
-		rev:        api.TemplateHash(ds.Spec.Template),
+		rev:        rev,
+		secrets:    refs,
 		owner:      api.OwnerRef{Kind: api.KindDaemon, Name: ds.Metadata.Name},
 		nodeByName: nodeByName,
 		current:    make(map[string]*api.Pod),
@@ -167,7 +172,7 @@ func (r *daemonPass) create(n *api.Node, why string) {
 	if name == "" {
 		return
 	}
-	p := newPod(name, r.owner, r.ds.Spec.Template, r.rev)
+	p := newPod(name, r.owner, r.ds.Spec.Template, r.rev, r.secrets)
 	p.Spec.Node = n.Metadata.Name
 	r.creates = append(r.creates, newAction(ActionCreate, p, "%s", why))
 }

@@ -62,14 +62,18 @@ const (
 // (createBudget); the writes wake the deployment again and the next pass
 // creates more.
 func ReconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, nodes []*api.Node) []Action {
-	return reconcileDeployment(now, d, pods, nodeIndex(nodes), podNameSet(pods))
+	return reconcileDeployment(now, d, pods, nodeIndex(nodes), podNameSet(pods), nil)
 }
 
-func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, nodeByName map[string]*api.Node, taken func(string) bool) []Action {
+// reconcileDeployment is ReconcileDeployment with the stored secrets by
+// name: a template that names secrets has their versions in its revision
+// (api.PodRevision), so a changed secret rolls the pods like a changed
+// template, and its new pods carry the secrets' keys.
+func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, nodeByName map[string]*api.Node, taken func(string) bool, secrets map[string]*api.Secret) []Action {
 	if d == nil {
 		return nil
 	}
-	r := newRollout(d, pods, nodeByName)
+	r := newRollout(d, pods, nodeByName, secrets)
 	if r.nOld == 0 {
 		r.scale()
 	} else {
@@ -89,6 +93,7 @@ func reconcileDeployment(now time.Time, d *api.Deployment, pods []*api.Pod, node
 // actions are applied, and the actions so far.
 type rollout struct {
 	rev                      string
+	secrets                  []api.PodSecret // what new pods load
 	owner                    api.OwnerRef
 	replicas, surge, unavail int
 	nodeByName               map[string]*api.Node
@@ -113,9 +118,11 @@ type rollout struct {
 // newRollout reads d's spec (replicas, strategy) and sorts its pods:
 // terminal ones are deleted at once (sorted by name), the live ones are new
 // (the current revision) or old, each kind in deletion order.
-func newRollout(d *api.Deployment, pods []*api.Pod, nodeByName map[string]*api.Node) *rollout {
+func newRollout(d *api.Deployment, pods []*api.Pod, nodeByName map[string]*api.Node, secrets map[string]*api.Secret) *rollout {
+	rev, refs := api.PodRevision(d.Spec.Template, secrets)
 	r := &rollout{
-		rev:        api.TemplateHash(d.Spec.Template),
+		rev:        rev,
+		secrets:    refs,
 		owner:      api.OwnerRef{Kind: api.KindDeployment, Name: d.Metadata.Name},
 		replicas:   1,
 		surge:      1,
@@ -244,7 +251,7 @@ func (r *rollout) creates(d *api.Deployment, taken func(string) bool) []Action {
 			r.toCreate = len(acts) - len(r.deletes)
 			break
 		}
-		p := newPod(name, r.owner, d.Spec.Template, r.rev)
+		p := newPod(name, r.owner, d.Spec.Template, r.rev, r.secrets)
 		why := r.applyReplacement(i, p)
 		if why == "" {
 			why = fmt.Sprintf("%d of %d replicas of revision %s", r.nNew+r.toCreate, r.replicas, r.rev)
@@ -379,12 +386,12 @@ func sortForDeletion(ps []*api.Pod, nodes map[string]*api.Node) {
 	}
 }
 
-// newPod returns a Pending pod made from template t.
-func newPod(name string, owner api.OwnerRef, t api.PodTemplate, rev string) *api.Pod {
+// newPod returns a Pending pod made from template t, loading secrets.
+func newPod(name string, owner api.OwnerRef, t api.PodTemplate, rev string, secrets []api.PodSecret) *api.Pod {
 	return &api.Pod{
 		Kind:     api.KindPod,
 		Metadata: api.ObjectMeta{Name: name, Labels: maps.Clone(t.Labels)},
-		Spec:     api.PodSpec{Owner: owner, Template: t.DeepCopy(), Revision: rev},
+		Spec:     api.PodSpec{Owner: owner, Template: t.DeepCopy(), Revision: rev, Secrets: slices.Clone(secrets)},
 		Status:   api.PodStatus{Phase: api.PodPending, Unit: api.UnitName(name)},
 	}
 }

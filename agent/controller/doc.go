@@ -19,6 +19,15 @@
 // spec.strategy.maxUnavailable (default 1) boards without an available pod
 // at once (rollingReplacements).
 //
+// A template that names secrets gets a revision that also hashes their
+// versions (api.PodRevision over Cluster.Secrets): a changed secret is a
+// new revision and rolls the pods like a template change, and each new pod
+// records the secrets' versions and keys (api.PodSpec.Secrets). A change
+// to a secret wakes the deployments and daemons that name it. A pod made
+// while one of its secrets did not exist is not scheduled: it gets
+// Scheduled=False, reason SecretMissing, and is replaced once the secret
+// exists (its revision changes).
+//
 // An owner never gives two of its pods one name (names.go): deployments
 // and daemons count the pods they have ever created in status.podsCreated;
 // pod k of a deployment is <deployment>-<5 chars>, of a daemon

@@ -23,7 +23,10 @@ type Cluster struct {
 	Daemons     []*api.Daemon
 	Pods        []*api.Pod
 	Services    []*api.Service
-	Members     []MemberInfo
+	// Secrets are the stored secrets (sealed): their versions are part
+	// of the revision of the templates that name them.
+	Secrets []*api.Secret
+	Members []MemberInfo
 }
 
 // Add files stored objects into c by kind (objects of other kinds are
@@ -41,6 +44,8 @@ func (c *Cluster) Add(objs ...api.Object) {
 			c.Pods = append(c.Pods, o)
 		case *api.Service:
 			c.Services = append(c.Services, o)
+		case *api.Secret:
+			c.Secrets = append(c.Secrets, o)
 		}
 	}
 }
@@ -67,6 +72,7 @@ type Index struct {
 	deployments map[string]*api.Deployment
 	daemons     map[string]*api.Daemon
 	services    map[string]*api.Service
+	secrets     map[string]*api.Secret
 	byOwner     map[api.OwnerRef][]*api.Pod
 	podNames    map[string]bool
 	byNode      map[string][]*api.Pod
@@ -87,6 +93,7 @@ func NewIndex(c *Cluster) *Index {
 		deployments: make(map[string]*api.Deployment, len(c.Deployments)),
 		daemons:     make(map[string]*api.Daemon, len(c.Daemons)),
 		services:    make(map[string]*api.Service, len(c.Services)),
+		secrets:     make(map[string]*api.Secret, len(c.Secrets)),
 		byOwner:     make(map[api.OwnerRef][]*api.Pod),
 		podNames:    make(map[string]bool, len(c.Pods)),
 		byNode:      make(map[string][]*api.Pod),
@@ -111,6 +118,11 @@ func NewIndex(c *Cluster) *Index {
 	for _, s := range c.Services {
 		if s != nil {
 			ix.services[s.Metadata.Name] = s
+		}
+	}
+	for _, s := range c.Secrets {
+		if s != nil {
+			ix.secrets[s.Metadata.Name] = s
 		}
 	}
 	for _, p := range c.Pods {
@@ -218,13 +230,13 @@ func (ix *Index) Reconcile(now time.Time, cfg scheduler.Config, key Key) []Actio
 	case api.KindDeployment:
 		owned := ix.byOwner[api.OwnerRef{Kind: api.KindDeployment, Name: name}]
 		if d := ix.deployments[name]; d != nil {
-			return reconcileDeployment(now, d, owned, ix.nodes, ix.podTaken)
+			return reconcileDeployment(now, d, owned, ix.nodes, ix.podTaken, ix.secrets)
 		}
 		return deleteOrphans(owned, "deployment "+name+" was deleted")
 	case api.KindDaemon:
 		owned := ix.byOwner[api.OwnerRef{Kind: api.KindDaemon, Name: name}]
 		if d := ix.daemons[name]; d != nil {
-			return reconcileDaemon(now, d, owned, ix.sortedNodes, ix.nodes, ix.podTaken)
+			return reconcileDaemon(now, d, owned, ix.sortedNodes, ix.nodes, ix.podTaken, ix.secrets)
 		}
 		return deleteOrphans(owned, "daemon "+name+" was deleted")
 	case api.KindService:

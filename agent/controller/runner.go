@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -306,6 +307,25 @@ func (r *Runner) keysFor(ctx context.Context, ch Change) []Key {
 		for _, s := range ix.c.Services {
 			if s != nil && api.MatchLabels(s.Spec.Selector, p.Metadata.Labels) {
 				keys = append(keys, KeyOf(api.KindService, s.Metadata.Name))
+			}
+		}
+		return keys
+	case api.KindSecret:
+		// A secret's version is part of the revision of the templates
+		// that name it: their owners roll.
+		ix, err := r.index(ctx)
+		if err != nil {
+			return r.allKeys(ctx, api.KindDeployment, api.KindDaemon)
+		}
+		var keys []Key
+		for _, d := range ix.c.Deployments {
+			if slices.Contains(d.Spec.Template.Secrets, ch.Name) {
+				keys = append(keys, KeyOf(api.KindDeployment, d.Metadata.Name))
+			}
+		}
+		for _, d := range ix.c.Daemons {
+			if slices.Contains(d.Spec.Template.Secrets, ch.Name) {
+				keys = append(keys, KeyOf(api.KindDaemon, d.Metadata.Name))
 			}
 		}
 		return keys

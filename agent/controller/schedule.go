@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/herd-dev/herd/agent/scheduler"
@@ -29,13 +30,24 @@ func SchedulePending(now time.Time, snap *scheduler.Snapshot, pods []*api.Pod) [
 // pass were applied.
 func ScheduleWith(cfg scheduler.Config, now time.Time, snap *scheduler.Snapshot, pods []*api.Pod) []Action {
 	var pending []*api.Pod
+	var acts []Action
 	for _, p := range pods {
-		if p != nil && (p.Status.Phase == api.PodPending || p.Status.Phase == "") {
-			pending = append(pending, p)
+		if p == nil || (p.Status.Phase != api.PodPending && p.Status.Phase != "") {
+			continue
 		}
+		if miss := api.MissingSecrets(p); miss != "" {
+			// Its owner makes a new pod once the secret exists (the
+			// secret's version is part of the revision).
+			if a, ok := notScheduled(p, reasonSecretMissing, "secret "+miss+" does not exist: herdctl create secret "+
+				strings.SplitN(miss, ", ", 2)[0]+" --from-file KEY=PATH", now); ok {
+				acts = append(acts, a)
+			}
+			continue
+		}
+		pending = append(pending, p)
 	}
 	if len(pending) == 0 {
-		return nil
+		return acts
 	}
 	slices.SortFunc(pending, func(a, b *api.Pod) int {
 		if c := a.Metadata.Created.Compare(b.Metadata.Created); c != 0 {
@@ -53,7 +65,6 @@ func ScheduleWith(cfg scheduler.Config, now time.Time, snap *scheduler.Snapshot,
 	snap = withoutAgentDown(snap)
 	nodes := nodeIndex(snap.Nodes)
 
-	var acts []Action
 	for _, pl := range sc.PlaceAll(snap, pending) {
 		p := pl.Pod
 		if pl.Err != nil {
@@ -61,14 +72,9 @@ func ScheduleWith(cfg scheduler.Config, now time.Time, snap *scheduler.Snapshot,
 			if errors.Is(pl.Err, scheduler.ErrInvalidPod) {
 				reason = "InvalidPod"
 			}
-			if c := findCondition(p.Status.Conditions, api.ConditionScheduled); c != nil &&
-				c.Status == api.ConditionFalse && c.Reason == reason && c.Message == pl.Err.Error() {
-				continue
+			if a, ok := notScheduled(p, reason, pl.Err.Error(), now); ok {
+				acts = append(acts, a)
 			}
-			np := *p
-			np.Status.Conditions = setCondition(p.Status.Conditions, api.Condition{Type: api.ConditionScheduled,
-				Status: api.ConditionFalse, Reason: reason, Message: pl.Err.Error()}, now)
-			acts = append(acts, newAction(ActionUpdateStatus, &np, "cannot schedule: %s", pl.Err))
 			continue
 		}
 		d := pl.Decision
@@ -85,6 +91,23 @@ func ScheduleWith(cfg scheduler.Config, now time.Time, snap *scheduler.Snapshot,
 		acts = append(acts, newAction(ActionBind, &np, "placed on %s: %s", d.Node, d.Reason))
 	}
 	return acts
+}
+
+// reasonSecretMissing is the Scheduled=False reason of a pod whose
+// template names a secret that did not exist when the pod was made.
+const reasonSecretMissing = "SecretMissing"
+
+// notScheduled returns the status write that gives p the condition
+// Scheduled=False with reason and msg, unless p has it already.
+func notScheduled(p *api.Pod, reason, msg string, now time.Time) (Action, bool) {
+	if c := findCondition(p.Status.Conditions, api.ConditionScheduled); c != nil &&
+		c.Status == api.ConditionFalse && c.Reason == reason && c.Message == msg {
+		return Action{}, false
+	}
+	np := *p
+	np.Status.Conditions = setCondition(p.Status.Conditions, api.Condition{Type: api.ConditionScheduled,
+		Status: api.ConditionFalse, Reason: reason, Message: msg}, now)
+	return newAction(ActionUpdateStatus, &np, "cannot schedule: %s", msg), true
 }
 
 // withoutAgentDown returns snap with every node whose AgentDown condition

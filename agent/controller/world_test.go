@@ -383,7 +383,7 @@ func strategy(surge, unavail int) func(*api.Deployment) {
 // ownedPod returns a pod of owner in phase ph on node (Running pods are
 // ready).
 func ownedPod(name string, owner api.OwnerRef, t api.PodTemplate, node string, ph api.PodPhase) *api.Pod {
-	p := newPod(name, owner, t, api.TemplateHash(t))
+	p := newPod(name, owner, t, api.TemplateHash(t), nil)
 	p.Spec.Node = node
 	p.Status.Phase = ph
 	if ph == api.PodRunning {

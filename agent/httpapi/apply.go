@@ -95,6 +95,10 @@ func (s *Server) admitAll(objects []json.RawMessage) ([]applyItem, []api.FieldEr
 			errs = append(errs, api.FieldError{Object: ref, Field: "kind",
 				Message: fmt.Sprintf("unknown kind %q: want deployments, daemons or services", head.Kind)})
 			continue
+		case head.Kind == api.KindSecret:
+			errs = append(errs, api.FieldError{Object: ref, Field: "kind",
+				Message: "secrets cannot be applied: create them with herdctl create secret (POST /v1/secrets), which seals the values"})
+			continue
 		case managedByHerd(head.Kind):
 			errs = append(errs, api.FieldError{Object: ref, Field: "kind",
 				Message: fmt.Sprintf("%s are managed by herd and cannot be applied", head.Kind)})

@@ -11,7 +11,10 @@
 //
 // It turns requests into raftstore transactions: create, update, delete,
 // scale and the all-or-nothing apply with strict decoding, defaulting and
-// validation at admission. It writes spec only: status is written by
+// validation at admission. Secrets have their own write path (secrets.go):
+// plain values in, sealed with Config.Secrets (the server key ring) before
+// the transaction, so no plain value reaches the store; apply refuses them,
+// and a delete of one that a template or live pod names is refused (409). It writes spec only: status is written by
 // herd's agents through raftstore, and PUT .../status is refused (403). It
 // streams watch events as NDJSON, streams a pod's journal from its board
 // as text/plain (through Config.Logs), and maps store errors to HTTP

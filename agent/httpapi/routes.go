@@ -40,6 +40,7 @@ const maxOwnCASRetries = 100
 //	PUT    /v1/{kind}/{name}/status      403: status is written by herd only
 //	GET    /v1/events[?selector=herd.dev/kind=pod,herd.dev/name=web-x]  events (read-only; writes 403)
 //	PUT    /v1/deployments/{name}/scale  set replicas
+//	POST   /v1/secrets, PUT /v1/secrets/{name}  plain values in, sealed before the store (secrets.go)
 //	GET    /v1/pods/{name}/logs[?follow=1&since=..&tail=N][&stale]  journal, text/plain
 //
 // Besides /v1, route serves the dashboard under /ui/ (ui.go) and, with
@@ -445,6 +446,10 @@ func specRaw(o api.Object) (api.RawObject, error) {
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, kind api.Kind) {
+	if kind == api.KindSecret {
+		s.createSecret(w, r)
+		return
+	}
 	if managedByHerd(kind) {
 		s.writeError(w, badRequest("%s are managed by herd and cannot be created", kind))
 		return
@@ -543,6 +548,10 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, kind api.Kind, n
 		s.writeError(w, badRequest("pods are managed by herd and cannot be updated"))
 		return
 	}
+	if kind == api.KindSecret {
+		s.replaceSecret(w, r, name)
+		return
+	}
 	o, err := s.decodeObject(w, r, kind, name)
 	if err != nil {
 		s.writeError(w, err)
@@ -594,6 +603,12 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, kind api.Kind, n
 		return
 	}
 	defer cancel()
+	if kind == api.KindSecret {
+		if err := s.secretInUse(r, name); err != nil {
+			s.writeError(w, err)
+			return
+		}
+	}
 	raw := api.RawObject{Kind: kind, Metadata: api.ObjectMeta{Name: name, ResourceVersion: rv}}
 	out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpDelete, Object: raw}})
 	if err != nil {

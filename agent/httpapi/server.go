@@ -16,6 +16,7 @@ import (
 
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/internal/clock"
+	"github.com/herd-dev/herd/internal/secretbox"
 )
 
 // Sentinel errors.
@@ -106,6 +107,10 @@ type Config struct {
 	Heartbeat time.Duration
 	// Admission defaults and validates objects and parses selectors.
 	Admission Admission
+	// Secrets seals the values of secrets written through the API (see
+	// secrets.go). nil on an agent that holds no server key: it refuses
+	// secret writes.
+	Secrets *secretbox.Ring
 	// Clock stamps creation times.
 	Clock clock.Clock
 	// Logger receives one debug line per request.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/controller"
+	"github.com/herd-dev/herd/units"
 )
 
 // ErrInvalidConfig: a Config failed Validate, or New was given a nil
@@ -92,6 +93,14 @@ type Config struct {
 	// across placers (a server's whole life, not one leadership term);
 	// nil gives the placer its own.
 	Reports *Reports
+	// Credentials, when set, returns the values of a pod's credentials
+	// (the keys of the secrets it loads, units.Credentials), by
+	// units.Credential.ID: on a server, the stored secrets opened with
+	// the server key ring. The placer writes them to the board right
+	// before the unit's files and never logs them. Nil: a pod that loads
+	// credentials cannot be written (its pass fails and is retried).
+	// Called from the workers, concurrently.
+	Credentials func(ctx context.Context, creds []units.Credential) (map[string][]byte, error)
 	// Observer, when set, is told of every Executor call and of each pod's
 	// first running unit (metrics). Nil observes nothing.
 	Observer Observer

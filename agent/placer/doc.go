@@ -77,6 +77,16 @@
 // right before the unit's files, and it is removed with the unit, fencing
 // included.
 //
+// A pod's credentials (the values of the secrets it loads) are written by
+// its write action, before its files and unit file: the placer asks
+// Config.Credentials for the values (on a server, the stored secrets
+// opened with the server key ring) and writes each to
+// units.CredentialPath (0600, root-owned, in units.CredentialDir, kept
+// 0700 root); the unit file only names them (LoadCredential=). They are
+// removed with the unit (the paths its LoadCredential= lines name), and
+// by a refused write that wrote them for a unit the board has no file
+// of. Values are never logged and never in a plan or an error.
+//
 // Exec readiness checks run through Executor.Probe in the pod's unit
 // context: as the template's user (root only for a root pod), in its
 // working directory, with its environment file, never in the executor's

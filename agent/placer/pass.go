@@ -438,6 +438,11 @@ func (r *run) refuse(ctx context.Context, a units.Action, err error) {
 		if rerr := w.p.exec.Remove(ctx, w.node, units.EnvFilePath(a.Unit)); rerr != nil {
 			w.log.Warn("removing the environment file of a refused unit", "unit", a.Unit, "err", rerr)
 		}
+		for _, c := range a.Credentials {
+			if rerr := w.p.exec.Remove(ctx, w.node, units.CredentialPath(a.Unit, c.ID())); rerr != nil {
+				w.log.Warn("removing a credential of a refused unit", "unit", a.Unit, "credential", c.ID(), "err", rerr)
+			}
+		}
 	}
 	r.refused[a.Unit] = true
 }
@@ -507,6 +512,9 @@ func (w *worker) unitPath(unit string) string { return path.Join(w.p.cfg.UnitDir
 func (w *worker) writeUnit(ctx context.Context, a units.Action) error {
 	ex := w.p.exec
 	pod, _ := api.PodFromUnitName(a.Unit)
+	if err := w.writeCredentials(ctx, a); err != nil {
+		return fmt.Errorf("pod %s: %w", pod, err)
+	}
 	for i, f := range a.Files {
 		opt := FileOptions{Mode: f.Mode, AllowSetID: f.AllowSetID}
 		if f.Mode&(os.ModeSetuid|os.ModeSetgid) != 0 && !opt.AllowSetID {
@@ -519,12 +527,17 @@ func (w *worker) writeUnit(ctx context.Context, a units.Action) error {
 	}
 	var obsolete []string
 	if a.Prune {
-		files, err := w.unitFiles(ctx, a.Unit)
+		files, creds, err := w.unitFiles(ctx, a.Unit)
 		if err != nil {
 			return err
 		}
 		for _, f := range files {
 			if !slices.Contains(a.Keep, f) && !slices.ContainsFunc(a.Files, func(pf units.PodFile) bool { return pf.Path == f }) {
+				obsolete = append(obsolete, f)
+			}
+		}
+		for _, f := range creds {
+			if !slices.ContainsFunc(a.Credentials, func(c units.Credential) bool { return units.CredentialPath(a.Unit, c.ID()) == f }) {
 				obsolete = append(obsolete, f)
 			}
 		}
@@ -535,6 +548,35 @@ func (w *worker) writeUnit(ctx context.Context, a units.Action) error {
 	for _, f := range obsolete {
 		if err := w.removePodFile(ctx, a.Unit, f); err != nil {
 			return fmt.Errorf("removing %s, no longer listed by %s: %w", f, a.Unit, err)
+		}
+	}
+	return nil
+}
+
+// writeCredentials writes the values of the credentials a write action's
+// unit loads (a.Credentials) to their files: root-owned 0600 in
+// units.CredentialDir, which is made root-only (0700). The values come
+// from Config.Credentials and go nowhere else: not into the action, a log
+// or an error.
+func (w *worker) writeCredentials(ctx context.Context, a units.Action) error {
+	if len(a.Credentials) == 0 {
+		return nil
+	}
+	if w.p.cfg.Credentials == nil {
+		return errors.New("cannot write its credentials: this placer has no server key ring")
+	}
+	vals, err := w.p.cfg.Credentials(ctx, a.Credentials)
+	if err != nil {
+		return fmt.Errorf("reading its secrets: %w", err)
+	}
+	for _, c := range a.Credentials {
+		v, ok := vals[c.ID()]
+		if !ok {
+			return fmt.Errorf("secret %s has no key %q any more (the pod is replaced once its owner sees the change)", c.Secret, c.Key)
+		}
+		p := units.CredentialPath(a.Unit, c.ID())
+		if err := w.p.exec.PutFile(ctx, w.node, p, v, FileOptions{Mode: units.CredentialFileMode, ParentMode: 0o700}); err != nil {
+			return fmt.Errorf("writing credential %s: %w", c.ID(), err)
 		}
 	}
 	return nil
@@ -588,7 +630,7 @@ func (w *worker) removePodFile(ctx context.Context, unit, f string) error {
 // removes the rest.
 func (w *worker) removeUnit(ctx context.Context, unit string, keep []string) error {
 	ex := w.p.exec
-	files, err := w.unitFiles(ctx, unit)
+	files, creds, err := w.unitFiles(ctx, unit)
 	if err != nil {
 		return err
 	}
@@ -600,6 +642,11 @@ func (w *worker) removeUnit(ctx context.Context, unit string, keep []string) err
 			return fmt.Errorf("removing %s, listed by %s: %w", f, unit, err)
 		}
 	}
+	for _, f := range creds {
+		if err := ex.Remove(ctx, w.node, f); err != nil {
+			return fmt.Errorf("removing credential %s of %s: %w", f, unit, err)
+		}
+	}
 	if err := ex.Remove(ctx, w.node, units.EnvFilePath(unit)); err != nil {
 		return fmt.Errorf("removing environment file: %w", err)
 	}
@@ -609,31 +656,38 @@ func (w *worker) removeUnit(ctx context.Context, unit string, keep []string) err
 	return nil
 }
 
-// unitFiles returns the pod files a unit file on the board lists: none if
-// the file is missing or was not written by herd (logged), and only
-// absolute, clean paths.
-func (w *worker) unitFiles(ctx context.Context, unit string) ([]string, error) {
+// unitFiles returns the pod files a unit file on the board lists and the
+// credential files it loads: none if the file is missing or was not
+// written by herd (logged), only absolute, clean paths, and only
+// credential files of that unit (units.IsCredentialPath).
+func (w *worker) unitFiles(ctx context.Context, unit string) (files, creds []string, err error) {
 	b, err := w.p.exec.ReadFile(ctx, w.node, w.unitPath(unit))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading unit file: %w", err)
+		return nil, nil, fmt.Errorf("reading unit file: %w", err)
 	}
 	meta, err := units.ReadMeta(bytes.NewReader(b))
 	if err != nil {
 		w.log.Warn("unit file has no readable herd metadata; its pod files stay", "unit", unit, "err", err)
-		return nil, nil
+		return nil, nil, nil
 	}
-	var out []string
 	for _, f := range meta.Files {
 		if f == "/" || !path.IsAbs(f) || path.Clean(f) != f {
 			w.log.Warn("unit file lists a bad pod file path; leaving it", "unit", unit, "path", f)
 			continue
 		}
-		out = append(out, f)
+		files = append(files, f)
 	}
-	return out, nil
+	for _, f := range meta.Credentials {
+		if !units.IsCredentialPath(unit, f) {
+			w.log.Warn("unit file loads a credential from a path herd does not write; leaving it", "unit", unit, "path", f)
+			continue
+		}
+		creds = append(creds, f)
+	}
+	return files, creds, nil
 }
 
 // apply writes status actions; one caller at a time.
