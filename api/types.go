@@ -20,7 +20,7 @@ const (
 )
 
 // Kinds lists every kind in a fixed order.
-var Kinds = []Kind{KindNode, KindDeployment, KindDaemon, KindPod, KindService}
+var Kinds = []Kind{KindNode, KindDeployment, KindDaemon, KindPod, KindService, KindJob}
 
 // ObjectMeta is the metadata every object carries.
 type ObjectMeta struct {
@@ -458,6 +458,9 @@ type PodSpec struct {
 	// or rebalance moves it: that pod is deleted once this one is
 	// available.
 	Replaces string `json:"replaces,omitempty"`
+	// Schedule is the calendar event of a scheduled job's pod (copied
+	// from JobSpec.Schedule): its unit is started by a timer.
+	Schedule string `json:"schedule,omitempty"`
 }
 
 // PodPhase is where a pod is in its life.
@@ -497,8 +500,11 @@ type PodStatus struct {
 	// Ready is true when the unit is active and readiness passes.
 	Ready bool `json:"ready,omitempty"`
 	// IP is the node's address.
-	IP         string      `json:"ip,omitempty"`
-	StartedAt  time.Time   `json:"startedAt,omitzero"`
+	IP        string    `json:"ip,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	// LastRun is the last finished run of a job pod's unit (its owner
+	// keeps the last runs in JobStatus.Runs).
+	LastRun    *JobRun     `json:"lastRun,omitempty"`
 	Message    string      `json:"message,omitempty"`
 	Conditions []Condition `json:"conditions,omitempty"`
 }
@@ -586,6 +592,8 @@ func New(k Kind) Object {
 		return &Pod{Kind: k}
 	case KindService:
 		return &Service{Kind: k}
+	case KindJob:
+		return &Job{Kind: k}
 	case KindEvent:
 		return &Event{Kind: k}
 	}
@@ -641,5 +649,5 @@ func FromRawList[T Object](kind Kind, raws []RawObject) []T {
 type UnknownKindError struct{ Kind string }
 
 func (e *UnknownKindError) Error() string {
-	return "api: unknown kind " + `"` + e.Kind + `"` + " (want nodes, deployments, daemons, pods or services)"
+	return "api: unknown kind " + `"` + e.Kind + `"` + " (want nodes, deployments, daemons, pods, services or jobs)"
 }
