@@ -263,9 +263,40 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 		}
 	}
 
-	// [Install]
-	r.add(sectionInstall, "WantedBy", "multi-user.target")
+	// [Install]: a job's run is not enabled (a reboot does not run it
+	// again; a scheduled one is installed through its timer).
+	if !p.Spec.RunsToCompletion() {
+		r.add(sectionInstall, "WantedBy", "multi-user.target")
+	}
 	return r.opts
+}
+
+// Timer names the section of a timer unit.
+const sectionTimer = "Timer"
+
+// RenderTimer returns the timer unit of a scheduled job's pod
+// (api.TimerName, beside its service): OnCalendar= the pod's schedule,
+// Unit= its service, AccuracySec=1s (systemd's default of a minute would
+// shift every run by up to a minute), no Persistent= (runs missed while
+// no board held the job are not caught up), WantedBy=timers.target. Errors
+// are *RenderError: the pod must render (check) and be scheduled.
+func RenderTimer(p *api.Pod) ([]byte, error) {
+	if err := check(p); err != nil {
+		return nil, err
+	}
+	if !p.Spec.Scheduled() {
+		return nil, &RenderError{Pod: p.Metadata.Name, Field: "spec.schedule", Reason: "not a scheduled job's pod"}
+	}
+	name := p.Metadata.Name
+	opts := []*unit.UnitOption{
+		unit.NewUnitOption(sectionUnit, "Description", "herd timer of pod "+name+" ("+string(p.Spec.Owner.Kind)+"/"+p.Spec.Owner.Name+")"),
+		unit.NewUnitOption(sectionUnit, keyPod, name),
+		unit.NewUnitOption(sectionTimer, "OnCalendar", p.Spec.Schedule),
+		unit.NewUnitOption(sectionTimer, "Unit", api.UnitName(name)),
+		unit.NewUnitOption(sectionTimer, "AccuracySec", "1s"),
+		unit.NewUnitOption(sectionInstall, "WantedBy", "timers.target"),
+	}
+	return io.ReadAll(unit.Serialize(opts))
 }
 
 // artifacts adds the step that places the pod's artifacts before its
