@@ -23,6 +23,7 @@ type Cluster struct {
 	Daemons     []*api.Daemon
 	Pods        []*api.Pod
 	Services    []*api.Service
+	Jobs        []*api.Job
 	Members     []MemberInfo
 }
 
@@ -41,6 +42,8 @@ func (c *Cluster) Add(objs ...api.Object) {
 			c.Pods = append(c.Pods, o)
 		case *api.Service:
 			c.Services = append(c.Services, o)
+		case *api.Job:
+			c.Jobs = append(c.Jobs, o)
 		}
 	}
 }
@@ -67,6 +70,7 @@ type Index struct {
 	deployments map[string]*api.Deployment
 	daemons     map[string]*api.Daemon
 	services    map[string]*api.Service
+	jobs        map[string]*api.Job
 	byOwner     map[api.OwnerRef][]*api.Pod
 	podNames    map[string]bool
 	byNode      map[string][]*api.Pod
@@ -87,6 +91,7 @@ func NewIndex(c *Cluster) *Index {
 		deployments: make(map[string]*api.Deployment, len(c.Deployments)),
 		daemons:     make(map[string]*api.Daemon, len(c.Daemons)),
 		services:    make(map[string]*api.Service, len(c.Services)),
+		jobs:        make(map[string]*api.Job, len(c.Jobs)),
 		byOwner:     make(map[api.OwnerRef][]*api.Pod),
 		podNames:    make(map[string]bool, len(c.Pods)),
 		byNode:      make(map[string][]*api.Pod),
@@ -111,6 +116,11 @@ func NewIndex(c *Cluster) *Index {
 	for _, s := range c.Services {
 		if s != nil {
 			ix.services[s.Metadata.Name] = s
+		}
+	}
+	for _, j := range c.Jobs {
+		if j != nil {
+			ix.jobs[j.Metadata.Name] = j
 		}
 	}
 	for _, p := range c.Pods {
@@ -171,8 +181,11 @@ func (ix *Index) Keys() []Key {
 	for n := range ix.services {
 		set[KeyOf(api.KindService, n)] = struct{}{}
 	}
+	for n := range ix.jobs {
+		set[KeyOf(api.KindJob, n)] = struct{}{}
+	}
 	for o := range ix.byOwner { // owners that are gone but still have pods
-		if o.Kind == api.KindDeployment || o.Kind == api.KindDaemon {
+		if o.Kind == api.KindDeployment || o.Kind == api.KindDaemon || o.Kind == api.KindJob {
 			set[KeyOf(o.Kind, o.Name)] = struct{}{}
 		}
 	}
@@ -231,8 +244,25 @@ func (ix *Index) Reconcile(now time.Time, cfg scheduler.Config, key Key) []Actio
 		if s := ix.services[name]; s != nil {
 			return reconcileService(now, s, ix.servicePods(s.Spec.Selector), ix.nodes)
 		}
+	case api.KindJob:
+		owned := ix.byOwner[api.OwnerRef{Kind: api.KindJob, Name: name}]
+		if j := ix.jobs[name]; j != nil {
+			return reconcileJob(now, j, owned, ix.podTaken)
+		}
+		return deleteOrphans(owned, "job "+name+" was deleted")
 	}
 	return nil
+}
+
+// WakeAfter returns how long after now key wants reconciling again
+// without any change (a job backing off until its next attempt), 0 for
+// never.
+func (ix *Index) WakeAfter(now time.Time, key Key) time.Duration {
+	kind, name, _ := strings.Cut(key, "/")
+	if api.Kind(kind) == api.KindJob {
+		return jobWakeAfter(now, ix.jobs[name])
+	}
+	return 0
 }
 
 // ReconcileAll is one full pass over c: every node, deployment, daemon and

@@ -249,7 +249,11 @@ func (r *Runner) reconcileKey(ctx context.Context, q *Queue, key Key) (retried b
 		q.AddRateLimited(key)
 		return true, err
 	}
-	acts := ix.Reconcile(r.clock.Now(), r.cfg.Scheduler, key)
+	now := r.clock.Now()
+	acts := ix.Reconcile(now, r.cfg.Scheduler, key)
+	if d := ix.WakeAfter(now, key); d > 0 {
+		q.AddAfter(key, d) // a job's next attempt is due then
+	}
 	if len(acts) == 0 {
 		q.Forget(key)
 		return false, nil
@@ -288,7 +292,7 @@ func (r *Runner) enqueueAll(ctx context.Context, q *Queue) {
 // keysFor returns the keys a change affects.
 func (r *Runner) keysFor(ctx context.Context, ch Change) []Key {
 	switch ch.Kind {
-	case api.KindDeployment, api.KindDaemon, api.KindService:
+	case api.KindDeployment, api.KindDaemon, api.KindService, api.KindJob:
 		return []Key{KeyOf(ch.Kind, ch.Name)}
 	case api.KindPod:
 		keys := []Key{KeySchedule}
