@@ -185,7 +185,6 @@ func TestJobDeletedDeletesItsPods(t *testing.T) {
 	}
 }
 
-
 func TestObserveJobPod(t *testing.T) {
 	j := testJob("*:*:0/5", 3)
 	sched := jobPodIn(j, "backup-aaaaa", api.PodScheduled, "pi-1")
