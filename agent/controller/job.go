@@ -27,8 +27,10 @@ import (
 //     nextAttempt; the Runner wakes the key then, see Index.WakeAfter),
 //     unless failures exceed spec.retries: then the job is Failed.
 //     Succeeded and Failed are final: nothing runs again, and a spec
-//     change does not restart a run. Terminal pods are deleted once
-//     recorded (they have no unit anyway).
+//     change does not restart a run. A terminal pod's run is counted when
+//     it is first recorded; the pod of the newest run is kept (it has no
+//     unit, but its board keeps its journal for herdctl logs job/NAME),
+//     older terminal pods are deleted.
 //
 // New pods are named like a deployment's (<job>-<5 chars>, counted in
 // status.podsCreated); the pass's actions share one Txn, as a
@@ -48,7 +50,7 @@ func reconcileJob(now time.Time, j *api.Job, pods []*api.Pod, taken func(string)
 	st.ObservedGeneration = j.Metadata.Generation
 	st.Runs = slices.Clone(st.Runs)
 	for _, p := range sorted {
-		if r := p.Status.LastRun; r != nil {
+		if r := p.Status.LastRun; r != nil && !p.Status.Phase.Terminal() {
 			st.Runs, _ = api.RecordRun(st.Runs, *r)
 		}
 	}
@@ -63,6 +65,9 @@ func reconcileJob(now time.Time, j *api.Job, pods []*api.Pod, taken func(string)
 		for _, p := range sorted {
 			switch {
 			case p.Status.Phase.Terminal():
+				if r := p.Status.LastRun; r != nil {
+					st.Runs, _ = api.RecordRun(st.Runs, *r)
+				}
 				del(p, fmt.Sprintf("pod is %s: the job moves to another board", p.Status.Phase))
 			case p.Spec.Revision != rev || p.Spec.Schedule != j.Spec.Schedule:
 				del(p, "the job's template or schedule changed")
@@ -84,6 +89,7 @@ func reconcileJob(now time.Time, j *api.Job, pods []*api.Pod, taken func(string)
 			retries = *j.Spec.Retries
 		}
 		failedNow := false
+		var kept []*api.Pod // terminal pods
 		for _, p := range sorted {
 			if !p.Status.Phase.Terminal() {
 				if st.Phase.Final() || live != nil {
@@ -93,18 +99,30 @@ func reconcileJob(now time.Time, j *api.Job, pods []*api.Pod, taken func(string)
 				}
 				continue
 			}
-			if p.Status.LastRun == nil {
-				st.Runs, _ = api.RecordRun(st.Runs, syntheticRun(p))
+			// A terminal pod's run is counted when it is recorded, once.
+			// The newest run's pod is kept (it has no unit; its journal
+			// stays on its board for herdctl logs job/NAME), older ones
+			// go.
+			run := syntheticRun(p)
+			if p.Status.LastRun != nil {
+				run = *p.Status.LastRun
 			}
+			var added bool
+			st.Runs, added = api.RecordRun(st.Runs, run)
 			switch {
-			case st.Phase.Final():
+			case !added || st.Phase.Final():
 			case p.Status.Phase == api.PodSucceeded:
 				st.Phase, st.Message = api.JobSucceeded, ""
 			default:
 				st.Failures++
 				failedNow = true
 			}
-			del(p, fmt.Sprintf("pod is %s; its run is recorded", p.Status.Phase))
+			kept = append(kept, p)
+		}
+		for _, p := range kept {
+			if len(st.Runs) == 0 || st.Runs[0].Pod != p.Metadata.Name {
+				del(p, fmt.Sprintf("pod is %s; its run is recorded", p.Status.Phase))
+			}
 		}
 		switch {
 		case st.Phase.Final():

@@ -61,13 +61,13 @@ func TestReconcileJobOnce(t *testing.T) {
 		}
 	}
 
-	// Its pod fails: recorded, deleted, backing off, no new pod yet.
+	// Its pod fails: recorded and kept (logs), backing off, no new pod yet.
 	j.Status = *st
 	run := &api.JobRun{Pod: st.Pod, Node: "pi-1", Start: jobT0, End: jobT0.Add(2 * time.Second), ExitStatus: 3, Result: "exit-code"}
 	failed := jobPodIn(j, st.Pod, api.PodFailed, "pi-1")
 	failed.Status.LastRun = run
 	got, st = jobSummary(ReconcileJob(jobT0.Add(3*time.Second), j, []*api.Pod{failed}))
-	if diff := cmp.Diff([]string{"delete pods", "updateStatus jobs"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"updateStatus jobs"}, got); diff != "" {
 		t.Fatalf("failed run (-want +got):\n%s", diff)
 	}
 	if st.Phase != api.JobBackingOff || st.Failures != 1 || !st.NextAttempt.Equal(jobT0.Add(13*time.Second)) || len(st.Runs) != 1 || st.Runs[0] != *run {
@@ -78,10 +78,10 @@ func TestReconcileJobOnce(t *testing.T) {
 		t.Errorf("jobWakeAfter = %v, want about 10s", d)
 	}
 	// Before the backoff is over: nothing. After: a new pod.
-	if acts := ReconcileJob(jobT0.Add(5*time.Second), j, nil); len(acts) != 0 {
+	if acts := ReconcileJob(jobT0.Add(5*time.Second), j, []*api.Pod{failed}); len(acts) != 0 {
 		t.Errorf("during backoff: %v", acts)
 	}
-	acts = ReconcileJob(jobT0.Add(14*time.Second), j, nil)
+	acts = ReconcileJob(jobT0.Add(14*time.Second), j, []*api.Pod{failed})
 	got, st = jobSummary(acts)
 	if diff := cmp.Diff([]string{"create pods", "updateStatus jobs"}, got); diff != "" {
 		t.Fatalf("retry (-want +got):\n%s", diff)
@@ -95,15 +95,15 @@ func TestReconcileJobOnce(t *testing.T) {
 	j.Status = *st
 	lost := jobPodIn(j, second, api.PodLost, "pi-2")
 	lost.Status.StartedAt = jobT0.Add(15 * time.Second)
-	got, st = jobSummary(ReconcileJob(jobT0.Add(20*time.Second), j, []*api.Pod{lost}))
-	if diff := cmp.Diff([]string{"delete pods", "updateStatus jobs"}, got); diff != "" {
+	got, st = jobSummary(ReconcileJob(jobT0.Add(20*time.Second), j, []*api.Pod{failed, lost}))
+	if diff := cmp.Diff([]string{"delete pods", "updateStatus jobs"}, got); diff != "" { // the older failed pod goes
 		t.Fatalf("second failure (-want +got):\n%s", diff)
 	}
 	if st.Phase != api.JobFailed || st.Failures != 2 || len(st.Runs) != 2 || st.Runs[0].Result != "lost" || st.Runs[0].Node != "pi-2" {
 		t.Errorf("after the last failure: %+v", st)
 	}
 	j.Status = *st
-	if acts := ReconcileJob(jobT0.Add(time.Hour), j, nil); len(acts) != 0 {
+	if acts := ReconcileJob(jobT0.Add(time.Hour), j, []*api.Pod{lost}); len(acts) != 0 {
 		t.Errorf("a Failed job acted: %v", acts)
 	}
 }
@@ -118,14 +118,14 @@ func TestReconcileJobSucceeds(t *testing.T) {
 	p.Status.Phase = api.PodSucceeded
 	p.Status.LastRun = &api.JobRun{Pod: p.Metadata.Name, Node: "pi-1", Start: jobT0, End: jobT0.Add(time.Second), Result: "success"}
 	got, st := jobSummary(ReconcileJob(jobT0, j, []*api.Pod{p}))
-	if diff := cmp.Diff([]string{"delete pods", "updateStatus jobs"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"updateStatus jobs"}, got); diff != "" {
 		t.Fatalf("success (-want +got):\n%s", diff)
 	}
 	if st.Phase != api.JobSucceeded || st.Pod != "" || len(st.Runs) != 1 {
 		t.Errorf("after success: %+v", st)
 	}
 	j.Status = *st
-	if acts := ReconcileJob(jobT0.Add(time.Hour), j, nil); len(acts) != 0 {
+	if acts := ReconcileJob(jobT0.Add(time.Hour), j, []*api.Pod{p}); len(acts) != 0 {
 		t.Errorf("a Succeeded job is run again: %v", acts)
 	}
 }
