@@ -21,8 +21,10 @@ func parseKind(s string) (api.Kind, error) {
 		return api.KindService, nil
 	case "node", "nodes", "no":
 		return api.KindNode, nil
+	case "job", "jobs":
+		return api.KindJob, nil
 	}
-	return "", usagef("unknown kind %q (want deployments (deploy), daemons (ds), pods (po), services (svc) or nodes (no))", s)
+	return "", usagef("unknown kind %q (want deployments (deploy), daemons (ds), pods (po), services (svc), nodes (no) or jobs)", s)
 }
 
 // singular is the kind as herdctl prints it in "kind/name".

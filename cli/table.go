@@ -103,6 +103,12 @@ func (p printer) header(kind api.Kind) []string {
 			h = append(h, "TARGETS")
 		}
 		return h
+	case api.KindJob:
+		h := []string{"NAME", "SCHEDULE", "STATUS", "LAST RUN", "EXIT", "DURATION", "BOARD", "AGE"}
+		if p.Wide {
+			h = append(h, "RUNS", "FAILURES", "POD", "EXEC")
+		}
+		return h
 	case api.KindNode:
 		h := []string{"NAME", "STATUS", "ROLES", "ADDRESS", "ARCH", "AGE"}
 		if p.Wide {
@@ -163,6 +169,29 @@ func (p printer) row(o api.Object) []string {
 			r = append(r, orNone(strings.Join(ports, ",")))
 		}
 		return r
+	case *api.Job:
+		st := &o.Status
+		lastRun, exit, took, board := none, none, none, orNone(st.Node)
+		if len(st.Runs) > 0 {
+			r := st.Runs[0]
+			lastRun = humanAge(r.Start, p.Now) + " ago"
+			exit = runExit(r)
+			if d := r.Duration(); d > 0 || !r.End.IsZero() {
+				took = humanDuration(d)
+			}
+			if board == none {
+				board = orNone(r.Node)
+			}
+		}
+		r := []string{m.Name, orNone(o.Spec.Schedule), orNone(string(st.Phase)), lastRun, exit, took, board, age}
+		if p.Wide {
+			pod := st.Pod
+			if pod == "" && len(st.Runs) > 0 {
+				pod = st.Runs[0].Pod
+			}
+			r = append(r, strconv.Itoa(len(st.Runs)), strconv.Itoa(st.Failures), orNone(pod), orNone(formatArgv(o.Spec.Template.Exec)))
+		}
+		return r
 	case *api.Node:
 		r := []string{m.Name, nodeStatus(o), nodeRole(o), orNone(o.Status.Address), orNone(o.Status.Arch), age}
 		if p.Wide {
@@ -181,6 +210,18 @@ func (p printer) row(o api.Object) []string {
 		return r
 	}
 	return []string{m.Name, age}
+}
+
+// runExit is a run's end as get and describe show it: "0", "3", "signal
+// 9", "lost".
+func runExit(r api.JobRun) string {
+	switch r.Result {
+	case "", "success", "exit-code":
+		return strconv.Itoa(r.ExitStatus)
+	case "signal", "core-dump":
+		return "signal " + strconv.Itoa(r.ExitStatus)
+	}
+	return r.Result
 }
 
 // table renders objs, all of kind, as a table.
