@@ -151,6 +151,17 @@
 // with an uncached artifact shows ArtifactUnreachable. Run it alone with:
 // go test -tags e2e -count=1 -run TestArtifacts -v ./e2e/
 //
+// TestJobs (e2e/jobs_test.go) applies a job firing every 5 seconds that
+// exits 3 and two run-once jobs: the scheduled job's timer is enabled and
+// active on exactly one board, its service static (never enabled), and its
+// runs reach `herdctl get jobs` with exit status 3 and `herdctl logs
+// job/tick` with their output; the run-once jobs end Succeeded, and Failed
+// after one retry. The power of the scheduled job's board is then pulled:
+// the job's pod is replaced on another board, whose timer fires and whose
+// run is recorded. The board is powered on again at the end and must be
+// fenced (no herd-tick unit left on it). Run it alone with:
+// go test -tags e2e -count=1 -run TestJobs -v ./e2e/
+//
 // Command chaostool (scripts/chaos) is the nemesis: N mixed fault cycles on
 // a lab of five boards with the same ground truth, scale writes during each
 // fault, and a report (docs/lab.md, "The nemesis").

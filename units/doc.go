@@ -47,6 +47,24 @@
 // Artifact paths are listed in X-Herd-Files after the files, so they are
 // removed with the unit and kept while another placed pod uses them.
 //
+// # Jobs and timers
+//
+// A job's pod (api.PodSpec.RunsToCompletion) renders without [Install]:
+// its unit is never enabled, so a reboot does not run it again. Plan starts
+// a run-once job's unit once (and again only if its board's agent stopped
+// it while cut off) and never restarts it after it exits. A scheduled job's
+// pod (api.PodSpec.Scheduled) also gets a timer, api.TimerName(pod) =
+// herd-<pod>.timer, from RenderTimer: OnCalendar= the schedule, Unit= the
+// service, AccuracySec=1s, no Persistent= (missed runs are not caught up:
+// docs/manifests.md says why), WantedBy=timers.target. Plan writes it
+// beside the service (after it: a pass cut short leaves no timer without
+// its service), enables and starts the timer, never the service, restarts
+// the timer when its file changes and takes it down (stop, disable,
+// remove) with its service when the pod is not placed there. The listing
+// reports each service's timer (UnitState.TimerActiveState,
+// TimerFileHash) and the main process's exit time and Result, from which
+// the controller records runs.
+//
 // # Environment file
 //
 // No environment value is written into the unit file (unit files are
