@@ -152,9 +152,9 @@
 // go test -tags e2e -count=1 -run TestArtifacts -v ./e2e/
 //
 // TestJobs (e2e/jobs_test.go) applies a job firing every 5 seconds that
-// exits 3 and two run-once jobs: the scheduled job's timer is enabled and
+// exits 0 and 3 by turns and two run-once jobs: the scheduled job's timer is enabled and
 // active on exactly one board, its service static (never enabled), and its
-// runs reach `herdctl get jobs` with exit status 3 and `herdctl logs
+// runs reach `herdctl get jobs` with their exit status and `herdctl logs
 // job/tick` with their output; the run-once jobs end Succeeded, and Failed
 // after one retry. The power of the scheduled job's board is then pulled:
 // the job's pod is replaced on another board, whose timer fires and whose

@@ -12,14 +12,15 @@ import (
 	"github.com/herd-dev/herd/api"
 )
 
-// jobsManifest declares a job firing every 5 seconds that exits 3, a job
+// jobsManifest declares a job firing every 5 seconds that exits 0 and 3
+// by turns (by the 5-second slot of the clock), a job
 // that runs once and succeeds, and one that fails, is retried once (after
 // api.JobBackoff(1), 10 s) and is then Failed.
 const jobsManifest = `[[job]]
 name = "tick"
 schedule = "*:*:0/5"
 [job.template]
-exec = ["/bin/sh", "-c", "echo tick on $(hostname); exit 3"]
+exec = ["/bin/sh", "-c", "echo tick on $(hostname); exit $(( $(date +%s) / 5 % 2 * 3 ))"]
 
 [[job]]
 name = "once-ok"
@@ -58,7 +59,7 @@ func describeRuns(j api.Job) string {
 // TestJobs applies jobsManifest and checks, on the lab: the scheduled job
 // holds a timer (enabled, active) and a service that is not enabled on
 // exactly one board, its runs reach the job's status with their exit
-// status (3), `herdctl get jobs` and `herdctl logs job/tick` show them;
+// status (0 and 3), `herdctl get jobs` and `herdctl logs job/tick` show them;
 // the run-once jobs end Succeeded, and Failed after one retry. Then the
 // power of the tick job's board is pulled: the job's pod is replaced on
 // another board, whose timer fires and whose runs are recorded. The board
@@ -106,21 +107,28 @@ func TestJobs(t *testing.T) {
 		t.Errorf("diff after apply: %v\n%s", err, out)
 	}
 
-	// The scheduled job: two runs recorded on one board, exit status 3.
+	// The scheduled job: runs recorded on one board, one that exited 0
+	// and one with exit status 3.
 	var tick api.Job
-	err := Poll(ctx, 200*time.Millisecond, "tick: two runs recorded with exit status 3", func(ctx context.Context) (bool, string) {
+	err := Poll(ctx, 200*time.Millisecond, "tick: runs recorded with exit status 0 and 3", func(ctx context.Context) (bool, string) {
 		js, err := jobs(ctx, via)
 		if err != nil {
 			return false, err.Error()
 		}
 		tick = js["tick"]
-		n := 0
+		ok, failed := 0, 0
 		for _, r := range tick.Status.Runs {
-			if r.ExitStatus == 3 && r.Result == "exit-code" && r.Node == tick.Status.Node && r.Duration() >= 0 && !r.End.IsZero() {
-				n++
+			if r.Node != tick.Status.Node || r.End.IsZero() || r.End.Before(r.Start) {
+				continue
+			}
+			switch {
+			case r.ExitStatus == 0 && r.Result == "success":
+				ok++
+			case r.ExitStatus == 3 && r.Result == "exit-code":
+				failed++
 			}
 		}
-		return tick.Status.Phase == api.JobScheduled && n >= 2, describeRuns(tick)
+		return tick.Status.Phase == api.JobScheduled && ok >= 1 && failed >= 1, describeRuns(tick)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +141,7 @@ func TestJobs(t *testing.T) {
 		t.Fatalf("systemctl show on %s: %v\n%s", board, err, out)
 	}
 	t.Logf("on %s:\n%s", board, out)
-	for _, want := range []string{"ActiveState=active", "UnitFileState=enabled", "OnCalendar=", "UnitFileState=static"} {
+	for _, want := range []string{"ActiveState=active", "UnitFileState=enabled", "OnCalendar=*-*-* *:*:00/5", "UnitFileState=static"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("on %s: no %q in\n%s", board, want, out)
 		}
@@ -196,7 +204,7 @@ func TestJobs(t *testing.T) {
 		}
 		tick = js["tick"]
 		moved := tick.Status.Node != "" && tick.Status.Node != victim && tick.Status.Phase == api.JobScheduled
-		ran := len(tick.Status.Runs) > 0 && tick.Status.Runs[0].Node == tick.Status.Node && tick.Status.Runs[0].ExitStatus == 3
+		ran := len(tick.Status.Runs) > 0 && tick.Status.Runs[0].Node == tick.Status.Node
 		return moved && ran, describeRuns(tick)
 	})
 	if err != nil {

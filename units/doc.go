@@ -50,7 +50,11 @@
 // # Jobs and timers
 //
 // A job's pod (api.PodSpec.RunsToCompletion) renders without [Install]:
-// its unit is never enabled, so a reboot does not run it again. Plan starts
+// its unit is never enabled, so a reboot does not run it again. A run-once
+// job's unit has RemainAfterExit=yes: after exit 0 it stays active
+// (exited), so systemd does not unload it and forget its run before herd
+// reads it (a failed unit stays loaded anyway; a scheduled job's service is
+// held by its timer, and must go inactive for the next run). Plan starts
 // a run-once job's unit once (and again only if its board's agent stopped
 // it while cut off) and never restarts it after it exits. A scheduled job's
 // pod (api.PodSpec.Scheduled) also gets a timer, api.TimerName(pod) =

@@ -52,6 +52,10 @@ func TestPlanJobs(t *testing.T) {
 			observed: []UnitState{with(running(t, once), func(u *UnitState) {
 				u.ActiveState, u.SubState, u.UnitFileState, u.MainPID = "inactive", "dead", "static", 0
 			})}},
+		{name: "run-once job that exited 0 stays active (exited): nothing", desired: []*api.Pod{once},
+			observed: []UnitState{with(running(t, once), func(u *UnitState) {
+				u.SubState, u.UnitFileState, u.MainPID = "exited", "static", 0
+			})}},
 		{name: "run-once job that failed is left to the controller", desired: []*api.Pod{once},
 			observed: []UnitState{with(running(t, once), func(u *UnitState) {
 				u.ActiveState, u.SubState, u.UnitFileState, u.ExecMainStatus = "failed", "failed", "static", 1

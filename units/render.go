@@ -221,6 +221,13 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 
 	// [Service]
 	r.add(sectionService, "Type", "exec")
+	if p.Spec.RunsToCompletion() && !p.Spec.Scheduled() {
+		// A run-once job's unit stays active (exited) after exit 0:
+		// systemd would otherwise unload the finished, unreferenced unit
+		// and forget its run (status, times) before herd reads it, and
+		// the plan would take it for never started.
+		r.add(sectionService, "RemainAfterExit", "yes")
+	}
 	if len(t.Artifacts) > 0 {
 		r.artifacts(p)
 	}

@@ -227,8 +227,9 @@ func parseSystemdTime(s string) (time.Time, bool) {
 // finishedRun returns the run a job pod's unit last finished, if the
 // observation shows one: not running, with a start and an exit time.
 func finishedRun(pod *api.Pod, obs UnitObservation) *api.JobRun {
-	switch obs.ActiveState {
-	case "inactive", "failed":
+	switch {
+	case obs.ActiveState == "inactive", obs.ActiveState == "failed":
+	case obs.ActiveState == "active" && obs.SubState == "exited": // RemainAfterExit=yes
 	default:
 		return nil
 	}
@@ -245,8 +246,9 @@ func finishedRun(pod *api.Pod, obs UnitObservation) *api.JobRun {
 // the last finished run goes to status.lastRun. A scheduled job's pod is
 // Running (and ready) while its timer is active, whatever its service
 // does between and during runs, and Scheduled otherwise (the placer
-// starts the timer); a job without schedule whose unit has not started
-// yet stays Scheduled, and is otherwise observed like any pod.
+// starts the timer); a job without schedule is Succeeded once its unit is
+// active (exited) (RemainAfterExit=yes, after exit 0), stays Scheduled while
+// its unit has not started yet, and is otherwise observed like any pod.
 func observeJobPod(now time.Time, pod *api.Pod, obs UnitObservation) (api.PodStatus, bool) {
 	old := pod.Status
 	st := old
@@ -254,7 +256,16 @@ func observeJobPod(now time.Time, pod *api.Pod, obs UnitObservation) (api.PodSta
 		st.LastRun = r
 	}
 	if !pod.Spec.Scheduled() {
-		if obs.Found && obs.ActiveState == "inactive" && obs.ExecMainStartTimestamp == "" && !obs.StoppedOnDisconnect {
+		switch {
+		case obs.Found && obs.ActiveState == "active" && obs.SubState == "exited":
+			// Its unit has RemainAfterExit=yes: the process is done.
+			st.Phase, st.Ready = api.PodSucceeded, false
+			st.Message = fmt.Sprintf("exited with status %d", obs.ExecMainStatus)
+			if obs.ExecMainStatus != 0 {
+				st.Phase = api.PodFailed
+			}
+			return st, true
+		case obs.Found && obs.ActiveState == "inactive" && obs.ExecMainStartTimestamp == "" && !obs.StoppedOnDisconnect:
 			st.Phase, st.Ready, st.Message = api.PodScheduled, false, "not started yet"
 			return st, true
 		}
