@@ -133,7 +133,10 @@ type JobRun struct {
 	Pod  string `json:"pod"`
 	Node string `json:"node,omitempty"`
 	// Start and End are the main process's start and exit (systemd's
-	// ExecMainStartTimestamp and ExecMainExitTimestamp, board clock).
+	// ExecMainStartTimestamp, whole seconds, board clock; End is Start
+	// plus the run's duration on the board's monotonic clock, to the
+	// microsecond, where the board reports it, else
+	// ExecMainExitTimestamp).
 	Start time.Time `json:"start,omitzero"`
 	End   time.Time `json:"end,omitzero"`
 	// ExitStatus is the exit status, or the signal number when Result

@@ -20,7 +20,7 @@ import (
 //
 // Most fields are systemd properties of the same name, as printed by
 //
-//	systemctl show --property=Id,LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload,MainPID,NRestarts,ExecMainStatus,ExecMainStartTimestamp,ExecMainExitTimestamp,Result herd-*.service
+//	systemctl show --property=Id,LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload,MainPID,NRestarts,ExecMainStatus,ExecMainStartTimestamp,ExecMainExitTimestamp,Result,ExecMainStartTimestampMonotonic,ExecMainExitTimestampMonotonic herd-*.service
 //
 // (ShowProperties lists them; ParseShow reads that output). A pattern only
 // matches units systemd has loaded, so the executor also lists the unit
@@ -64,6 +64,13 @@ type UnitState struct {
 	// Result is systemd's Result of the service: success, exit-code,
 	// signal, core-dump, timeout, ...
 	Result string `json:",omitempty"`
+	// ExecMainStartMonotonic and ExecMainExitMonotonic are the same two
+	// times on the board's monotonic clock, in microseconds (properties
+	// ExecMainStartTimestampMonotonic, ExecMainExitTimestampMonotonic):
+	// a run's duration to the microsecond, where the wall-clock forms
+	// only have seconds. 0 when unknown.
+	ExecMainStartMonotonic int64 `json:",omitempty"`
+	ExecMainExitMonotonic  int64 `json:",omitempty"`
 	// TimerActiveState is the ActiveState of the unit's timer
 	// (api.TimerName: a scheduled job's pod), "" when the board has none
 	// loaded; TimerFileHash is Hash of the timer's file in the unit
@@ -109,7 +116,8 @@ func (u UnitState) StoppedOnDisconnect() bool {
 // order to pass to `systemctl show --property=`.
 func ShowProperties() []string {
 	return []string{"Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "NeedDaemonReload",
-		"MainPID", "NRestarts", "ExecMainStatus", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "Result"}
+		"MainPID", "NRestarts", "ExecMainStatus", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "Result",
+		"ExecMainStartTimestampMonotonic", "ExecMainExitTimestampMonotonic"}
 }
 
 // ParseShow reads the output of `systemctl show --property=...` for one or
@@ -157,6 +165,16 @@ func ParseShow(out []byte) ([]UnitState, error) {
 			}
 			return v, nil
 		}
+		num64 := func() (int64, error) {
+			if value == "" || value == "[not set]" {
+				return 0, nil
+			}
+			v, err := strconv.ParseInt(value, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("units: systemctl show line %d: %s=%q is not a number", n, key, value)
+			}
+			return v, nil
+		}
 		var err error
 		switch key {
 		case "Id":
@@ -187,6 +205,10 @@ func ParseShow(out []byte) ([]UnitState, error) {
 			}
 		case "Result":
 			cur.Result = value
+		case "ExecMainStartTimestampMonotonic":
+			cur.ExecMainStartMonotonic, err = num64()
+		case "ExecMainExitTimestampMonotonic":
+			cur.ExecMainExitMonotonic, err = num64()
 		}
 		if err != nil {
 			return nil, err

@@ -238,6 +238,11 @@ func finishedRun(pod *api.Pod, obs UnitObservation) *api.JobRun {
 	if !ok1 || !ok2 || end.Before(start) {
 		return nil
 	}
+	if d := obs.ExecMainExitMonotonic - obs.ExecMainStartMonotonic; obs.ExecMainStartMonotonic > 0 && d >= 0 && d < int64(time.Hour*24*366/time.Microsecond) {
+		// The wall-clock forms have whole seconds; the monotonic ones
+		// give the duration to the microsecond.
+		end = start.Add(time.Duration(d) * time.Microsecond)
+	}
 	return &api.JobRun{Pod: pod.Metadata.Name, Node: pod.Spec.Node, Start: start, End: end,
 		ExitStatus: obs.ExecMainStatus, Result: obs.Result}
 }

@@ -113,6 +113,10 @@ type UnitObservation struct {
 	// the main process's last run as systemd prints them (the listing
 	// runs systemctl with TZ=UTC): what a job's run record is made of.
 	ExecMainStartTimestamp, ExecMainExitTimestamp, Result string
+	// ExecMainStartMonotonic and ExecMainExitMonotonic are the same times
+	// on the board's monotonic clock in microseconds (0: unknown), for the
+	// run's exact duration.
+	ExecMainStartMonotonic, ExecMainExitMonotonic int64
 	// TimerActiveState is the ActiveState of a scheduled job's timer, ""
 	// when the board has none.
 	TimerActiveState string

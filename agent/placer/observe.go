@@ -33,6 +33,8 @@ func observation(u units.UnitState) controller.UnitObservation {
 		ExecMainStartTimestamp: u.ExecMainStartTimestamp,
 		ExecMainExitTimestamp:  u.ExecMainExitTimestamp,
 		Result:                 u.Result,
+		ExecMainStartMonotonic: u.ExecMainStartMonotonic,
+		ExecMainExitMonotonic:  u.ExecMainExitMonotonic,
 		TimerActiveState:       u.TimerActiveState,
 	}
 	if kind, msg, ok := artifact.ParseStatus(u.ArtifactFailure); ok {

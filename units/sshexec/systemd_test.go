@@ -99,7 +99,8 @@ func TestParseShowUnits(t *testing.T) {
 				{Unit: "herd-b.service"},
 				{Unit: "herd-c.service", FileHash: hashOf('c'), DisconnectMark: true},
 			}},
-		{name: "timers", in: showOutput("Id=herd-job-a.service\nActiveState=inactive\nExecMainExitTimestamp=Tue 2024-05-07 03:00:01 UTC\nResult=exit-code\n",
+		{name: "timers", in: showOutput("Id=herd-job-a.service\nActiveState=inactive\nExecMainExitTimestamp=Tue 2024-05-07 03:00:01 UTC\nResult=exit-code\n"+
+			"ExecMainStartTimestampMonotonic=1000000\nExecMainExitTimestampMonotonic=1250000\n",
 			hashOf('a')+" herd-job-a.service",
 			timerMarker, "Id=herd-job-a.timer", "LoadState=loaded", "ActiveState=active", "",
 			"Id=herd-orphan.timer", "LoadState=loaded", "ActiveState=active", "",
@@ -108,6 +109,7 @@ func TestParseShowUnits(t *testing.T) {
 			want: []units.UnitState{
 				{Unit: "herd-gone.service"},
 				{Unit: "herd-job-a.service", ActiveState: "inactive", ExecMainExitTimestamp: "Tue 2024-05-07 03:00:01 UTC", Result: "exit-code",
+					ExecMainStartMonotonic: 1000000, ExecMainExitMonotonic: 1250000,
 					FileHash: hashOf('a'), TimerActiveState: "active", TimerFileHash: hashOf('b')},
 				{Unit: "herd-orphan.service", TimerActiveState: "active", TimerFileHash: hashOf('c')},
 			}},
