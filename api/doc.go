@@ -21,7 +21,7 @@
 // (artifacts.go: their admission rules, ArtifactURLProblem and IsSHA256,
 // which the board's fetcher applies again, and HerdDirs), and jobs
 // (job.go: defaults, admission, JobBackoff, RecordRun, the pod predicates
-// RunsToCompletion and Scheduled, TimerName; calendar.go:
+// RunsToCompletion, Scheduled and ReplacesRuns, TimerName, KickUnitName; calendar.go:
 // ValidateCalendar, herd's check of systemd's OnCalendar= syntax). BoardFacts is the
 // one shape of a board's facts from the agent's reading to NodeStatus.
 //

@@ -37,9 +37,11 @@ type JobSpec struct {
 	// ValidateCalendar), or empty for a job that runs once.
 	Schedule string `json:"schedule,omitempty"`
 	// Concurrency is what a run due while the previous one is still
-	// running does: ConcurrencyForbid (the only policy so far: systemd's
-	// own, a timer does not start a service that is still active; the
-	// due run is skipped).
+	// running does: ConcurrencyForbid (systemd's own: a timer does not
+	// start a service that is still active; the due run is skipped) or
+	// ConcurrencyReplace (the running one is stopped and the due run
+	// starts: the timer starts a small constant unit, KickUnitName, that
+	// restarts the service). ConcurrencyAllow is refused at admission.
 	Concurrency string `json:"concurrency,omitempty"`
 	// Retries is how many times a job without a schedule is run again
 	// after a failed run before it is Failed (Kubernetes' backoffLimit).
@@ -225,8 +227,8 @@ func defaultJob(j *Job) {
 }
 
 // job checks a Job's spec: the schedule is a calendar event
-// (ValidateCalendar), concurrency is forbid (replace and allow are
-// refused with the reason), retries 0..MaxJobRetries, and the template is
+// (ValidateCalendar), concurrency is forbid or, with a schedule, replace
+// (allow is refused with the reason), retries 0..MaxJobRetries, and the template is
 // a pod template whose restart policy is never (herd retries, not
 // systemd) and which has no readiness check (a run is not a server).
 func (v *validator) job(p fieldPath, s *JobSpec) {
@@ -239,9 +241,13 @@ func (v *validator) job(p fieldPath, s *JobSpec) {
 	switch s.Concurrency {
 	case ConcurrencyForbid:
 	case ConcurrencyReplace, ConcurrencyAllow:
-		v.addf(cp, "%q is not supported yet: only %q (a run that is due while the previous one still runs is skipped, systemd's own timer behaviour)", s.Concurrency, ConcurrencyForbid)
+		if s.Concurrency == ConcurrencyAllow {
+			v.addf(cp, "%q is not supported yet: %q (a run due while the previous one still runs is skipped) or %q (it stops the running one)", s.Concurrency, ConcurrencyForbid, ConcurrencyReplace)
+		} else if s.Schedule == "" {
+			v.addf(cp, "%q needs a schedule: a job that runs once has no run to replace", s.Concurrency)
+		}
 	default:
-		v.addf(cp, "%q: must be %q", s.Concurrency, ConcurrencyForbid)
+		v.addf(cp, "%q: must be %q or %q", s.Concurrency, ConcurrencyForbid, ConcurrencyReplace)
 	}
 	if s.Retries != nil && (*s.Retries < 0 || *s.Retries > MaxJobRetries) {
 		v.addf(p.field("retries", "retries"), "must be between 0 and %d, got %d", MaxJobRetries, *s.Retries)
@@ -268,4 +274,17 @@ func (v *validator) podSchedule(p fieldPath, s *PodSpec) {
 	} else if err := ValidateCalendar(s.Schedule); err != nil {
 		v.addf(sp, "%q is not a systemd calendar event: %v", s.Schedule, err)
 	}
+	if c := s.Concurrency; c != "" && c != ConcurrencyForbid && c != ConcurrencyReplace {
+		v.addf(p.field("concurrency", "-"), "%q: must be %q or %q", c, ConcurrencyForbid, ConcurrencyReplace)
+	}
 }
+
+// KickUnitName is the unit a replace-concurrency job pod's timer starts:
+// herd-<pod>_kick.service, a oneshot whose only command is `systemctl
+// restart --no-block -- herd-<pod>.service`. The '_' keeps it from ever
+// being taken for a pod's unit (pod names have none).
+func KickUnitName(pod string) string { return UnitPrefix + pod + "_kick" + UnitSuffix }
+
+// ReplacesRuns reports whether a scheduled job pod's new run replaces a
+// running one (concurrency replace).
+func (s *PodSpec) ReplacesRuns() bool { return s.Scheduled() && s.Concurrency == ConcurrencyReplace }

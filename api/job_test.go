@@ -66,9 +66,18 @@ func TestPodSchedule(t *testing.T) {
 	if err := Validate(p); err != nil {
 		t.Errorf("a job's pod with a schedule: %v", err)
 	}
-	if !p.Spec.Scheduled() || !p.Spec.RunsToCompletion() {
-		t.Errorf("Scheduled/RunsToCompletion false")
+	if !p.Spec.Scheduled() || !p.Spec.RunsToCompletion() || p.Spec.ReplacesRuns() {
+		t.Errorf("Scheduled/RunsToCompletion false, or ReplacesRuns true")
 	}
+	p.Spec.Concurrency = ConcurrencyReplace
+	if err := Validate(p); err != nil || !p.Spec.ReplacesRuns() {
+		t.Errorf("a replacing job's pod: %v, ReplacesRuns %v", err, p.Spec.ReplacesRuns())
+	}
+	p.Spec.Concurrency = ConcurrencyAllow
+	if err := Validate(p); err == nil {
+		t.Errorf("a pod with concurrency allow validated")
+	}
+	p.Spec.Concurrency = ""
 	if n, ok := PodFromTimerName(TimerName("web-abcde")); !ok || n != "web-abcde" {
 		t.Errorf("PodFromTimerName = %q %v", n, ok)
 	}

@@ -461,6 +461,9 @@ type PodSpec struct {
 	// Schedule is the calendar event of a scheduled job's pod (copied
 	// from JobSpec.Schedule): its unit is started by a timer.
 	Schedule string `json:"schedule,omitempty"`
+	// Concurrency is a scheduled job's pod's policy (copied from
+	// JobSpec.Concurrency): "" or forbid, or replace.
+	Concurrency string `json:"concurrency,omitempty"`
 }
 
 // PodPhase is where a pod is in its life.

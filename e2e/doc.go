@@ -156,7 +156,9 @@
 // active on exactly one board, its service static (never enabled), and its
 // runs reach `herdctl get jobs` with their exit status and `herdctl logs
 // job/tick` with their output; the run-once jobs end Succeeded, and Failed
-// after one retry. The power of the scheduled job's board is then pulled:
+// after one retry; a job with concurrency replace whose runs take a minute
+// has its running process replaced by the next run (a new main PID, the
+// service active throughout). The power of the scheduled job's board is then pulled:
 // the job's pod is replaced on another board, whose timer fires and whose
 // run is recorded. The board is powered on again at the end and must be
 // fenced (no herd-tick unit left on it). Run it alone with:

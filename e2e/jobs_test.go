@@ -15,7 +15,8 @@ import (
 // jobsManifest declares a job firing every 5 seconds that exits 0 and 3
 // by turns (by the 5-second slot of the clock), a job
 // that runs once and succeeds, and one that fails, is retried once (after
-// api.JobBackoff(1), 10 s) and is then Failed.
+// api.JobBackoff(1), 10 s) and is then Failed; and a job whose runs take a
+// minute, due every 5 seconds, with concurrency replace.
 const jobsManifest = `[[job]]
 name = "tick"
 schedule = "*:*:0/5"
@@ -26,6 +27,13 @@ exec = ["/bin/sh", "-c", "echo tick on $(hostname); exit $(( $(date +%s) / 5 % 2
 name = "once-ok"
 [job.template]
 exec = ["/bin/sh", "-c", "echo done"]
+
+[[job]]
+name = "slow"
+schedule = "*:*:0/5"
+concurrency = "replace"
+[job.template]
+exec = ["/bin/sleep", "60"]
 
 [[job]]
 name = "once-fail"
@@ -47,6 +55,16 @@ func jobs(ctx context.Context, via string) (map[string]api.Job, error) {
 	return out, nil
 }
 
+// js lists the jobs or fails the test.
+func js(ctx context.Context, t *testing.T, via string) map[string]api.Job {
+	t.Helper()
+	m, err := jobs(ctx, via)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // describeRuns is a job's runs for a poll's message.
 func describeRuns(j api.Job) string {
 	var rs []string
@@ -60,7 +78,9 @@ func describeRuns(j api.Job) string {
 // holds a timer (enabled, active) and a service that is not enabled on
 // exactly one board, its runs reach the job's status with their exit
 // status (0 and 3), `herdctl get jobs` and `herdctl logs job/tick` show them;
-// the run-once jobs end Succeeded, and Failed after one retry. Then the
+// the run-once jobs end Succeeded, and Failed after one retry; the
+// replacing job's long run is replaced by the next (its main PID changes
+// while its service stays active). Then the
 // power of the tick job's board is pulled: the job's pod is replaced on
 // another board, whose timer fires and whose runs are recorded. The board
 // is powered on again at the end; its stale timer is fenced away.
@@ -73,7 +93,7 @@ func TestJobs(t *testing.T) {
 	t.Cleanup(func() {
 		ctx := testCtx(t, 2*time.Minute)
 		via := viaExcept(victim)
-		for _, name := range []string{"tick", "once-ok", "once-fail"} {
+		for _, name := range []string{"tick", "once-ok", "once-fail", "slow"} {
 			_, _ = fleet.Herdctl(ctx, via, "", "delete", "jobs", name, "--ignore-not-found")
 		}
 		if victim == "" {
@@ -188,6 +208,46 @@ func TestJobs(t *testing.T) {
 	}
 	if logs, err := fleet.Herdctl(ctx, via, "", "logs", "job/once-ok"); err != nil || !strings.Contains(string(logs), "done") {
 		t.Errorf("logs job/once-ok: %v\n%s", err, logs)
+	}
+
+	// The replacing job: its service stays active and its process is
+	// replaced by the next run (a new main PID).
+	slow := js(ctx, t, via)["slow"]
+	unit := api.UnitName(slow.Status.Pod)
+	firstPID := ""
+	err = Poll(ctx, 200*time.Millisecond, "slow: a running run replaced by the next", func(ctx context.Context) (bool, string) {
+		if slow.Status.Node == "" {
+			m, err := jobs(ctx, via)
+			if err != nil {
+				return false, err.Error()
+			}
+			slow = m["slow"]
+			unit = api.UnitName(slow.Status.Pod)
+			return false, "slow not placed yet"
+		}
+		out, err := fleet.SSH(ctx, slow.Status.Node, "", "systemctl show -p ActiveState -p SubState -p MainPID "+unit)
+		if err != nil {
+			return false, err.Error()
+		}
+		props := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			k, v, _ := strings.Cut(line, "=")
+			props[k] = v
+		}
+		if props["ActiveState"] != "active" || props["SubState"] != "running" || props["MainPID"] == "0" {
+			return false, strings.ReplaceAll(out, "\n", " ")
+		}
+		if firstPID == "" {
+			firstPID = props["MainPID"]
+		}
+		return props["MainPID"] != firstPID, fmt.Sprintf("%s on %s: main PID %s (first %s)", unit, slow.Status.Node, props["MainPID"], firstPID)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("slow: %s on %s replaced its run (main PID %s, then another)", unit, slow.Status.Node, firstPID)
+	if out, err := fleet.Herdctl(ctx, via, "", "delete", "job", "slow"); err != nil {
+		t.Errorf("delete job slow: %v\n%s", err, out)
 	}
 
 	// Pull the power on tick's board: the timer moves and fires there.

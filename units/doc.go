@@ -64,8 +64,14 @@
 // beside the service (after it: a pass cut short leaves no timer without
 // its service), enables and starts the timer, never the service, restarts
 // the timer when its file changes and takes it down (stop, disable,
-// remove) with its service when the pod is not placed there. The listing
-// reports each service's timer (UnitState.TimerActiveState,
+// remove) with its service when the pod is not placed there.
+// A job with concurrency replace (api.PodSpec.ReplacesRuns) has its timer
+// start a kick unit instead, api.KickUnitName = herd-<pod>_kick.service
+// (RenderKick: a oneshot running `systemctl restart --no-block --
+// herd-<pod>.service`), which the plan writes with the service as one of
+// the pod's files (KickPath, listed in X-Herd-Files), so it is removed
+// with the service; the listing never sees it ('_' is in no pod name).
+// The listing reports each service's timer (UnitState.TimerActiveState,
 // TimerFileHash) and the main process's exit time and Result, from which
 // the controller records runs.
 //

@@ -633,6 +633,13 @@ func podFiles(p *api.Pod) ([]PodFile, error) {
 		}
 		files = append(files, PodFile{Path: f.Path, Content: []byte(f.Content), Mode: mode, AllowSetID: f.AllowSetID})
 	}
+	if p.Spec.ReplacesRuns() {
+		kick, err := RenderKick(p)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, PodFile{Path: KickPath(p.Metadata.Name), Content: kick, Mode: 0o644})
+	}
 	return files, nil
 }
 

@@ -1,6 +1,7 @@
 package units
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -117,5 +118,46 @@ func TestPlanJobs(t *testing.T) {
 				t.Errorf("Plan (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestPlanReplacingJob: a job with concurrency replace has its kick unit
+// written with its service, as a file the service lists (so it is removed
+// with it), and its timer starts the kick unit.
+func TestPlanReplacingJob(t *testing.T) {
+	p := jobPod(t, "slow", "*:0/15")
+	p.Spec.Concurrency = api.ConcurrencyReplace
+	acts, err := Plan([]*api.Pod{p}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kick, err := RenderKick(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[Unit]\nDescription=herd: a new run of pod slow, replacing a running one\nX-Herd-Pod=slow\n\n" +
+		"[Service]\nType=oneshot\nExecStart=systemctl restart --no-block -- herd-slow.service\n"
+	if diff := cmp.Diff(want, string(kick)); diff != "" {
+		t.Errorf("RenderKick (-want +got):\n%s", diff)
+	}
+	var sawKick, sawTimer bool
+	for _, a := range acts {
+		switch {
+		case a.Type == ActionWrite && a.Unit == "herd-slow.service":
+			for _, f := range a.Files {
+				if f.Path == "/etc/systemd/system/herd-slow_kick.service" && string(f.Content) == string(kick) && f.Mode == 0o644 {
+					sawKick = true
+				}
+			}
+		case a.Type == ActionWrite && a.Unit == "herd-slow.timer":
+			sawTimer = strings.Contains(string(a.Content), "\nUnit=herd-slow_kick.service\n")
+		}
+	}
+	if !sawKick || !sawTimer {
+		t.Errorf("kick file written with the service: %v; timer starts the kick unit: %v\n%v", sawKick, sawTimer, acts)
+	}
+	forbid := jobPod(t, "fast", "*:0/15")
+	if _, err := RenderKick(forbid); err == nil {
+		t.Errorf("RenderKick of a forbid job's pod did not fail")
 	}
 }

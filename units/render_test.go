@@ -223,6 +223,9 @@ func TestRenderGolden(t *testing.T) {
 			for _, f := range g.pod.Spec.Template.Files {
 				files = append(files, f.Path)
 			}
+			if g.pod.Spec.ReplacesRuns() {
+				files = append(files, KickPath(g.pod.Metadata.Name))
+			}
 			for _, a := range g.pod.Spec.Template.Artifacts {
 				files = append(files, a.Path)
 			}

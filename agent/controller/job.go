@@ -69,8 +69,8 @@ func reconcileJob(now time.Time, j *api.Job, pods []*api.Pod, taken func(string)
 					st.Runs, _ = api.RecordRun(st.Runs, *r)
 				}
 				del(p, fmt.Sprintf("pod is %s: the job moves to another board", p.Status.Phase))
-			case p.Spec.Revision != rev || p.Spec.Schedule != j.Spec.Schedule:
-				del(p, "the job's template or schedule changed")
+			case p.Spec.Revision != rev || p.Spec.Schedule != j.Spec.Schedule || p.Spec.Concurrency != j.Spec.Concurrency:
+				del(p, "the job's template, schedule or concurrency changed")
 			case live != nil:
 				del(p, "the job has a pod already")
 			default:
@@ -161,6 +161,9 @@ func reconcileJob(now time.Time, j *api.Job, pods []*api.Pod, taken func(string)
 		if name := names.name(deploymentPodPrefix(j.Metadata.Name)); name != "" {
 			p := newPod(name, owner, j.Spec.Template, rev)
 			p.Spec.Schedule = j.Spec.Schedule
+			if j.Spec.Schedule != "" {
+				p.Spec.Concurrency = j.Spec.Concurrency
+			}
 			live = p
 			why := "the job's run"
 			if j.Spec.Schedule != "" {

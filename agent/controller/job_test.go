@@ -22,6 +22,9 @@ func testJob(schedule string, retries int) *api.Job {
 func jobPodIn(j *api.Job, name string, ph api.PodPhase, node string) *api.Pod {
 	p := newPod(name, api.OwnerRef{Kind: api.KindJob, Name: j.Metadata.Name}, j.Spec.Template, api.TemplateHash(j.Spec.Template))
 	p.Spec.Schedule = j.Spec.Schedule
+	if j.Spec.Schedule != "" {
+		p.Spec.Concurrency = j.Spec.Concurrency
+	}
 	p.Spec.Node = node
 	p.Status.Phase = ph
 	p.Metadata.ResourceVersion = 3
@@ -162,7 +165,14 @@ func TestReconcileJobScheduled(t *testing.T) {
 	if st.Phase != api.JobPending || st.Node != "" || len(st.Runs) != 1 || st.PodsCreated != 2 {
 		t.Errorf("after the move: %+v", st)
 	}
-	// A changed schedule replaces the pod.
+	// A changed concurrency or schedule replaces the pod.
+	j.Status = *st
+	cur := jobPodIn(j, "backup-ccccc", api.PodRunning, "pi-3")
+	j.Spec.Concurrency = api.ConcurrencyReplace
+	got, _ = jobSummary(ReconcileJob(jobT0.Add(90*time.Second), j, []*api.Pod{cur}))
+	if diff := cmp.Diff([]string{"delete pods", "create pods", "updateStatus jobs"}, got); diff != "" {
+		t.Errorf("concurrency changed (-want +got):\n%s", diff)
+	}
 	j.Status = *st
 	j.Spec.Schedule = "daily"
 	old := jobPodIn(testJob("*:*:0/5", 3), "backup-bbbbb", api.PodRunning, "pi-2")
