@@ -281,7 +281,7 @@ func (p printer) describeJob(d *descBuilder, o *api.Job) []api.Condition {
 				started = r.Start.UTC().Format(time.RFC3339) + " (" + humanAge(r.Start, p.Now) + " ago)"
 			}
 			if !r.End.IsZero() {
-				took = humanDuration(r.Duration())
+				took = runDuration(r.Duration())
 			}
 			t.Rows = append(t.Rows, []string{started, runExit(r), orNone(r.Result), took, orNone(r.Node), r.Pod})
 		}

@@ -504,7 +504,7 @@ func fixtures() map[api.Kind][]api.Object {
 			Template: api.PodTemplate{Exec: []string{"/opt/app/migrate"}, RestartPolicy: api.RestartNever}},
 		Status: api.JobStatus{ObservedGeneration: 1, Phase: api.JobFailed, Failures: 2, PodsCreated: 2, Message: "failed 2 times (retries 1)",
 			Runs: []api.JobRun{
-				{Pod: "migrate-b8c9d", Node: "pi1", Start: ago(50 * time.Minute), End: ago(50*time.Minute - time.Second), ExitStatus: 9, Result: "signal"},
+				{Pod: "migrate-b8c9d", Node: "pi1", Start: ago(50 * time.Minute), End: ago(50*time.Minute - 12*time.Millisecond), ExitStatus: 9, Result: "signal"},
 				{Pod: "migrate-a1b2c", Node: "pi1", Start: ago(time.Hour), Result: "lost"},
 			}}}
 	return map[api.Kind][]api.Object{

@@ -176,8 +176,8 @@ func (p printer) row(o api.Object) []string {
 			r := st.Runs[0]
 			lastRun = humanAge(r.Start, p.Now) + " ago"
 			exit = runExit(r)
-			if d := r.Duration(); d > 0 || !r.End.IsZero() {
-				took = humanDuration(d)
+			if !r.End.IsZero() {
+				took = runDuration(r.Duration())
 			}
 			if board == none {
 				board = orNone(r.Node)
@@ -210,6 +210,15 @@ func (p printer) row(o api.Object) []string {
 		return r
 	}
 	return []string{m.Name, age}
+}
+
+// runDuration is a run's duration as get and describe show it: like
+// AGE, but a run under a second in milliseconds ("12ms").
+func runDuration(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return humanDuration(d)
 }
 
 // runExit is a run's end as get and describe show it: "0", "3", "signal
