@@ -41,6 +41,9 @@ const (
 //   - Daemon: template labels default to {"app": name}.
 //   - Service: a port's name defaults to its target, the protocol of a
 //     proxy port (port > 0) to tcp.
+//   - Job: template labels default to {"app": name}, the template's
+//     restart policy to "never"; concurrency "forbid"; retries
+//     DefaultJobRetries (3).
 //   - Pod: template defaults only.
 //   - Pod templates: restart "always"; sandbox "default"; port protocol "tcp"; port names
 //     "p0", "p1", ... by index; file mode "0644", and modes are written with
@@ -79,6 +82,9 @@ func SetDefaults(o Object) {
 				v.Spec.Ports[i].Protocol = DefaultProtocol
 			}
 		}
+	case *Job:
+		v.Kind = KindJob
+		defaultJob(v)
 	case *Pod:
 		v.Kind = KindPod
 		defaultTemplate(&v.Spec.Template)
@@ -220,6 +226,12 @@ func cloneObject(o Object) Object {
 		c.Metadata = cloneMeta(v.Metadata)
 		c.Spec.Selector = maps.Clone(v.Spec.Selector)
 		c.Spec.Ports = slices.Clone(v.Spec.Ports)
+		return &c
+	case *Job:
+		c := *v
+		c.Metadata = cloneMeta(v.Metadata)
+		c.Spec.Retries = clonePtr(v.Spec.Retries)
+		c.Spec.Template = v.Spec.Template.DeepCopy()
 		return &c
 	case *Pod:
 		c := *v

@@ -1,5 +1,5 @@
 // Package api owns herd's shared object model: the kinds a user declares
-// (Deployment, Daemon, Service), the kinds the control plane maintains (Node,
+// (Deployment, Daemon, Service, Job), the kinds the control plane maintains (Node,
 // Pod), their metadata, spec and status, and the rules every object passes at
 // admission: strict TOML manifest decoding, validation with field paths, and
 // defaulting so that the stored spec is already normalized. The rules a pod
@@ -19,12 +19,15 @@
 // SortDevices, which the agent and gossip use, and
 // BoardFacts.MissingDevice, which the scheduler applies), and artifacts
 // (artifacts.go: their admission rules, ArtifactURLProblem and IsSHA256,
-// which the board's fetcher applies again, and HerdDirs), and secrets
+// which the board's fetcher applies again, and HerdDirs), secrets
 // (secret.go: the Secret kind, its sealed values and the plain-value
 // request ValidateSecretRequest checks, key names, CredentialID,
 // SecretVersion and PodRevision, which folds the versions of a template's
 // secrets into its pods' revision, and SecretUsers, which the API applies
-// before a delete). BoardFacts is the
+// before a delete), and jobs (job.go: defaults, admission, JobBackoff,
+// RecordRun, the pod predicates RunsToCompletion, Scheduled and
+// ReplacesRuns, TimerName, KickUnitName; calendar.go: ValidateCalendar,
+// herd's check of systemd's OnCalendar= syntax). BoardFacts is the
 // one shape of a board's facts from the agent's reading to NodeStatus.
 //
 // The API's wire types live here as well (wire.go: request and response

@@ -14,8 +14,8 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// A manifest is a TOML file declaring any number of deployments, daemons and
-// services as arrays of tables:
+// A manifest is a TOML file declaring any number of deployments, daemons,
+// services and jobs as arrays of tables:
 //
 //	[[deployment]]
 //	name = "web"
@@ -135,6 +135,15 @@ type manifestDaemonStrategy struct {
 	MaxUnavailable *int `toml:"max_unavailable"`
 }
 
+type manifestJob struct {
+	Name        string            `toml:"name"`
+	Labels      map[string]string `toml:"labels"`
+	Schedule    string            `toml:"schedule"`
+	Concurrency string            `toml:"concurrency"`
+	Retries     *int              `toml:"retries"`
+	Template    *manifestTemplate `toml:"template"`
+}
+
 type manifestService struct {
 	Name     string                `toml:"name"`
 	Labels   map[string]string     `toml:"labels"`
@@ -223,6 +232,7 @@ var manifestKinds = []struct {
 	{"deployment", KindDeployment},
 	{"daemon", KindDaemon},
 	{"service", KindService},
+	{"job", KindJob},
 }
 
 func kindOfTable(t string) (Kind, bool) {
@@ -276,6 +286,19 @@ func (m *manifestDaemon) toAPI() *Daemon {
 		d.Spec.Strategy.MaxUnavailable = m.Strategy.MaxUnavailable
 	}
 	return d
+}
+
+func (m *manifestJob) toAPI() *Job {
+	return &Job{
+		Kind:     KindJob,
+		Metadata: ObjectMeta{Name: m.Name, Labels: nilIfEmptyMap(m.Labels)},
+		Spec: JobSpec{
+			Schedule:    m.Schedule,
+			Concurrency: m.Concurrency,
+			Retries:     m.Retries,
+			Template:    m.Template.toAPI(),
+		},
+	}
 }
 
 func (m *manifestService) toAPI() *Service {
@@ -407,10 +430,19 @@ func toManifest(o Object) (string, any, error) {
 			m.Ports = append(m.Ports, manifestServicePort{Name: p.Name, Target: portRef(p.Target), Port: p.Port, Protocol: p.Protocol})
 		}
 		return "service", m, nil
+	case *Job:
+		return "job", &manifestJob{
+			Name:        v.Metadata.Name,
+			Labels:      v.Metadata.Labels,
+			Schedule:    v.Spec.Schedule,
+			Concurrency: v.Spec.Concurrency,
+			Retries:     v.Spec.Retries,
+			Template:    templateToManifest(v.Spec.Template),
+		}, nil
 	case nil:
 		return "", nil, errors.New("api: cannot write a nil object to a manifest")
 	}
-	return "", nil, fmt.Errorf("api: %s cannot be written to a manifest (only deployments, daemons and services)", o.GetKind())
+	return "", nil, fmt.Errorf("api: %s cannot be written to a manifest (only deployments, daemons, services and jobs)", o.GetKind())
 }
 
 // ---------------------------------------------------------------------------
@@ -588,13 +620,13 @@ func topLevelProblem(key string, val any) string {
 		what = "kind"
 	}
 	msg := fmt.Sprintf("unknown %s %q", what, key)
-	if s := suggest(key, []string{"deployment", "daemon", "service"}); s != "" {
+	if s := suggest(key, []string{"deployment", "daemon", "service", "job"}); s != "" {
 		return msg + fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	if what == "key" {
-		return msg + ": keys go inside a [[deployment]], [[daemon]] or [[service]] table"
+		return msg + ": keys go inside a [[deployment]], [[daemon]], [[service]] or [[job]] table"
 	}
-	return msg + ": a manifest declares [[deployment]], [[daemon]] and [[service]] tables"
+	return msg + ": a manifest declares [[deployment]], [[daemon]], [[service]] and [[job]] tables"
 }
 
 // asArray returns the elements of a TOML array (of tables or values).
@@ -691,6 +723,10 @@ func (fd *fileDecoder) decodeObject(table string, kind Kind, i int, v any) decod
 		d.obj = m.toAPI()
 	case KindService:
 		var m manifestService
+		od.decode(abs, "", v, reflect.ValueOf(&m).Elem())
+		d.obj = m.toAPI()
+	case KindJob:
+		var m manifestJob
 		od.decode(abs, "", v, reflect.ValueOf(&m).Elem())
 		d.obj = m.toAPI()
 	}

@@ -331,6 +331,8 @@ func SecretUsers(name string, objs []Object) []string {
 			t = &x.Spec.Template
 		case *Daemon:
 			t = &x.Spec.Template
+		case *Job:
+			t = &x.Spec.Template
 		case *Pod:
 			pods = append(pods, x)
 		}

@@ -21,7 +21,7 @@ const (
 )
 
 // Kinds lists every kind in a fixed order.
-var Kinds = []Kind{KindNode, KindDeployment, KindDaemon, KindPod, KindService, KindSecret}
+var Kinds = []Kind{KindNode, KindDeployment, KindDaemon, KindPod, KindService, KindSecret, KindJob}
 
 // ObjectMeta is the metadata every object carries.
 type ObjectMeta struct {
@@ -469,6 +469,12 @@ type PodSpec struct {
 	// it made the pod (PodRevision): names, versions and keys, never
 	// values. The placer writes those keys' values to the board.
 	Secrets []PodSecret `json:"secrets,omitempty"`
+	// Schedule is the calendar event of a scheduled job's pod (copied
+	// from JobSpec.Schedule): its unit is started by a timer.
+	Schedule string `json:"schedule,omitempty"`
+	// Concurrency is a scheduled job's pod's policy (copied from
+	// JobSpec.Concurrency): "" or forbid, or replace.
+	Concurrency string `json:"concurrency,omitempty"`
 }
 
 // PodPhase is where a pod is in its life.
@@ -508,8 +514,11 @@ type PodStatus struct {
 	// Ready is true when the unit is active and readiness passes.
 	Ready bool `json:"ready,omitempty"`
 	// IP is the node's address.
-	IP         string      `json:"ip,omitempty"`
-	StartedAt  time.Time   `json:"startedAt,omitzero"`
+	IP        string    `json:"ip,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	// LastRun is the last finished run of a job pod's unit (its owner
+	// keeps the last runs in JobStatus.Runs).
+	LastRun    *JobRun     `json:"lastRun,omitempty"`
 	Message    string      `json:"message,omitempty"`
 	Conditions []Condition `json:"conditions,omitempty"`
 }
@@ -599,6 +608,8 @@ func New(k Kind) Object {
 		return &Service{Kind: k}
 	case KindSecret:
 		return &Secret{Kind: k}
+	case KindJob:
+		return &Job{Kind: k}
 	case KindEvent:
 		return &Event{Kind: k}
 	}
@@ -654,5 +665,5 @@ func FromRawList[T Object](kind Kind, raws []RawObject) []T {
 type UnknownKindError struct{ Kind string }
 
 func (e *UnknownKindError) Error() string {
-	return "api: unknown kind " + `"` + e.Kind + `"` + " (want nodes, deployments, daemons, pods, services or secrets)"
+	return "api: unknown kind " + `"` + e.Kind + `"` + " (want nodes, deployments, daemons, pods, services, secrets or jobs)"
 }

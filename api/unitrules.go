@@ -228,9 +228,9 @@ func (v *validator) podSpec(p fieldPath, s *PodSpec) {
 	op := p.field("owner", "-")
 	if s.Owner.Kind != "" || s.Owner.Name != "" {
 		switch s.Owner.Kind {
-		case KindDeployment, KindDaemon:
+		case KindDeployment, KindDaemon, KindJob:
 		default:
-			v.addf(op.field("kind", "-"), "%q: a pod is owned by deployments or daemons", s.Owner.Kind)
+			v.addf(op.field("kind", "-"), "%q: a pod is owned by deployments, daemons or jobs", s.Owner.Kind)
 		}
 		if msg := nameProblem(s.Owner.Name); msg != "" {
 			v.addf(op.field("name", "-"), "%q is not a valid name: %s", s.Owner.Name, msg)

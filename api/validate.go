@@ -128,10 +128,14 @@ func validateObject(o Object) []problem {
 	case *Service:
 		v.meta(meta, x.Metadata)
 		v.service(spec, &x.Spec)
+	case *Job:
+		v.meta(meta, x.Metadata)
+		v.job(spec, &x.Spec)
 	case *Pod:
 		v.meta(meta, x.Metadata)
 		v.podSpec(spec, &x.Spec)
 		v.replaces(spec, &x.Spec)
+		v.podSchedule(spec, &x.Spec)
 		v.template(spec.field("template", "template"), &x.Spec.Template)
 		v.hostPorts(spec.field("hostPorts", "-"), &x.Spec, false)
 	case *Node:
@@ -155,6 +159,8 @@ func kindField(o Object) Kind {
 	case *Daemon:
 		return x.Kind
 	case *Service:
+		return x.Kind
+	case *Job:
 		return x.Kind
 	case *Pod:
 		return x.Kind

@@ -209,7 +209,7 @@ func TestValidateRules(t *testing.T) {
 			t.Files = []File{{Path: "/a", Content: strings.Repeat("<", MaxTemplateBytes/6)}}
 		}), "spec.template", "Raft transaction of 1048576"},
 		// pods
-		{"pod owner kind", &Pod{Metadata: ObjectMeta{Name: "p"}, Spec: PodSpec{Owner: OwnerRef{Kind: KindService, Name: "x"}, Template: PodTemplate{Exec: []string{"/x"}}}}, "spec.owner.kind", "deployments or daemons"},
+		{"pod owner kind", &Pod{Metadata: ObjectMeta{Name: "p"}, Spec: PodSpec{Owner: OwnerRef{Kind: KindService, Name: "x"}, Template: PodTemplate{Exec: []string{"/x"}}}}, "spec.owner.kind", "deployments, daemons or jobs"},
 		{"pod revision", &Pod{Metadata: ObjectMeta{Name: "p"}, Spec: PodSpec{Revision: "a b", Template: PodTemplate{Exec: []string{"/x"}}}}, "spec.revision", "printable ASCII"},
 		{"pod host port", &Pod{Metadata: ObjectMeta{Name: "p"}, Spec: PodSpec{HostPorts: map[string]int{"http": 0},
 			Template: PodTemplate{Exec: []string{"/x"}, Ports: []Port{{Name: "http"}}}}}, "spec.hostPorts[http]", "outside 1-65535"},

@@ -422,9 +422,9 @@ func TestGetWatch(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	golden(t, "get_pods_watch.golden", stdout.String())
-	// Ten fixtures are resourceVersions 1-10; the store's writes during
-	// the first watch take 11-15.
-	want := []string{"list pods", "watch pods from 11", "list pods", "watch pods from 16"}
+	// Thirteen fixtures are resourceVersions 1-13; the store's writes
+	// during the first watch take 14-18.
+	want := []string{"list pods", "watch pods from 13", "list pods", "watch pods from 18"}
 	calls := h.Calls()
 	if diff := cmp.Diff(want, calls[:len(want)]); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
@@ -562,7 +562,7 @@ func TestCompletion(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"kinds", []string{"__complete", "get", ""}, []string{"nodes", "deployments", "daemons", "pods", "services", "secrets"}},
+		{"kinds", []string{"__complete", "get", ""}, []string{"nodes", "deployments", "daemons", "pods", "services", "secrets", "jobs"}},
 		{"names", []string{"__complete", "get", "deploy", ""}, []string{"api-server-with-a-long-name", "web"}},
 		{"no second name for get", []string{"__complete", "get", "deploy", "web", ""}, nil},
 		{"delete excludes chosen names", []string{"__complete", "delete", "nodes", "pi1", ""}, []string{"pi2"}},

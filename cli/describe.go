@@ -49,7 +49,7 @@ deployment or daemon also lists its pods; a node lists the pods placed on it.`,
 				return err
 			}
 			var pods []*api.Pod
-			if kind == api.KindDeployment || kind == api.KindDaemon || kind == api.KindNode {
+			if kind == api.KindDeployment || kind == api.KindDaemon || kind == api.KindNode || kind == api.KindJob {
 				raws, _, err := c.List(ctx, api.KindPod)
 				if err != nil {
 					return fmt.Errorf("listing pods: %w", err)
@@ -172,10 +172,12 @@ func (p printer) describe(o api.Object, pods []*api.Pod, evs []*api.Event) strin
 		conds = p.describeNode(d, o)
 	case *api.Secret:
 		p.describeSecret(d, o)
+	case *api.Job:
+		conds = p.describeJob(d, o)
 	}
 	p.describeConditions(d, conds)
 	switch o.(type) {
-	case *api.Deployment, *api.Daemon, *api.Node:
+	case *api.Deployment, *api.Daemon, *api.Node, *api.Job:
 		p.describePods(d, pods)
 	}
 	p.describeEvents(d, evs)
@@ -258,6 +260,51 @@ func (p printer) describeDeployment(d *descBuilder, o *api.Deployment) []api.Con
 			}
 		}
 		d.kv(0, "Rebalance", fmt.Sprintf("%s (%s ago)", state, humanAge(rb.Requested, p.Now)))
+	}
+	p.template(d, o.Spec.Template)
+	return st.Conditions
+}
+
+// describeJob adds a job's schedule, policy, phase, runs and template and
+// returns its conditions.
+func (p printer) describeJob(d *descBuilder, o *api.Job) []api.Condition {
+	st := o.Status
+	sched := "none: runs once"
+	if o.Spec.Schedule != "" {
+		sched = o.Spec.Schedule + " (systemd OnCalendar=, on the board that holds the job)"
+	}
+	d.kv(0, "Schedule", sched)
+	d.kv(0, "Concurrency", o.Spec.Concurrency)
+	if o.Spec.Schedule == "" {
+		d.kv(0, "Retries", fmt.Sprintf("%s (failed so far: %d)", intOr(o.Spec.Retries, strconv.Itoa(api.DefaultJobRetries)), st.Failures))
+	}
+	phase := string(st.Phase)
+	if st.Message != "" {
+		phase += ": " + st.Message
+	}
+	d.kv(0, "Status", phase)
+	d.opt(0, "Pod", st.Pod)
+	d.opt(0, "Board", st.Node)
+	if !st.NextAttempt.IsZero() {
+		d.kv(0, "Next Attempt", st.NextAttempt.UTC().Format(time.RFC3339))
+	}
+	d.kv(0, "Observed Generation", strconv.FormatInt(st.ObservedGeneration, 10))
+	if len(st.Runs) == 0 {
+		d.kv(0, "Runs", none)
+	} else {
+		t := &table{Header: []string{"STARTED", "EXIT", "RESULT", "DURATION", "BOARD", "POD"}}
+		for _, r := range st.Runs {
+			started, took := none, none
+			if !r.Start.IsZero() {
+				started = r.Start.UTC().Format(time.RFC3339) + " (" + humanAge(r.Start, p.Now) + " ago)"
+			}
+			if !r.End.IsZero() {
+				took = runDuration(r.Duration())
+			}
+			t.Rows = append(t.Rows, []string{started, runExit(r), orNone(r.Result), took, orNone(r.Node), r.Pod})
+		}
+		d.title(0, "Runs")
+		d.table(1, t)
 	}
 	p.template(d, o.Spec.Template)
 	return st.Conditions

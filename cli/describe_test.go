@@ -34,6 +34,8 @@ func TestDescribeGolden(t *testing.T) {
 		{"service_no_endpoints", fx[api.KindService][0], nil, nil},
 		{"node", fx[api.KindNode][0], pods[:1], nil},
 		{"node_cordoned", fx[api.KindNode][1], nil, nil},
+		{"job_scheduled", fx[api.KindJob][0], nil, nil},
+		{"job_failed", fx[api.KindJob][1], nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -494,7 +494,26 @@ func fixtures() map[api.Kind][]api.Object {
 	pi2 := node("pi2", "10.0.0.12", false, api.NodeNotReady)
 	pi2.Spec.Unschedulable = true
 	pi2.Status.MemoryBytes = 1536 << 20
+	backup := &api.Job{Kind: api.KindJob,
+		Metadata: api.ObjectMeta{Name: "backup", Generation: 1, ResourceVersion: 60, Created: ago(26 * time.Hour)},
+		Spec: api.JobSpec{Schedule: "*-*-* 03:00:00", Concurrency: api.ConcurrencyForbid, Retries: intp(3),
+			Template: api.PodTemplate{Exec: []string{"/usr/bin/tar", "-czf", "/var/backups/etc.tgz", "/etc"}, RestartPolicy: api.RestartNever}},
+		Status: api.JobStatus{ObservedGeneration: 1, Phase: api.JobScheduled, Pod: "backup-x2b4z", Node: "pi2", PodsCreated: 1,
+			Runs: []api.JobRun{
+				{Pod: "backup-x2b4z", Node: "pi2", Start: ago(3 * time.Hour), End: ago(3*time.Hour - 42*time.Second), ExitStatus: 0, Result: "success"},
+				{Pod: "backup-x2b4z", Node: "pi2", Start: ago(27 * time.Hour), End: ago(27*time.Hour - 5*time.Second), ExitStatus: 2, Result: "exit-code"},
+			}}}
+	migrate := &api.Job{Kind: api.KindJob,
+		Metadata: api.ObjectMeta{Name: "migrate", Generation: 1, ResourceVersion: 61, Created: ago(time.Hour)},
+		Spec: api.JobSpec{Concurrency: api.ConcurrencyForbid, Retries: intp(1),
+			Template: api.PodTemplate{Exec: []string{"/opt/app/migrate"}, RestartPolicy: api.RestartNever}},
+		Status: api.JobStatus{ObservedGeneration: 1, Phase: api.JobFailed, Failures: 2, PodsCreated: 2, Message: "failed 2 times (retries 1)",
+			Runs: []api.JobRun{
+				{Pod: "migrate-b8c9d", Node: "pi1", Start: ago(50 * time.Minute), End: ago(50*time.Minute - 12*time.Millisecond), ExitStatus: 9, Result: "signal"},
+				{Pod: "migrate-a1b2c", Node: "pi1", Start: ago(time.Hour), Result: "lost"},
+			}}}
 	return map[api.Kind][]api.Object{
+		api.KindJob:        {backup, migrate},
 		api.KindDeployment: {api2, web},
 		api.KindDaemon:     {exporter},
 		api.KindPod:        pods,

@@ -23,8 +23,10 @@ func parseKind(s string) (api.Kind, error) {
 		return api.KindNode, nil
 	case "secret", "secrets":
 		return api.KindSecret, nil
+	case "job", "jobs":
+		return api.KindJob, nil
 	}
-	return "", usagef("unknown kind %q (want deployments (deploy), daemons (ds), pods (po), services (svc), nodes (no) or secrets)", s)
+	return "", usagef("unknown kind %q (want deployments (deploy), daemons (ds), pods (po), services (svc), nodes (no), secrets or jobs)", s)
 }
 
 // singular is the kind as herdctl prints it in "kind/name".

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -17,10 +19,11 @@ func (a *app) logsCmd() *cobra.Command {
 		tail   int
 	)
 	cmd := &cobra.Command{
-		Use:   "logs POD",
-		Short: "Print the journal of a pod, read on the board it runs on",
+		Use:   "logs POD | job/NAME",
+		Short: "Print the journal of a pod or job, read on the board it runs on",
 		Long: `Print the journal of a pod's systemd unit (herd-POD.service), read with
-journalctl on the board the pod runs on.
+journalctl on the board the pod runs on. For job/NAME, the journal of the
+job's current pod, or of the pod of its newest run.
 
 --since takes a duration (10m, 1h30m: that long ago) or a time
 (2025-06-01T10:00:00+02:00, or "2025-06-01 10:00:00" in local time).
@@ -31,7 +34,8 @@ With -f, new lines are printed as they come until interrupted (Ctrl-C ends
 it normally) or --timeout passes. Without -f, --timeout defaults to 30s.`,
 		Example: `  herdctl logs web-7x2kq
   herdctl logs web-7x2kq -f --tail 20
-  herdctl logs pod/web-7x2kq --since 10m`,
+  herdctl logs pod/web-7x2kq --since 10m
+  herdctl logs job/backup --tail 50`,
 		Args: argsBetween(1, 1),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 			if len(args) > 0 {
@@ -40,7 +44,7 @@ it normally) or --timeout passes. Without -f, --timeout defaults to 30s.`,
 			return a.completeNames(cmd, api.KindPod, nil), cobra.ShellCompDirectiveNoFileComp
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := podArg(args[0])
+			name, job, err := podArg(args[0])
 			if err != nil {
 				return err
 			}
@@ -71,6 +75,11 @@ it normally) or --timeout passes. Without -f, --timeout defaults to 30s.`,
 			}
 			ctx, cancel := a.streamContext(cmd, follow)
 			defer cancel()
+			if job {
+				if name, err = jobPod(ctx, c, name); err != nil {
+					return err
+				}
+			}
 			err = c.Logs(ctx, name, opts, a.stdout)
 			if follow && ctx.Err() != nil {
 				return nil // Ctrl-C or --timeout: the end of a follow
@@ -85,21 +94,44 @@ it normally) or --timeout passes. Without -f, --timeout defaults to 30s.`,
 	return cmd
 }
 
-// podArg parses the POD argument of logs: NAME or pod/NAME.
-func podArg(s string) (string, error) {
+// podArg parses the POD argument of logs: NAME, pod/NAME or job/NAME
+// (job reports the last).
+func podArg(s string) (name string, job bool, err error) {
 	k, n, ok := strings.Cut(s, "/")
 	if !ok {
-		return s, nil
+		return s, false, nil
 	}
 	kind, err := parseKind(k)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	if kind != api.KindPod {
-		return "", usagef("logs: %q: only pods have logs (list a %s's pods with herdctl describe %s %s)", s, singular(kind), singular(kind), n)
+	if kind != api.KindPod && kind != api.KindJob {
+		return "", false, usagef("logs: %q: only pods and jobs have logs (list a %s's pods with herdctl describe %s %s)", s, singular(kind), singular(kind), n)
 	}
 	if n == "" {
-		return "", usagef("logs: %q: want POD or pod/NAME", s)
+		return "", false, usagef("logs: %q: want POD, pod/NAME or job/NAME", s)
 	}
-	return n, nil
+	return n, kind == api.KindJob, nil
+}
+
+// jobPod returns the pod whose journal `logs job/NAME` reads: the job's
+// current pod, else the pod of its newest run (a finished job keeps it).
+func jobPod(ctx context.Context, c apiClient, name string) (string, error) {
+	raw, err := c.Get(ctx, api.KindJob, name)
+	if err != nil {
+		return "", err
+	}
+	raw.Kind = api.KindJob
+	o, err := api.FromRaw(raw)
+	if err != nil {
+		return "", err
+	}
+	st := o.(*api.Job).Status
+	if st.Pod != "" {
+		return st.Pod, nil
+	}
+	if len(st.Runs) > 0 {
+		return st.Runs[0].Pod, nil
+	}
+	return "", fmt.Errorf("job %s has no pod and no run yet (status %s)", name, orNone(string(st.Phase)))
 }

@@ -65,7 +65,7 @@ func TestLogsCommandErrors(t *testing.T) {
 	}{
 		{"no pod", []string{"logs"}, 2, "herdctl logs: missing arguments: want POD"},
 		{"two pods", []string{"logs", "a", "b"}, 2, "too many arguments"},
-		{"not a pod", []string{"logs", "deploy/web"}, 2, `logs: "deploy/web": only pods have logs`},
+		{"not a pod", []string{"logs", "deploy/web"}, 2, `logs: "deploy/web": only pods and jobs have logs`},
 		{"bad since", []string{"logs", "web-1", "--since", "yesterday"}, 2, `error: --since "yesterday": want a duration such as 10m or 1h30m`},
 		{"negative since", []string{"logs", "web-1", "--since", "-1h"}, 2, "must not be negative"},
 		{"tail too large", []string{"logs", "web-1", "--tail", "100001"}, 2, "--tail 100001: at most 100000 lines"},
@@ -149,5 +149,24 @@ func TestLogsEndToEnd(t *testing.T) {
 	h.cancel() // Ctrl-C
 	if code := <-done; code != 0 || stdout.String() != "herd-web-b9d4m.service on pi2 since \"\" tail 0\n" || stderr.String() != "" {
 		t.Errorf("follow: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestLogsJob: logs job/NAME reads the job's current pod, or the pod of
+// its newest run once the job is done.
+func TestLogsJob(t *testing.T) {
+	h := newHarness(t, withLogs(twoLines))
+	putPlacedPod(h, "web-1")
+	h.put(&api.Job{Kind: api.KindJob, Metadata: api.ObjectMeta{Name: "backup"},
+		Spec:   api.JobSpec{Template: api.PodTemplate{Exec: []string{"/bin/true"}}},
+		Status: api.JobStatus{Phase: api.JobSucceeded, Runs: []api.JobRun{{Pod: "web-1", Node: "pi1", Result: "success"}}}})
+	h.put(&api.Job{Kind: api.KindJob, Metadata: api.ObjectMeta{Name: "new"},
+		Spec: api.JobSpec{Template: api.PodTemplate{Exec: []string{"/bin/true"}}}})
+	out, _ := h.mustRun(0, "logs", "job/backup")
+	if out != "web-1: one\nweb-1: two\n" {
+		t.Errorf("stdout %q", out)
+	}
+	if _, errOut := h.mustRun(1, "logs", "job/new"); !strings.Contains(errOut, "job new has no pod and no run yet") {
+		t.Errorf("stderr %q", errOut)
 	}
 }

@@ -103,6 +103,12 @@ func (p printer) header(kind api.Kind) []string {
 			h = append(h, "TARGETS")
 		}
 		return h
+	case api.KindJob:
+		h := []string{"NAME", "SCHEDULE", "STATUS", "LAST RUN", "EXIT", "DURATION", "BOARD", "AGE"}
+		if p.Wide {
+			h = append(h, "RUNS", "FAILURES", "POD", "EXEC")
+		}
+		return h
 	case api.KindNode:
 		h := []string{"NAME", "STATUS", "ROLES", "ADDRESS", "ARCH", "AGE"}
 		if p.Wide {
@@ -169,6 +175,29 @@ func (p printer) row(o api.Object) []string {
 			r = append(r, orNone(strings.Join(ports, ",")))
 		}
 		return r
+	case *api.Job:
+		st := &o.Status
+		lastRun, exit, took, board := none, none, none, orNone(st.Node)
+		if len(st.Runs) > 0 {
+			r := st.Runs[0]
+			lastRun = humanAge(r.Start, p.Now) + " ago"
+			exit = runExit(r)
+			if !r.End.IsZero() {
+				took = runDuration(r.Duration())
+			}
+			if board == none {
+				board = orNone(r.Node)
+			}
+		}
+		r := []string{m.Name, orNone(o.Spec.Schedule), orNone(string(st.Phase)), lastRun, exit, took, board, age}
+		if p.Wide {
+			pod := st.Pod
+			if pod == "" && len(st.Runs) > 0 {
+				pod = st.Runs[0].Pod
+			}
+			r = append(r, strconv.Itoa(len(st.Runs)), strconv.Itoa(st.Failures), orNone(pod), orNone(formatArgv(o.Spec.Template.Exec)))
+		}
+		return r
 	case *api.Node:
 		r := []string{m.Name, nodeStatus(o), nodeRole(o), orNone(o.Status.Address), orNone(o.Status.Arch), age}
 		if p.Wide {
@@ -187,6 +216,27 @@ func (p printer) row(o api.Object) []string {
 		return r
 	}
 	return []string{m.Name, age}
+}
+
+// runDuration is a run's duration as get and describe show it: like
+// AGE, but a run under a second in milliseconds ("12ms").
+func runDuration(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return humanDuration(d)
+}
+
+// runExit is a run's end as get and describe show it: "0", "3", "signal
+// 9", "lost".
+func runExit(r api.JobRun) string {
+	switch r.Result {
+	case "", "success", "exit-code":
+		return strconv.Itoa(r.ExitStatus)
+	case "signal", "core-dump":
+		return "signal " + strconv.Itoa(r.ExitStatus)
+	}
+	return r.Result
 }
 
 // table renders objs, all of kind, as a table.

@@ -164,6 +164,18 @@
 // rolls the pods, which log its hash, and the old pods' credential files
 // go. A deployment naming a missing secret stays Pending (SecretMissing).
 // Run it alone with: go test -tags e2e -count=1 -run TestSecrets -v ./e2e/
+// TestJobs (e2e/jobs_test.go) applies a job firing every 5 seconds that
+// exits 0 and 3 by turns and two run-once jobs: the scheduled job's timer is enabled and
+// active on exactly one board, its service static (never enabled), and its
+// runs reach `herdctl get jobs` with their exit status and `herdctl logs
+// job/tick` with their output; the run-once jobs end Succeeded, and Failed
+// after one retry; a job with concurrency replace whose runs take a minute
+// has its running process replaced by the next run (a new main PID, the
+// service active throughout). The power of the scheduled job's board is then pulled:
+// the job's pod is replaced on another board, whose timer fires and whose
+// run is recorded. The board is powered on again at the end and must be
+// fenced (no herd-tick unit left on it). Run it alone with:
+// go test -tags e2e -count=1 -run TestJobs -v ./e2e/
 //
 // Command chaostool (scripts/chaos) is the nemesis: N mixed fault cycles on
 // a lab of five boards with the same ground truth, scale writes during each

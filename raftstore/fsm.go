@@ -455,8 +455,8 @@ func cloneRaw(o api.RawObject) api.RawObject {
 // a herd of a lower StateFormat once a higher one ran (herdctl upgrade
 // refuses such a downgrade); raise it with every incompatible change.
 // Format 2 added events (api.KindEvent); a herd of format 2 reads format
-// 1 snapshots, which have none. Format 3 added secrets (api.KindSecret);
-// it reads format 1 and 2 snapshots.
+// 1 snapshots, which have none. Format 3 added secrets (api.KindSecret)
+// and jobs (api.KindJob); it reads format 1 and 2 snapshots.
 const StateFormat = 3
 
 // oldestSnapshotFormat is the oldest snapshot format Restore reads.

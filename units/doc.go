@@ -48,6 +48,34 @@
 // Artifact paths are listed in X-Herd-Files after the files, so they are
 // removed with the unit and kept while another placed pod uses them.
 //
+// # Jobs and timers
+//
+// A job's pod (api.PodSpec.RunsToCompletion) renders without [Install]:
+// its unit is never enabled, so a reboot does not run it again. A run-once
+// job's unit has RemainAfterExit=yes: after exit 0 it stays active
+// (exited), so systemd does not unload it and forget its run before herd
+// reads it (a failed unit stays loaded anyway; a scheduled job's service is
+// held by its timer, and must go inactive for the next run). Plan starts
+// a run-once job's unit once (and again only if its board's agent stopped
+// it while cut off) and never restarts it after it exits. A scheduled job's
+// pod (api.PodSpec.Scheduled) also gets a timer, api.TimerName(pod) =
+// herd-<pod>.timer, from RenderTimer: OnCalendar= the schedule, Unit= the
+// service, AccuracySec=1s, no Persistent= (missed runs are not caught up:
+// docs/manifests.md says why), WantedBy=timers.target. Plan writes it
+// beside the service (after it: a pass cut short leaves no timer without
+// its service), enables and starts the timer, never the service, restarts
+// the timer when its file changes and takes it down (stop, disable,
+// remove) with its service when the pod is not placed there.
+// A job with concurrency replace (api.PodSpec.ReplacesRuns) has its timer
+// start a kick unit instead, api.KickUnitName = herd-<pod>_kick.service
+// (RenderKick: a oneshot running `systemctl restart --no-block --
+// herd-<pod>.service`), which the plan writes with the service as one of
+// the pod's files (KickPath, listed in X-Herd-Files), so it is removed
+// with the service; the listing never sees it ('_' is in no pod name).
+// The listing reports each service's timer (UnitState.TimerActiveState,
+// TimerFileHash) and the main process's exit time and Result, from which
+// the controller records runs.
+//
 // # Environment file
 //
 // No environment value is written into the unit file (unit files are

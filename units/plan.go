@@ -20,7 +20,7 @@ import (
 //
 // Most fields are systemd properties of the same name, as printed by
 //
-//	systemctl show --property=Id,LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload,MainPID,NRestarts,ExecMainStatus,ExecMainStartTimestamp herd-*.service
+//	systemctl show --property=Id,LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload,MainPID,NRestarts,ExecMainStatus,ExecMainStartTimestamp,ExecMainExitTimestamp,Result,ExecMainStartTimestampMonotonic,ExecMainExitTimestampMonotonic herd-*.service
 //
 // (ShowProperties lists them; ParseShow reads that output). A pattern only
 // matches units systemd has loaded, so the executor also lists the unit
@@ -56,6 +56,28 @@ type UnitState struct {
 	// prints "n/a" or nothing) when it never started since systemd loaded
 	// the unit.
 	ExecMainStartTimestamp string
+	// ExecMainExitTimestamp is when the main process last exited, in the
+	// same form; empty when it has not exited since it last started (or
+	// never ran). With ExecMainStartTimestamp, ExecMainStatus and Result
+	// it describes a job's last run (see JobRun).
+	ExecMainExitTimestamp string `json:",omitempty"`
+	// Result is systemd's Result of the service: success, exit-code,
+	// signal, core-dump, timeout, ...
+	Result string `json:",omitempty"`
+	// ExecMainStartMonotonic and ExecMainExitMonotonic are the same two
+	// times on the board's monotonic clock, in microseconds (properties
+	// ExecMainStartTimestampMonotonic, ExecMainExitTimestampMonotonic):
+	// a run's duration to the microsecond, where the wall-clock forms
+	// only have seconds. 0 when unknown.
+	ExecMainStartMonotonic int64 `json:",omitempty"`
+	ExecMainExitMonotonic  int64 `json:",omitempty"`
+	// TimerActiveState is the ActiveState of the unit's timer
+	// (api.TimerName: a scheduled job's pod), "" when the board has none
+	// loaded; TimerFileHash is Hash of the timer's file in the unit
+	// directory, "" when there is none. Not properties of the service:
+	// sshexec's listing adds them.
+	TimerActiveState string `json:",omitempty"`
+	TimerFileHash    string `json:",omitempty"`
 	// FileHash is Hash of the unit file's bytes on the board, or "" when
 	// there is no file. Not a systemd property: sshexec's ShowUnits computes
 	// it (sha256sum of /etc/systemd/system/herd-*.service in the same round
@@ -94,7 +116,8 @@ func (u UnitState) StoppedOnDisconnect() bool {
 // order to pass to `systemctl show --property=`.
 func ShowProperties() []string {
 	return []string{"Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "NeedDaemonReload",
-		"MainPID", "NRestarts", "ExecMainStatus", "ExecMainStartTimestamp"}
+		"MainPID", "NRestarts", "ExecMainStatus", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "Result",
+		"ExecMainStartTimestampMonotonic", "ExecMainExitTimestampMonotonic"}
 }
 
 // ParseShow reads the output of `systemctl show --property=...` for one or
@@ -142,6 +165,16 @@ func ParseShow(out []byte) ([]UnitState, error) {
 			}
 			return v, nil
 		}
+		num64 := func() (int64, error) {
+			if value == "" || value == "[not set]" {
+				return 0, nil
+			}
+			v, err := strconv.ParseInt(value, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("units: systemctl show line %d: %s=%q is not a number", n, key, value)
+			}
+			return v, nil
+		}
 		var err error
 		switch key {
 		case "Id":
@@ -166,6 +199,16 @@ func ParseShow(out []byte) ([]UnitState, error) {
 			if value != "n/a" {
 				cur.ExecMainStartTimestamp = value
 			}
+		case "ExecMainExitTimestamp":
+			if value != "n/a" {
+				cur.ExecMainExitTimestamp = value
+			}
+		case "Result":
+			cur.Result = value
+		case "ExecMainStartTimestampMonotonic":
+			cur.ExecMainStartMonotonic, err = num64()
+		case "ExecMainExitTimestampMonotonic":
+			cur.ExecMainExitMonotonic, err = num64()
 		}
 		if err != nil {
 			return nil, err
@@ -597,6 +640,13 @@ func podFiles(p *api.Pod) ([]PodFile, error) {
 		}
 		files = append(files, PodFile{Path: f.Path, Content: []byte(f.Content), Mode: mode, AllowSetID: f.AllowSetID})
 	}
+	if p.Spec.ReplacesRuns() {
+		kick, err := RenderKick(p)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, PodFile{Path: KickPath(p.Metadata.Name), Content: kick, Mode: 0o644})
+	}
 	return files, nil
 }
 
@@ -626,6 +676,10 @@ func (pl *planner) placed(p *api.Pod, name string) {
 		}
 	}
 	u, ok := pl.seen[name]
+	if p.Spec.RunsToCompletion() {
+		pl.job(p, name, u, ok, content, write)
+		return
+	}
 	switch {
 	case !ok || u.FileHash == "":
 		// A unit systemd has never seen needs no daemon-reload: systemd
@@ -652,6 +706,83 @@ func (pl *planner) placed(p *api.Pod, name string) {
 		pl.add(ActionStart, name, "unit file was written but never loaded")
 	default:
 		pl.current(p, name, u)
+	}
+}
+
+// job plans the units of a job's pod (api.PodSpec.RunsToCompletion): its
+// service is never enabled (a reboot does not run it again) and is
+// restarted after a change only while it runs. A job without schedule
+// has its service started once (never started, or stopped by its board
+// while cut off); a scheduled job's service is never started by herd: its
+// timer (api.TimerName, RenderTimer) is written beside it, enabled and
+// started, and restarted when its file changes.
+func (pl *planner) job(p *api.Pod, name string, u UnitState, ok bool, content []byte,
+	write func(reason string, prune, reload bool)) {
+	switch {
+	case !ok || u.FileHash == "":
+		write("new pod placed on this node", false, ok)
+		if !p.Spec.Scheduled() {
+			if isRunning(u.ActiveState) {
+				pl.add(ActionRestart, name, "unit file was missing while the unit ran")
+			} else {
+				pl.add(ActionStart, name, "new pod placed on this node")
+			}
+		}
+	case u.FileHash != Hash(content):
+		write("pod spec changed", true, true)
+		if isRunning(u.ActiveState) {
+			pl.add(ActionRestart, name, "pod spec changed")
+		}
+	case u.LoadState == "" || u.LoadState == "not-found":
+		pl.reload = append(pl.reload, name)
+		if !p.Spec.Scheduled() {
+			pl.add(ActionStart, name, "unit file was written but never loaded")
+		}
+	default:
+		if u.NeedDaemonReload {
+			pl.reload = append(pl.reload, name)
+		}
+		if !p.Spec.Scheduled() {
+			switch {
+			case u.StoppedOnDisconnect():
+				pl.add(ActionStart, name, "unit was stopped by its board while cut off from the servers")
+			case u.ActiveState == "inactive" && u.ExecMainStartTimestamp == "":
+				pl.add(ActionStart, name, "unit was never started")
+			}
+		}
+	}
+	if p.Spec.Scheduled() {
+		pl.timer(p, u)
+	}
+}
+
+// timer plans the timer of a scheduled job's pod: written when its file
+// differs, then enabled and started unless active (restarted if active
+// and changed).
+func (pl *planner) timer(p *api.Pod, u UnitState) {
+	tn := api.TimerName(p.Metadata.Name)
+	content, err := RenderTimer(p)
+	if err != nil {
+		pl.errs = append(pl.errs, err)
+		return
+	}
+	changed := u.TimerFileHash != Hash(content)
+	if changed {
+		reason := "new scheduled job placed on this node"
+		if u.TimerFileHash != "" {
+			reason = "schedule changed"
+		}
+		pl.acts = append(pl.acts, Action{Type: ActionWrite, Unit: tn, Reason: reason, Content: content, Keep: pl.keep})
+		if u.TimerActiveState != "" || u.TimerFileHash != "" {
+			pl.reload = append(pl.reload, tn)
+		}
+	}
+	switch {
+	case u.TimerActiveState != "active":
+		pl.add(ActionEnable, tn, "timer of a scheduled job")
+		pl.add(ActionStart, tn, "timer of a scheduled job")
+	case changed:
+		pl.add(ActionRestart, tn, "schedule changed")
 	}
 }
 
@@ -699,6 +830,18 @@ func (pl *planner) stale() {
 		}
 		if u.ActiveState == "failed" {
 			pl.add(ActionResetFailed, name, why)
+		}
+		if pod, ok := api.PodFromUnitName(name); ok && (u.TimerActiveState != "" || u.TimerFileHash != "") {
+			// A scheduled job's timer goes with its service.
+			tn := api.TimerName(pod)
+			if isRunning(u.TimerActiveState) {
+				pl.add(ActionStop, tn, why)
+			}
+			if u.TimerFileHash != "" {
+				pl.add(ActionDisable, tn, why)
+				pl.acts = append(pl.acts, Action{Type: ActionRemove, Unit: tn, Reason: why, Keep: pl.keep})
+				pl.reload = append(pl.reload, tn)
+			}
 		}
 	}
 }

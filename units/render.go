@@ -203,10 +203,15 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 		r.add(sectionUnit, keyRevision, rev)
 	}
 	r.add(sectionUnit, keyGeneration, strconv.FormatInt(p.Metadata.Generation, 10))
-	if len(t.Files)+len(t.Artifacts) > 0 {
-		words := make([]string, 0, len(t.Files)+len(t.Artifacts))
+	if len(t.Files)+len(t.Artifacts) > 0 || p.Spec.ReplacesRuns() {
+		words := make([]string, 0, len(t.Files)+len(t.Artifacts)+1)
 		for _, f := range t.Files {
 			words = append(words, api.QuoteUnitWord(f.Path, api.UnitQuoting{}))
+		}
+		// A replacing job's kick unit is written and removed like a file
+		// of the pod.
+		if p.Spec.ReplacesRuns() {
+			words = append(words, api.QuoteUnitWord(KickPath(p.Metadata.Name), api.UnitQuoting{}))
 		}
 		// Artifacts are placed by the board, but removed with the unit
 		// like the files.
@@ -221,6 +226,13 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 
 	// [Service]
 	r.add(sectionService, "Type", "exec")
+	if p.Spec.RunsToCompletion() && !p.Spec.Scheduled() {
+		// A run-once job's unit stays active (exited) after exit 0:
+		// systemd would otherwise unload the finished, unreferenced unit
+		// and forget its run (status, times) before herd reads it, and
+		// the plan would take it for never started.
+		r.add(sectionService, "RemainAfterExit", "yes")
+	}
 	if len(t.Artifacts) > 0 {
 		r.artifacts(p)
 	}
@@ -268,9 +280,74 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 		}
 	}
 
-	// [Install]
-	r.add(sectionInstall, "WantedBy", "multi-user.target")
+	// [Install]: a job's run is not enabled (a reboot does not run it
+	// again; a scheduled one is installed through its timer).
+	if !p.Spec.RunsToCompletion() {
+		r.add(sectionInstall, "WantedBy", "multi-user.target")
+	}
 	return r.opts
+}
+
+// KickDir is where a replacing job's kick unit (api.KickUnitName) is
+// written: systemd's directory for the administrator's units.
+const KickDir = "/etc/systemd/system"
+
+// KickPath is the file of a pod's kick unit.
+func KickPath(pod string) string { return KickDir + "/" + api.KickUnitName(pod) }
+
+// RenderKick returns the kick unit of a scheduled job's pod with
+// concurrency replace: the unit its timer starts, a oneshot that restarts
+// the pod's service without waiting (`systemctl restart --no-block --
+// herd-<pod>.service`: a running run is stopped, then the new one starts;
+// a stopped or failed service just starts). Its command is a constant but
+// for the pod's name, which admission restricts to [a-z0-9-]; no shell.
+func RenderKick(p *api.Pod) ([]byte, error) {
+	if err := check(p); err != nil {
+		return nil, err
+	}
+	if !p.Spec.ReplacesRuns() {
+		return nil, &RenderError{Pod: p.Metadata.Name, Field: "spec.concurrency", Reason: "not a scheduled job's pod with concurrency replace"}
+	}
+	name := p.Metadata.Name
+	opts := []*unit.UnitOption{
+		unit.NewUnitOption(sectionUnit, "Description", "herd: a new run of pod "+name+", replacing a running one"),
+		unit.NewUnitOption(sectionUnit, keyPod, name),
+		unit.NewUnitOption(sectionService, "Type", "oneshot"),
+		unit.NewUnitOption(sectionService, "ExecStart", "systemctl restart --no-block -- "+api.UnitName(name)),
+	}
+	return io.ReadAll(unit.Serialize(opts))
+}
+
+// Timer names the section of a timer unit.
+const sectionTimer = "Timer"
+
+// RenderTimer returns the timer unit of a scheduled job's pod
+// (api.TimerName, beside its service): OnCalendar= the pod's schedule,
+// Unit= its service, AccuracySec=1s (systemd's default of a minute would
+// shift every run by up to a minute), no Persistent= (runs missed while
+// no board held the job are not caught up), WantedBy=timers.target. Errors
+// are *RenderError: the pod must render (check) and be scheduled.
+func RenderTimer(p *api.Pod) ([]byte, error) {
+	if err := check(p); err != nil {
+		return nil, err
+	}
+	if !p.Spec.Scheduled() {
+		return nil, &RenderError{Pod: p.Metadata.Name, Field: "spec.schedule", Reason: "not a scheduled job's pod"}
+	}
+	name := p.Metadata.Name
+	target := api.UnitName(name)
+	if p.Spec.ReplacesRuns() {
+		target = api.KickUnitName(name)
+	}
+	opts := []*unit.UnitOption{
+		unit.NewUnitOption(sectionUnit, "Description", "herd timer of pod "+name+" ("+string(p.Spec.Owner.Kind)+"/"+p.Spec.Owner.Name+")"),
+		unit.NewUnitOption(sectionUnit, keyPod, name),
+		unit.NewUnitOption(sectionTimer, "OnCalendar", p.Spec.Schedule),
+		unit.NewUnitOption(sectionTimer, "Unit", target),
+		unit.NewUnitOption(sectionTimer, "AccuracySec", "1s"),
+		unit.NewUnitOption(sectionInstall, "WantedBy", "timers.target"),
+	}
+	return io.ReadAll(unit.Serialize(opts))
 }
 
 // artifacts adds the step that places the pod's artifacts before its

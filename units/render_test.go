@@ -120,6 +120,32 @@ func TestRenderGolden(t *testing.T) {
 				t.Errorf("Render(%s) differs from %s (-want +got):\n%s", g.name, g.unit, diff)
 			}
 
+			// A scheduled job's timer, beside its service.
+			timerPath := strings.TrimSuffix(g.unit, ".service") + ".timer"
+			if g.pod.Spec.Scheduled() {
+				timer, err := RenderTimer(g.pod)
+				if err != nil {
+					t.Fatalf("RenderTimer: %v", err)
+				}
+				if *update {
+					if err := os.WriteFile(timerPath, timer, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := os.ReadFile(timerPath)
+				if err != nil {
+					t.Fatalf("%v (run go test ./units -run TestRenderGolden -update)", err)
+				}
+				if diff := cmp.Diff(string(want), string(timer)); diff != "" {
+					t.Errorf("RenderTimer(%s) differs from %s (-want +got):\n%s", g.name, timerPath, diff)
+				}
+			} else if _, err := RenderTimer(g.pod); err == nil {
+				t.Errorf("RenderTimer of a pod without a schedule did not fail")
+			}
+			if hasInstall := bytes.Contains(got, []byte("\n[Install]\n")); hasInstall == g.pod.Spec.RunsToCompletion() {
+				t.Errorf("unit has [Install]: %v; a job's unit must have none, others must", hasInstall)
+			}
+
 			// The environment file, and the unit's hash of it.
 			envGot, err := RenderEnvFile(g.pod)
 			if err != nil {
@@ -201,6 +227,9 @@ func TestRenderGolden(t *testing.T) {
 			var files []string
 			for _, f := range g.pod.Spec.Template.Files {
 				files = append(files, f.Path)
+			}
+			if g.pod.Spec.ReplacesRuns() {
+				files = append(files, KickPath(g.pod.Metadata.Name))
 			}
 			for _, a := range g.pod.Spec.Template.Artifacts {
 				files = append(files, a.Path)

@@ -1,6 +1,14 @@
 // Package controller owns herd's level-triggered reconcilers: node,
-// replication (Deployment), daemon, service, the scheduling step, and the
-// folding of executor observations into pod and node status.
+// replication (Deployment), daemon, service, job, the scheduling step, and
+// the folding of executor observations into pod and node status.
+//
+// A Job (job.go) keeps one pod: a run-once job's, replaced after a failure
+// with a backoff until its retries are spent, or a scheduled job's, which
+// holds its timer on one board and is replaced like any pod when the board
+// is lost. ObservePod records a job pod's last finished run from the
+// unit's ExecMain* properties; ReconcileJob keeps the last runs in the
+// job's status. A backing-off job asks the Runner to wake it at its next
+// attempt (Index.WakeAfter), the one timed wake-up besides the resync.
 //
 // Every reconciler is a pure function: it takes the current objects (and
 // the time as an argument) and returns Actions as data, each with a reason,

@@ -109,6 +109,17 @@ type UnitObservation struct {
 	// fetch failure on the board (reason ArtifactMismatch,
 	// ArtifactUnreachable, ...); both "" when none is on record.
 	ArtifactReason, ArtifactMessage string
+	// ExecMainStartTimestamp, ExecMainExitTimestamp and Result describe
+	// the main process's last run as systemd prints them (the listing
+	// runs systemctl with TZ=UTC): what a job's run record is made of.
+	ExecMainStartTimestamp, ExecMainExitTimestamp, Result string
+	// ExecMainStartMonotonic and ExecMainExitMonotonic are the same times
+	// on the board's monotonic clock in microseconds (0: unknown), for the
+	// run's exact duration.
+	ExecMainStartMonotonic, ExecMainExitMonotonic int64
+	// TimerActiveState is the ActiveState of a scheduled job's timer, ""
+	// when the board has none.
+	TimerActiveState string
 }
 
 // Node condition types, besides api.ConditionReady.

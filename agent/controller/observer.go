@@ -27,10 +27,10 @@ type Observer interface {
 }
 
 // Controllers are the values ControllerOf returns.
-var Controllers = []string{"node", "deployment", "daemon", "service", "schedule", "other"}
+var Controllers = []string{"node", "deployment", "daemon", "service", "job", "schedule", "other"}
 
 // ControllerOf names the controller that reconciles key: node,
-// deployment, daemon, service or schedule ("other" for a key of no known
+// deployment, daemon, service, job or schedule ("other" for a key of no known
 // controller), a bounded set fit for a metric label.
 func ControllerOf(key Key) string {
 	if key == KeySchedule {
@@ -46,6 +46,8 @@ func ControllerOf(key Key) string {
 		return "daemon"
 	case api.KindService:
 		return "service"
+	case api.KindJob:
+		return "job"
 	}
 	return "other"
 }

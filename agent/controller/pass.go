@@ -26,6 +26,7 @@ type Cluster struct {
 	// Secrets are the stored secrets (sealed): their versions are part
 	// of the revision of the templates that name them.
 	Secrets []*api.Secret
+	Jobs    []*api.Job
 	Members []MemberInfo
 }
 
@@ -46,6 +47,8 @@ func (c *Cluster) Add(objs ...api.Object) {
 			c.Services = append(c.Services, o)
 		case *api.Secret:
 			c.Secrets = append(c.Secrets, o)
+		case *api.Job:
+			c.Jobs = append(c.Jobs, o)
 		}
 	}
 }
@@ -73,6 +76,7 @@ type Index struct {
 	daemons     map[string]*api.Daemon
 	services    map[string]*api.Service
 	secrets     map[string]*api.Secret
+	jobs        map[string]*api.Job
 	byOwner     map[api.OwnerRef][]*api.Pod
 	podNames    map[string]bool
 	byNode      map[string][]*api.Pod
@@ -94,6 +98,7 @@ func NewIndex(c *Cluster) *Index {
 		daemons:     make(map[string]*api.Daemon, len(c.Daemons)),
 		services:    make(map[string]*api.Service, len(c.Services)),
 		secrets:     make(map[string]*api.Secret, len(c.Secrets)),
+		jobs:        make(map[string]*api.Job, len(c.Jobs)),
 		byOwner:     make(map[api.OwnerRef][]*api.Pod),
 		podNames:    make(map[string]bool, len(c.Pods)),
 		byNode:      make(map[string][]*api.Pod),
@@ -123,6 +128,11 @@ func NewIndex(c *Cluster) *Index {
 	for _, s := range c.Secrets {
 		if s != nil {
 			ix.secrets[s.Metadata.Name] = s
+		}
+	}
+	for _, j := range c.Jobs {
+		if j != nil {
+			ix.jobs[j.Metadata.Name] = j
 		}
 	}
 	for _, p := range c.Pods {
@@ -183,8 +193,11 @@ func (ix *Index) Keys() []Key {
 	for n := range ix.services {
 		set[KeyOf(api.KindService, n)] = struct{}{}
 	}
+	for n := range ix.jobs {
+		set[KeyOf(api.KindJob, n)] = struct{}{}
+	}
 	for o := range ix.byOwner { // owners that are gone but still have pods
-		if o.Kind == api.KindDeployment || o.Kind == api.KindDaemon {
+		if o.Kind == api.KindDeployment || o.Kind == api.KindDaemon || o.Kind == api.KindJob {
 			set[KeyOf(o.Kind, o.Name)] = struct{}{}
 		}
 	}
@@ -243,8 +256,25 @@ func (ix *Index) Reconcile(now time.Time, cfg scheduler.Config, key Key) []Actio
 		if s := ix.services[name]; s != nil {
 			return reconcileService(now, s, ix.servicePods(s.Spec.Selector), ix.nodes)
 		}
+	case api.KindJob:
+		owned := ix.byOwner[api.OwnerRef{Kind: api.KindJob, Name: name}]
+		if j := ix.jobs[name]; j != nil {
+			return reconcileJob(now, j, owned, ix.podTaken, ix.secrets)
+		}
+		return deleteOrphans(owned, "job "+name+" was deleted")
 	}
 	return nil
+}
+
+// WakeAfter returns how long after now key wants reconciling again
+// without any change (a job backing off until its next attempt), 0 for
+// never.
+func (ix *Index) WakeAfter(now time.Time, key Key) time.Duration {
+	kind, name, _ := strings.Cut(key, "/")
+	if api.Kind(kind) == api.KindJob {
+		return jobWakeAfter(now, ix.jobs[name])
+	}
+	return 0
 }
 
 // ReconcileAll is one full pass over c: every node, deployment, daemon and

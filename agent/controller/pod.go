@@ -53,6 +53,10 @@ func artifactCondition(now time.Time, st api.PodStatus, obs UnitObservation) []a
 //     on-failure, Failed after a non-zero exit, otherwise Scheduled (stopped;
 //     the executor starts it again).
 //
+// A job's pod (api.PodSpec.RunsToCompletion) also gets its unit's last
+// finished run in status.lastRun; a scheduled job's pod follows its
+// timer instead (observeJobPod).
+//
 // Restarts is systemd's NRestarts. A unit that is not active and has an
 // artifact fetch failure on record gets the condition ArtifactsFetched=False
 // (the failure's reason and message) and the message "artifact: ..."; the
@@ -69,6 +73,18 @@ func ObservePod(now time.Time, pod *api.Pod, obs UnitObservation) []Action {
 	}
 	old := pod.Status
 	st := old
+	if pod.Spec.RunsToCompletion() {
+		js, done := observeJobPod(now, pod, obs)
+		if done {
+			if reflect.DeepEqual(js, old) {
+				return nil
+			}
+			np := *pod
+			np.Status = js
+			return []Action{newAction(ActionUpdateStatus, &np, "job unit %s/%s, timer %q: %s", obs.ActiveState, obs.SubState, obs.TimerActiveState, js.Phase)}
+		}
+		st = js
+	}
 	st.Ready = false
 	if obs.Found {
 		st.Restarts = obs.NRestarts

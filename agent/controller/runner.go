@@ -250,7 +250,11 @@ func (r *Runner) reconcileKey(ctx context.Context, q *Queue, key Key) (retried b
 		q.AddRateLimited(key)
 		return true, err
 	}
-	acts := ix.Reconcile(r.clock.Now(), r.cfg.Scheduler, key)
+	now := r.clock.Now()
+	acts := ix.Reconcile(now, r.cfg.Scheduler, key)
+	if d := ix.WakeAfter(now, key); d > 0 {
+		q.AddAfter(key, d) // a job's next attempt is due then
+	}
 	if len(acts) == 0 {
 		q.Forget(key)
 		return false, nil
@@ -289,7 +293,7 @@ func (r *Runner) enqueueAll(ctx context.Context, q *Queue) {
 // keysFor returns the keys a change affects.
 func (r *Runner) keysFor(ctx context.Context, ch Change) []Key {
 	switch ch.Kind {
-	case api.KindDeployment, api.KindDaemon, api.KindService:
+	case api.KindDeployment, api.KindDaemon, api.KindService, api.KindJob:
 		return []Key{KeyOf(ch.Kind, ch.Name)}
 	case api.KindPod:
 		keys := []Key{KeySchedule}
@@ -315,7 +319,7 @@ func (r *Runner) keysFor(ctx context.Context, ch Change) []Key {
 		// that name it: their owners roll.
 		ix, err := r.index(ctx)
 		if err != nil {
-			return r.allKeys(ctx, api.KindDeployment, api.KindDaemon)
+			return r.allKeys(ctx, api.KindDeployment, api.KindDaemon, api.KindJob)
 		}
 		var keys []Key
 		for _, d := range ix.c.Deployments {
@@ -326,6 +330,11 @@ func (r *Runner) keysFor(ctx context.Context, ch Change) []Key {
 		for _, d := range ix.c.Daemons {
 			if slices.Contains(d.Spec.Template.Secrets, ch.Name) {
 				keys = append(keys, KeyOf(api.KindDaemon, d.Metadata.Name))
+			}
+		}
+		for _, j := range ix.c.Jobs {
+			if slices.Contains(j.Spec.Template.Secrets, ch.Name) {
+				keys = append(keys, KeyOf(api.KindJob, j.Metadata.Name))
 			}
 		}
 		return keys

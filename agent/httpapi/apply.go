@@ -89,11 +89,11 @@ func (s *Server) admitAll(objects []json.RawMessage) ([]applyItem, []api.FieldEr
 		o := api.New(head.Kind)
 		switch {
 		case head.Kind == "":
-			errs = append(errs, api.FieldError{Object: ref, Field: "kind", Message: "required: deployments, daemons or services"})
+			errs = append(errs, api.FieldError{Object: ref, Field: "kind", Message: "required: deployments, daemons, services or jobs"})
 			continue
 		case o == nil:
 			errs = append(errs, api.FieldError{Object: ref, Field: "kind",
-				Message: fmt.Sprintf("unknown kind %q: want deployments, daemons or services", head.Kind)})
+				Message: fmt.Sprintf("unknown kind %q: want deployments, daemons, services or jobs", head.Kind)})
 			continue
 		case head.Kind == api.KindSecret:
 			errs = append(errs, api.FieldError{Object: ref, Field: "kind",

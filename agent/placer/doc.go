@@ -71,6 +71,12 @@
 // in the unit's X-Herd-Files, so they are removed with the unit like its
 // files.
 //
+// A scheduled job's pod has a second unit, its timer (units.RenderTimer):
+// the plan writes, enables, starts and removes it beside the service, the
+// state check before a bring-up covers it as the pod's, and a refusal of
+// the pod's files holds its timer back too. The listing's timer state and
+// the unit's last run go into the observation (controller.ObservePod).
+//
 // A pod's environment goes to its own file (units' env file path, mode
 // 0600, root-owned) in a directory the placer keeps at 0700 root, never in
 // the world-readable unit file; the plan's write-env action writes it

@@ -29,6 +29,13 @@ func observation(u units.UnitState) controller.UnitObservation {
 		ExecMainStatus: u.ExecMainStatus,
 
 		StoppedOnDisconnect: u.StoppedOnDisconnect(),
+
+		ExecMainStartTimestamp: u.ExecMainStartTimestamp,
+		ExecMainExitTimestamp:  u.ExecMainExitTimestamp,
+		Result:                 u.Result,
+		ExecMainStartMonotonic: u.ExecMainStartMonotonic,
+		ExecMainExitMonotonic:  u.ExecMainExitMonotonic,
+		TimerActiveState:       u.TimerActiveState,
 	}
 	if kind, msg, ok := artifact.ParseStatus(u.ArtifactFailure); ok {
 		o.ArtifactReason, o.ArtifactMessage = kind.Reason(), msg
@@ -77,7 +84,7 @@ func (w *worker) observe(ctx context.Context, v *view, node *api.Node, observed 
 		}
 		byUnit[u.Unit] = u
 		o := observation(u)
-		o.Found = o.Found || u.FileHash != ""
+		o.Found = o.Found || u.FileHash != "" || u.TimerFileHash != ""
 		listing = append(listing, o)
 	}
 	pods := v.ix.PodsOn(node.Metadata.Name)

@@ -236,6 +236,8 @@ func planKey(desired []*api.Pod, observed []units.UnitState) [16]byte {
 		w(strconv.Itoa(u.ExecMainStatus))
 		w(u.ExecMainStartTimestamp)
 		w(u.FileHash)
+		w(u.TimerActiveState)
+		w(u.TimerFileHash)
 	}
 	var k [16]byte
 	h.Sum(k[:0])
@@ -445,6 +447,9 @@ func (r *run) refuse(ctx context.Context, a units.Action, err error) {
 		}
 	}
 	r.refused[a.Unit] = true
+	if pod, ok := api.PodFromUnitName(a.Unit); ok {
+		r.refused[api.TimerName(pod)] = true // a scheduled job's timer waits for its service
+	}
 }
 
 // verbOf maps a unit action to its systemctl verb and says whether it
@@ -485,6 +490,9 @@ func (w *worker) stillWanted(ctx context.Context, batch []units.Action) error {
 	want := make(map[string]*api.Pod)
 	for _, pod := range v.desired(w.node) {
 		want[api.UnitName(pod.Metadata.Name)] = pod
+		if pod.Spec.Scheduled() {
+			want[api.TimerName(pod.Metadata.Name)] = pod
+		}
 	}
 	for _, a := range batch {
 		pod := want[a.Unit]
@@ -492,7 +500,11 @@ func (w *worker) stillWanted(ctx context.Context, batch []units.Action) error {
 			return fmt.Errorf("%w: %s is no longer bound to %s", errStale, a.Unit, w.node)
 		}
 		if a.Type == units.ActionWrite {
-			content, err := units.Render(pod)
+			render := units.Render
+			if a.Unit == api.TimerName(pod.Metadata.Name) {
+				render = units.RenderTimer
+			}
+			content, err := render(pod)
 			if err != nil || !bytes.Equal(content, a.Content) {
 				return fmt.Errorf("%w: pod %s changed", errStale, pod.Metadata.Name)
 			}

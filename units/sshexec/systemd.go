@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/units"
 	"github.com/herd-dev/herd/units/artifact"
 )
@@ -110,11 +111,13 @@ const disconnectMarker = "@@herd-disconnect@@"
 //
 //  0. prints markPrefix and the first line of ReportSeqFile (nothing
 //     when the board keeps none), on a line of its own;
-//  1. lists the herd-*.service units systemd has in memory (list-units
-//     --all, which includes not-found units still loaded) and the
-//     herd-*.service files in UnitDir;
+//  1. lists the herd-*.service and herd-*.timer units systemd has in
+//     memory (list-units --all, which includes not-found units still
+//     loaded) and the herd-*.service and herd-*.timer files in UnitDir;
+//     a timer (a scheduled job's) stands for its service too;
 //  2. exits 0 with no further output if there are none;
-//  3. prints `systemctl show` of all of them, in one call;
+//  3. prints `systemctl show` of all the services, in one call, with
+//     TZ=UTC so timestamps are in UTC whatever the board's zone;
 //  4. prints hashMarker on a line of its own;
 //  5. prints "SHA256 NAME" for each of them that has a file in UnitDir;
 //  6. prints disconnectMarker on a line of its own, then the name of each
@@ -124,8 +127,11 @@ const disconnectMarker = "@@herd-disconnect@@"
 //     each of them with an artifact fetch failure on record: LINE is the
 //     first line (at most 512 bytes) of artifact.StatusDir/NAME, which
 //     only `herd artifact fetch`, as root, writes.
+//  8. if there are timers: timerMarker, `systemctl show` of them (Id,
+//     ActiveState), timerHashMarker and "SHA256 NAME" for each timer
+//     file.
 //
-// Only names of the form herd-[a-z0-9-]+.service are kept (the characters
+// Only names of the form herd-[a-z0-9-]+.service (or .timer) are kept (the characters
 // of a pod name), so a stray file such as "herd-x y.service" or
 // "herd-[a].service" never reaches systemctl; the name list is then split
 // with globbing off. A failing systemctl or sha256sum fails the script, so
@@ -135,14 +141,16 @@ func showUnitsScript() string {
 { read -r m < ` + ReportSeqFile + `; } 2>/dev/null
 echo "` + markPrefix + `$m"
 d=` + UnitDir + `
-a=$(systemctl list-units --all --plain --no-legend --no-pager --type=service -- 'herd-*.service') || exit
-f=$(for x in "$d"/herd-*.service; do [ -f "$x" ] && echo "${x##*/}"; done)
+a=$(systemctl list-units --all --plain --no-legend --no-pager --type=service,timer -- 'herd-*.service' 'herd-*.timer') || exit
+f=$(for x in "$d"/herd-*.service "$d"/herd-*.timer; do [ -f "$x" ] && echo "${x##*/}"; done)
 set -f
-u=$(printf '%s\n%s\n' "$a" "$f" | while read -r n _; do
-	case $n in herd-*[!a-z0-9-]*.service) ;; herd-?*.service) echo "$n";; esac
+n=$(printf '%s\n%s\n' "$a" "$f" | while read -r n _; do
+	case $n in herd-*[!a-z0-9-]*.service|herd-*[!a-z0-9-]*.timer) ;; herd-?*.service|herd-?*.timer) echo "$n";; esac
 done | sort -u)
-[ -n "$u" ] || exit 0
-systemctl show --all --no-pager --property=` + strings.Join(units.ShowProperties(), ",") + ` -- $u || exit
+[ -n "$n" ] || exit 0
+u=$(for x in $n; do case $x in *.timer) echo "${x%.timer}.service";; *) echo "$x";; esac; done | sort -u)
+t=$(for x in $n; do case $x in *.timer) echo "$x";; esac; done)
+TZ=UTC systemctl show --all --no-pager --property=` + strings.Join(units.ShowProperties(), ",") + ` -- $u || exit
 echo ` + hashMarker + `
 for x in $u; do
 	if [ -f "$d/$x" ]; then
@@ -161,8 +169,26 @@ for x in $u; do
 		echo "$x $r"
 	fi
 done
+[ -n "$t" ] || exit 0
+echo ` + timerMarker + `
+systemctl show --all --no-pager --property=Id,ActiveState -- $t || exit
+echo ` + timerHashMarker + `
+for x in $t; do
+	if [ -f "$d/$x" ]; then
+		h=$(sha256sum < "$d/$x") || exit
+		echo "${h%% *} $x"
+	fi
+done
 `
 }
+
+// timerMarker and timerHashMarker start the last sections of
+// showUnitsScript's output: `systemctl show` of the herd-*.timer units
+// (Id and ActiveState), then "SHA256 NAME" of their files.
+const (
+	timerMarker     = "@@herd-timers@@"
+	timerHashMarker = "@@herd-timer-hashes@@"
+)
 
 // artifactMarker separates the hash lines from the artifact failure lines
 // in the output of showUnitsScript.
@@ -258,6 +284,10 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 	if len(bytes.TrimSpace(out)) == 0 {
 		return nil, nil
 	}
+	var timers []byte
+	if before, after, ok := cutMarker(out, timerMarker); ok { // absent: no timers
+		out, timers = before, after
+	}
 	show, hashes, ok := cutMarker(out, hashMarker)
 	if !ok {
 		return nil, fmt.Errorf("sshexec: show units: no %q line after the systemctl show output", hashMarker)
@@ -316,7 +346,58 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 			states[i].ArtifactFailure = string(kind) + " " + msg
 		}
 	}
+	states, err = addTimers(states, byUnit, timers)
+	if err != nil {
+		return nil, err
+	}
 	slices.SortStableFunc(states, func(a, b units.UnitState) int { return strings.Compare(a.Unit, b.Unit) })
+	return states, nil
+}
+
+// addTimers folds the timer section of the listing (see showUnitsScript)
+// into the states of their services: TimerActiveState and TimerFileHash.
+// A timer whose service is not listed gets a UnitState of its own with
+// only those (and Unit, the service's name).
+func addTimers(states []units.UnitState, byUnit map[string]int, out []byte) ([]units.UnitState, error) {
+	if len(bytes.TrimSpace(out)) == 0 {
+		return states, nil
+	}
+	show, hashes, ok := cutMarker(out, timerHashMarker)
+	if !ok {
+		return nil, fmt.Errorf("sshexec: show units: no %q line after the timers", timerHashMarker)
+	}
+	service := func(timer string) (int, bool) {
+		pod, ok := api.PodFromTimerName(timer)
+		if !ok {
+			return 0, false
+		}
+		name := api.UnitName(pod)
+		i, ok := byUnit[name]
+		if !ok {
+			i = len(states)
+			byUnit[name] = i
+			states = append(states, units.UnitState{Unit: name})
+		}
+		return i, true
+	}
+	ts, err := units.ParseShow(show)
+	if err != nil {
+		return nil, fmt.Errorf("sshexec: show units: timers: %w", err)
+	}
+	for _, t := range ts {
+		if i, ok := service(t.Unit); ok && t.LoadState != "not-found" {
+			states[i].TimerActiveState = t.ActiveState
+		}
+	}
+	for _, line := range strings.Split(string(hashes), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || !isSHA256(f[0]) {
+			continue
+		}
+		if i, ok := service(strings.TrimPrefix(f[1], "*")); ok {
+			states[i].TimerFileHash = f[0]
+		}
+	}
 	return states, nil
 }
 

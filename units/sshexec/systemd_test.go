@@ -99,6 +99,20 @@ func TestParseShowUnits(t *testing.T) {
 				{Unit: "herd-b.service"},
 				{Unit: "herd-c.service", FileHash: hashOf('c'), DisconnectMark: true},
 			}},
+		{name: "timers", in: showOutput("Id=herd-job-a.service\nActiveState=inactive\nExecMainExitTimestamp=Tue 2024-05-07 03:00:01 UTC\nResult=exit-code\n"+
+			"ExecMainStartTimestampMonotonic=1000000\nExecMainExitTimestampMonotonic=1250000\n",
+			hashOf('a')+" herd-job-a.service",
+			timerMarker, "Id=herd-job-a.timer", "LoadState=loaded", "ActiveState=active", "",
+			"Id=herd-orphan.timer", "LoadState=loaded", "ActiveState=active", "",
+			"Id=herd-gone.timer", "LoadState=not-found", "ActiveState=inactive",
+			timerHashMarker, hashOf('b')+" herd-job-a.timer", hashOf('c')+" herd-orphan.timer", hashOf('d')+" sshd.timer"),
+			want: []units.UnitState{
+				{Unit: "herd-gone.service"},
+				{Unit: "herd-job-a.service", ActiveState: "inactive", ExecMainExitTimestamp: "Tue 2024-05-07 03:00:01 UTC", Result: "exit-code",
+					ExecMainStartMonotonic: 1000000, ExecMainExitMonotonic: 1250000,
+					FileHash: hashOf('a'), TimerActiveState: "active", TimerFileHash: hashOf('b')},
+				{Unit: "herd-orphan.service", TimerActiveState: "active", TimerFileHash: hashOf('c')},
+			}},
 		{name: "disconnect marker, no hashes", in: "Id=herd-a.service\n" + hashMarker + "\n" + disconnectMarker + "\nherd-a.service\n",
 			want: []units.UnitState{{Unit: "herd-a.service", DisconnectMark: true}}},
 		{name: "disconnect marker at the very end", in: "Id=herd-a.service\n" + hashMarker + "\n" + disconnectMarker,
@@ -138,6 +152,7 @@ func TestParseShowUnitsErrors(t *testing.T) {
 		{"upper-case hash", showOutput("", strings.Repeat("A", 64)+" herd-a.service"), "hash line 1"},
 		{"no name", showOutput("", "", hashOf('a')), "hash line 2"},
 		{"name with blank", showOutput("", hashOf('a')+" herd-a b.service"), "hash line 1"},
+		{"timers cut short", showOutput("Id=herd-a.service\n", timerMarker, "Id=herd-a.timer"), "after the timers"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -479,7 +494,7 @@ func TestSystemdOverSSH(t *testing.T) {
 			t.Errorf("herd-web-1.service = %+v", got[3])
 		}
 		want := [][]string{
-			{"list-units", "--all", "--plain", "--no-legend", "--no-pager", "--type=service", "--", "herd-*.service"},
+			{"list-units", "--all", "--plain", "--no-legend", "--no-pager", "--type=service,timer", "--", "herd-*.service", "herd-*.timer"},
 			{"show", "--all", "--no-pager", "--property=" + strings.Join(units.ShowProperties(), ","), "--",
 				"herd-gone.service", "herd-web-1.service"},
 		}

@@ -1,0 +1,305 @@
+package controller
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/herd-dev/herd/api"
+)
+
+// ReconcileJob keeps a Job's one pod and its status. pods are the pods the
+// job owns (spec.owner = jobs/<name>).
+//
+// In one pass it:
+//   - records the last run of every pod (status.lastRun, which ObservePod
+//     sets from the unit's ExecMain* properties) in status.runs, newest
+//     first, at most api.MaxJobRuns, each run once (by pod and start);
+//   - for a scheduled job: deletes terminal pods (a Lost pod's board is
+//     gone: the job moves) and pods of an older template or schedule, and
+//     creates a pod when no live current one is left, so the job's timer is
+//     on exactly one board; the phase is Scheduled once the pod is Running
+//     (its timer active), Pending before;
+//   - for a job without schedule: a Succeeded pod makes the job Succeeded;
+//     a Failed or Lost pod is a failed run (status.failures), and the next
+//     pod comes after api.JobBackoff(failures) (phase BackingOff, status
+//     nextAttempt; the Runner wakes the key then, see Index.WakeAfter),
+//     unless failures exceed spec.retries: then the job is Failed.
+//     Succeeded and Failed are final: nothing runs again, and a spec
+//     change does not restart a run. A terminal pod's run is counted when
+//     it is first recorded; the pod of the newest run is kept (it has no
+//     unit, but its board keeps its journal for herdctl logs job/NAME),
+//     older terminal pods are deleted.
+//
+// New pods are named like a deployment's (<job>-<5 chars>, counted in
+// status.podsCreated); the pass's actions share one Txn, as a
+// deployment's do, so a failure is counted exactly once: the failed pod's
+// delete and the status write that counts it commit together.
+func ReconcileJob(now time.Time, j *api.Job, pods []*api.Pod) []Action {
+	return reconcileJob(now, j, pods, podNameSet(pods), nil)
+}
+
+// reconcileJob is ReconcileJob with the stored secrets, whose versions are
+// part of the revision of a template that names them (api.PodRevision):
+// a changed secret replaces a scheduled job's pod, as a changed template
+// does, and a new run gets the secrets' current values.
+func reconcileJob(now time.Time, j *api.Job, pods []*api.Pod, taken func(string) bool, secrets map[string]*api.Secret) []Action {
+	if j == nil {
+		return nil
+	}
+	sorted := slices.Clone(pods)
+	slices.SortFunc(sorted, compareByName)
+	st := j.Status
+	st.ObservedGeneration = j.Metadata.Generation
+	st.Runs = slices.Clone(st.Runs)
+	for _, p := range sorted {
+		if r := p.Status.LastRun; r != nil && !p.Status.Phase.Terminal() {
+			st.Runs, _ = api.RecordRun(st.Runs, *r)
+		}
+	}
+	owner := api.OwnerRef{Kind: api.KindJob, Name: j.Metadata.Name}
+	rev, refs := api.PodRevision(j.Spec.Template, secrets)
+	var acts []Action
+	del := func(p *api.Pod, why string) { acts = append(acts, newAction(ActionDelete, p, "%s", why)) }
+	var live *api.Pod
+	create := false
+
+	if j.Spec.Schedule != "" {
+		for _, p := range sorted {
+			switch {
+			case p.Status.Phase.Terminal():
+				if r := p.Status.LastRun; r != nil {
+					st.Runs, _ = api.RecordRun(st.Runs, *r)
+				}
+				del(p, fmt.Sprintf("pod is %s: the job moves to another board", p.Status.Phase))
+			case p.Spec.Revision != rev || p.Spec.Schedule != j.Spec.Schedule || p.Spec.Concurrency != j.Spec.Concurrency:
+				del(p, "the job's template, schedule or concurrency changed")
+			case live != nil:
+				del(p, "the job has a pod already")
+			default:
+				live = p
+			}
+		}
+		create = live == nil
+		st.Phase, st.Message = api.JobPending, ""
+		if live != nil && live.Status.Phase == api.PodRunning {
+			st.Phase = api.JobScheduled
+		}
+		st.NextAttempt = time.Time{}
+	} else {
+		retries := api.DefaultJobRetries
+		if j.Spec.Retries != nil {
+			retries = *j.Spec.Retries
+		}
+		failedNow := false
+		var kept []*api.Pod // terminal pods
+		for _, p := range sorted {
+			if !p.Status.Phase.Terminal() {
+				if st.Phase.Final() || live != nil {
+					del(p, fmt.Sprintf("the job is %s", st.Phase))
+				} else {
+					live = p
+				}
+				continue
+			}
+			// A terminal pod's run is counted when it is recorded, once.
+			// The newest run's pod is kept (it has no unit; its journal
+			// stays on its board for herdctl logs job/NAME), older ones
+			// go.
+			run := syntheticRun(p)
+			if p.Status.LastRun != nil {
+				run = *p.Status.LastRun
+			}
+			var added bool
+			st.Runs, added = api.RecordRun(st.Runs, run)
+			switch {
+			case !added || st.Phase.Final():
+			case p.Status.Phase == api.PodSucceeded:
+				st.Phase, st.Message = api.JobSucceeded, ""
+			default:
+				st.Failures++
+				failedNow = true
+			}
+			kept = append(kept, p)
+		}
+		for _, p := range kept {
+			if len(st.Runs) == 0 || st.Runs[0].Pod != p.Metadata.Name {
+				del(p, fmt.Sprintf("pod is %s; its run is recorded", p.Status.Phase))
+			}
+		}
+		switch {
+		case st.Phase.Final():
+			live = nil
+		case st.Failures > retries:
+			st.Phase = api.JobFailed
+			st.Message = fmt.Sprintf("failed %d times (retries %d)", st.Failures, retries)
+			if live != nil {
+				del(live, "the job failed")
+				live = nil
+			}
+		case live != nil:
+			st.Phase, st.Message = api.JobPending, ""
+			if live.Status.Phase == api.PodRunning || live.Status.Phase == api.PodStarting {
+				st.Phase = api.JobRunning
+			}
+		case failedNow:
+			st.Phase = api.JobBackingOff
+			st.NextAttempt = now.Add(api.JobBackoff(st.Failures))
+			st.Message = fmt.Sprintf("run %d of %d failed; next attempt at %s", st.Failures, retries+1, st.NextAttempt.UTC().Format(time.RFC3339))
+		case !st.NextAttempt.IsZero() && now.Before(st.NextAttempt):
+			st.Phase = api.JobBackingOff
+			st.Message = fmt.Sprintf("run %d of %d failed; next attempt at %s", st.Failures, retries+1, st.NextAttempt.UTC().Format(time.RFC3339))
+		default:
+			create = true
+			st.Phase, st.Message = api.JobPending, ""
+			st.NextAttempt = time.Time{}
+		}
+		if st.Phase.Final() {
+			st.NextAttempt = time.Time{}
+		}
+	}
+
+	if create && createsThatFit(&j.Spec.Template) > 0 {
+		names := newNamer(nameKey(api.KindJob, j.Metadata.Name, j.Metadata.Created), j.Status.PodsCreated, taken)
+		if name := names.name(deploymentPodPrefix(j.Metadata.Name)); name != "" {
+			p := newPod(name, owner, j.Spec.Template, rev, refs)
+			p.Spec.Schedule = j.Spec.Schedule
+			if j.Spec.Schedule != "" {
+				p.Spec.Concurrency = j.Spec.Concurrency
+			}
+			live = p
+			why := "the job's run"
+			if j.Spec.Schedule != "" {
+				why = "the pod that holds the job's timer"
+			}
+			acts = append(acts, newAction(ActionCreate, p, "%s", why))
+		}
+		st.PodsCreated = names.next
+	}
+	st.Pod, st.Node = "", ""
+	if live != nil {
+		st.Pod, st.Node = live.Metadata.Name, live.Spec.Node
+	}
+	if len(st.Runs) == 0 {
+		st.Runs = nil
+	}
+	if !reflect.DeepEqual(st, j.Status) {
+		nj := *j
+		nj.Status = st
+		acts = append(acts, newAction(ActionUpdateStatus, &nj, "job %s, %d runs recorded", st.Phase, len(st.Runs)))
+	}
+	return inTxn(acts, KeyOf(api.KindJob, j.Metadata.Name))
+}
+
+// syntheticRun is the run record of a terminal pod whose unit reported no
+// finished run: a pod Lost with its board, or failed before its process
+// ran.
+func syntheticRun(p *api.Pod) api.JobRun {
+	r := api.JobRun{Pod: p.Metadata.Name, Node: p.Spec.Node, Start: p.Status.StartedAt, Result: "lost"}
+	switch p.Status.Phase {
+	case api.PodFailed:
+		r.Result, r.ExitStatus = "failed", -1
+	case api.PodSucceeded:
+		r.Result = "success"
+	}
+	return r
+}
+
+// jobWakeAfter is how long until a backing-off job's next attempt is due,
+// 0 when nothing waits.
+func jobWakeAfter(now time.Time, j *api.Job) time.Duration {
+	if j == nil || j.Spec.Schedule != "" || j.Status.Phase != api.JobBackingOff || j.Status.NextAttempt.IsZero() {
+		return 0
+	}
+	return max(0, j.Status.NextAttempt.Sub(now)) + time.Millisecond
+}
+
+// systemdTimeLayout is how `systemctl show` prints a timestamp (the
+// listing sets TZ=UTC, so the zone is UTC).
+const systemdTimeLayout = "Mon 2006-01-02 15:04:05 MST"
+
+// parseSystemdTime reads a timestamp as `systemctl show` prints it.
+func parseSystemdTime(s string) (time.Time, bool) {
+	if s == "" || s == "n/a" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(systemdTimeLayout, s)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// finishedRun returns the run a job pod's unit last finished, if the
+// observation shows one: not running, with a start and an exit time.
+func finishedRun(pod *api.Pod, obs UnitObservation) *api.JobRun {
+	switch {
+	case obs.ActiveState == "inactive", obs.ActiveState == "failed":
+	case obs.ActiveState == "active" && obs.SubState == "exited": // RemainAfterExit=yes
+	default:
+		return nil
+	}
+	start, ok1 := parseSystemdTime(obs.ExecMainStartTimestamp)
+	end, ok2 := parseSystemdTime(obs.ExecMainExitTimestamp)
+	if !ok1 || !ok2 || end.Before(start) {
+		return nil
+	}
+	if d := obs.ExecMainExitMonotonic - obs.ExecMainStartMonotonic; obs.ExecMainStartMonotonic > 0 && d >= 0 && d < int64(time.Hour*24*366/time.Microsecond) {
+		// The wall-clock forms have whole seconds; the monotonic ones
+		// give the duration to the microsecond.
+		end = start.Add(time.Duration(d) * time.Microsecond)
+	}
+	return &api.JobRun{Pod: pod.Metadata.Name, Node: pod.Spec.Node, Start: start, End: end,
+		ExitStatus: obs.ExecMainStatus, Result: obs.Result}
+}
+
+// observeJobPod is ObservePod for a job's pod (api.PodSpec.RunsToCompletion):
+// the last finished run goes to status.lastRun. A scheduled job's pod is
+// Running (and ready) while its timer is active, whatever its service
+// does between and during runs, and Scheduled otherwise (the placer
+// starts the timer); a job without schedule is Succeeded once its unit is
+// active (exited) (RemainAfterExit=yes, after exit 0), stays Scheduled while
+// its unit has not started yet, and is otherwise observed like any pod.
+func observeJobPod(now time.Time, pod *api.Pod, obs UnitObservation) (api.PodStatus, bool) {
+	old := pod.Status
+	st := old
+	if r := finishedRun(pod, obs); r != nil && !reflect.DeepEqual(r, old.LastRun) {
+		st.LastRun = r
+	}
+	if !pod.Spec.Scheduled() {
+		switch {
+		case obs.Found && obs.ActiveState == "active" && obs.SubState == "exited":
+			// Its unit has RemainAfterExit=yes: the process is done.
+			st.Phase, st.Ready = api.PodSucceeded, false
+			st.Message = fmt.Sprintf("exited with status %d", obs.ExecMainStatus)
+			if obs.ExecMainStatus != 0 {
+				st.Phase = api.PodFailed
+			}
+			return st, true
+		case obs.Found && obs.ActiveState == "inactive" && obs.ExecMainStartTimestamp == "" && !obs.StoppedOnDisconnect:
+			st.Phase, st.Ready, st.Message = api.PodScheduled, false, "not started yet"
+			return st, true
+		}
+		return st, false
+	}
+	st.Ready = false
+	switch {
+	case obs.TimerActiveState == "active":
+		st.Phase, st.Ready = api.PodRunning, true
+		st.Message = ""
+		if obs.ActiveState == "active" || obs.ActiveState == "activating" {
+			st.Message = "a run is in progress"
+		}
+		if old.Phase != api.PodRunning {
+			st.StartedAt = now
+		}
+	case !obs.Found:
+		st.Phase = api.PodScheduled
+		st.Message = fmt.Sprintf("unit %s is not on the board", obs.Unit)
+	default:
+		st.Phase = api.PodScheduled
+		st.Message = "timer " + api.TimerName(pod.Metadata.Name) + " is not active"
+	}
+	return st, true
+}
