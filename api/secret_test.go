@@ -76,8 +76,9 @@ func TestSecretUsers(t *testing.T) {
 		return &Pod{Kind: KindPod, Metadata: ObjectMeta{Name: name}, Status: PodStatus{Phase: ph},
 			Spec: PodSpec{Owner: OwnerRef{Kind: KindDeployment, Name: owner}, Secrets: []PodSecret{{Name: "db"}}}}
 	}
-	objs := []Object{web, mon, pod("web-1", "web", PodRunning), pod("old-1", "old", PodRunning), pod("old-2", "old", PodFailed)}
-	if diff := cmp.Diff([]string{"deployments/web", "pods/old-1"}, SecretUsers("db", objs)); diff != "" {
+	backup := &Job{Kind: KindJob, Metadata: ObjectMeta{Name: "backup"}, Spec: JobSpec{Template: PodTemplate{Secrets: []string{"db"}}}}
+	objs := []Object{web, mon, backup, pod("web-1", "web", PodRunning), pod("old-1", "old", PodRunning), pod("old-2", "old", PodFailed)}
+	if diff := cmp.Diff([]string{"deployments/web", "jobs/backup", "pods/old-1"}, SecretUsers("db", objs)); diff != "" {
 		t.Errorf("db (-want +got):\n%s", diff)
 	}
 	if got := SecretUsers("other", objs); len(got) != 0 {

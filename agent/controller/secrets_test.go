@@ -93,3 +93,40 @@ func TestSecretRevision(t *testing.T) {
 		t.Fatalf("second pass: %s", fmtActions(again))
 	}
 }
+
+// TestJobSecrets: a job's pod carries the versions of the secrets its
+// template names, like a deployment's; a changed value replaces a
+// scheduled job's pod, so the timer's next run reads the new value.
+func TestJobSecrets(t *testing.T) {
+	j := testJob("*-*-* 03:00:00", 3)
+	j.Spec.Template.Secrets = []string{"db"}
+	nodes := []*api.Node{readyNode("pi1")}
+	v1 := secretOf("db", map[string]string{"password": "1111111111111111"})
+	reconcile := func(s *api.Secret, pods []*api.Pod) []Action {
+		return NewIndex(&Cluster{Jobs: []*api.Job{j}, Pods: pods, Nodes: nodes, Secrets: []*api.Secret{s}}).
+			Reconcile(jobT0, scheduler.DefaultConfig(), KeyOf(api.KindJob, "backup"))
+	}
+	pods := created(reconcile(v1, nil))
+	if len(pods) != 1 {
+		t.Fatalf("created %d pods, want 1", len(pods))
+	}
+	want := []api.PodSecret{{Name: "db", Version: api.SecretVersion(v1), Keys: []string{"password"}}}
+	if diff := cmp.Diff(want, pods[0].Spec.Secrets); diff != "" {
+		t.Errorf("pod secrets (-want +got):\n%s", diff)
+	}
+	p := pods[0]
+	p.Spec.Node, p.Status.Phase = "pi1", api.PodRunning
+
+	if got := created(reconcile(v1, []*api.Pod{p})); len(got) != 0 {
+		t.Errorf("same secret: created %d pods, want none", len(got))
+	}
+	v2 := secretOf("db", map[string]string{"password": "3333333333333333"})
+	acts := reconcile(v2, []*api.Pod{p})
+	deleted := false
+	for _, a := range acts {
+		deleted = deleted || a.Type == ActionDelete && a.Object.GetMeta().Name == p.Metadata.Name
+	}
+	if !deleted {
+		t.Errorf("changed secret: actions %v, want the old pod deleted", acts)
+	}
+}
