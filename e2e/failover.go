@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -146,14 +148,18 @@ func (f *Fleet) WaitConverged(ctx context.Context, via string, w Workload) (Snap
 }
 
 // Failover is what was seen after a fault on one board: each stage is the
-// time from the fault to the first poll that saw it (0: never seen). A
-// poll's time is when its answers arrived, so each stage is an upper bound,
-// late by at most one poll interval plus one call.
+// time from the fault to the first poll that saw it (0: never seen). The
+// fault is the moment scripts/lab took the board's link down (it prints
+// that time), or, from a lab that does not, when the fault command
+// started. A poll's time is when its answers arrived, so each stage is an
+// upper bound, late by at most one poll interval plus one call.
 type Failover struct {
 	Victim    string
 	WasLeader bool
-	// FaultDone is when the fault command (scripts/lab kill) returned.
-	FaultDone time.Duration
+	// FaultDone is when the fault command (scripts/lab kill) returned,
+	// and Cut when it took the board's link down, both from when it
+	// started (Cut 0: not known).
+	FaultDone, Cut time.Duration
 	// NotReady: the victim's node is no longer Ready.
 	NotReady time.Duration
 	// Placed: Replicas live pods are bound to boards other than the victim
@@ -209,7 +215,40 @@ func (r Failover) String() string {
 	if r.WasLeader {
 		s += ", new leader " + fmtStage(r.NewLeader)
 	}
-	return s + fmt.Sprintf(" (%d polls, %d failed; kill took %s)", r.Polls, r.PollErrors, fmtStage(r.FaultDone))
+	return s + fmt.Sprintf(" (%d polls, %d failed; link cut %s after the kill began, which took %s)", r.Polls, r.PollErrors, fmtStage(r.Cut), fmtStage(r.FaultDone))
+}
+
+// linkDownRE matches scripts/lab's "bN: link down at EPOCH" line.
+var linkDownRE = regexp.MustCompile(`lab: (\S+): link down at ([0-9]+)\.([0-9]{6})`)
+
+// linkDown returns when the fault command's output says victim's link went
+// down.
+func linkDown(out, victim string) (time.Time, bool) {
+	for _, m := range linkDownRE.FindAllStringSubmatch(out, -1) {
+		if m[1] != victim {
+			continue
+		}
+		sec, err1 := strconv.ParseInt(m[2], 10, 64)
+		us, err2 := strconv.ParseInt(m[3], 10, 64)
+		if err1 == nil && err2 == nil {
+			return time.Unix(sec, us*1000), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// fromCut times every stage of r from the link cut at cut instead of from
+// the fault command's start (cut after start).
+func (r *Failover) fromCut(cut time.Duration) {
+	if cut <= 0 {
+		return
+	}
+	r.Cut = cut
+	for _, d := range []*time.Duration{&r.NotReady, &r.Placed, &r.Running, &r.Endpoints, &r.NewLeader} {
+		if *d > 0 {
+			*d = max(*d-cut, time.Millisecond)
+		}
+	}
 }
 
 func fmtStage(d time.Duration) string {
@@ -225,20 +264,22 @@ func fmtStage(d time.Duration) string {
 // while the kill is still running. wasLeader says whether the victim was
 // the leader (then the new leader is watched too).
 func (f *Fleet) PullPower(ctx context.Context, victim, via string, wasLeader bool, w Workload, interval time.Duration) (Failover, error) {
-	return f.watchFault(ctx, victim, via, wasLeader, w, interval, func(ctx context.Context) error {
-		return f.Kill(ctx, victim)
+	return f.watchFault(ctx, victim, via, wasLeader, w, interval, func(ctx context.Context) (string, error) {
+		f.DropForward(victim)
+		return f.Lab(ctx, "kill", victim)
 	})
 }
 
 // PartitionAway cuts victim off alone (scripts/lab partition) and watches
 // the failover like PullPower. The partition stays until Heal.
 func (f *Fleet) PartitionAway(ctx context.Context, victim, via string, wasLeader bool, w Workload, interval time.Duration) (Failover, error) {
-	return f.watchFault(ctx, victim, via, wasLeader, w, interval, func(ctx context.Context) error {
-		return f.Partition(ctx, victim)
+	return f.watchFault(ctx, victim, via, wasLeader, w, interval, func(ctx context.Context) (string, error) {
+		f.DropForward(victim)
+		return f.Lab(ctx, "partition", victim)
 	})
 }
 
-func (f *Fleet) watchFault(ctx context.Context, victim, via string, wasLeader bool, w Workload, interval time.Duration, fault func(context.Context) error) (Failover, error) {
+func (f *Fleet) watchFault(ctx context.Context, victim, via string, wasLeader bool, w Workload, interval time.Duration, fault func(context.Context) (string, error)) (Failover, error) {
 	r := Failover{Victim: victim, WasLeader: wasLeader}
 	if via == victim {
 		return r, fmt.Errorf("e2e: polling through the victim %s", victim)
@@ -246,7 +287,12 @@ func (f *Fleet) watchFault(ctx context.Context, victim, via string, wasLeader bo
 	victimIP := BoardIP(victim)
 	start := time.Now()
 	faultErr := make(chan error, 1)
-	go func() { faultErr <- fault(ctx) }()
+	var faultOut string
+	go func() {
+		out, err := fault(ctx)
+		faultOut = out
+		faultErr <- err
+	}()
 	var faultDone time.Time
 	var failed error
 	err := Poll(ctx, interval, "failover from "+victim, func(ctx context.Context) (bool, string) {
@@ -328,6 +374,9 @@ func (f *Fleet) watchFault(ctx context.Context, victim, via string, wasLeader bo
 		faultDone = time.Now()
 	}
 	r.FaultDone = faultDone.Sub(start)
+	if t, ok := linkDown(faultOut, victim); ok {
+		r.fromCut(t.Sub(start))
+	}
 	if failed != nil {
 		return r, fmt.Errorf("e2e: fault on %s: %w", victim, failed)
 	}

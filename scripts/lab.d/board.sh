@@ -239,6 +239,8 @@ board_cleanup() {
 board_power_off() {
   local b=$1 t0; t0=$(now)
   net_link_down "$b"
+  # The moment the power is pulled, for benchmarks (e2e watchFault).
+  echo "lab: $b: link down at $(now)"
   if cg_populated "$b"; then
     cg_kill "$b"
     cg_wait_empty "$b" "$KILL_TIMEOUT" || die "$b: processes left in its cgroup after ${KILL_TIMEOUT}s: $(cg_pids "$b" | tr '\n' ' ')"

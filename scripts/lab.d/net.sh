@@ -108,6 +108,7 @@ net_partition() {
     if ((${#members[@]} == 1)); then
       echo alone >"$(board_dir "${members[0]}")/partition"
       net_link_down "${members[0]}"
+      echo "lab: ${members[0]}: link down at $(now)"
       log "partition: ${members[0]} cut off"
       continue
     fi
