@@ -125,7 +125,7 @@ func (s *Server) secretInUse(r *http.Request, name string) error {
 		return err
 	}
 	var objs []api.Object
-	for _, k := range []api.Kind{api.KindDeployment, api.KindDaemon, api.KindPod} {
+	for _, k := range []api.Kind{api.KindDeployment, api.KindDaemon, api.KindJob, api.KindPod} {
 		raws, _, err := s.cfg.Store.List(k)
 		if err != nil {
 			return err

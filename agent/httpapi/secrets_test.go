@@ -162,6 +162,19 @@ func TestSecretRefusals(t *testing.T) {
 		if err := e.c.Delete(ctx, api.KindDeployment, "web"); err != nil {
 			t.Fatal(err)
 		}
+		// A job's template counts the same.
+		j := &api.Job{Metadata: api.ObjectMeta{Name: "backup"},
+			Spec: api.JobSpec{Template: api.PodTemplate{Exec: []string{"/bin/backup"}, Secrets: []string{"db"}}}}
+		if _, err := e.c.Create(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		code, body = e.raw(t, "DELETE", "/v1/secrets/db", "")
+		if code != http.StatusConflict || !strings.Contains(body, "in use by jobs/backup") {
+			t.Fatalf("delete while a job uses it = %d %s", code, body)
+		}
+		if err := e.c.Delete(ctx, api.KindJob, "backup"); err != nil {
+			t.Fatal(err)
+		}
 		if err := e.c.Delete(ctx, api.KindSecret, "db"); err != nil {
 			t.Fatalf("delete once unused: %v", err)
 		}
