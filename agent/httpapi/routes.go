@@ -468,6 +468,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, kind api.Kind) {
 		s.writeError(w, err)
 		return
 	}
+	s.createRaw(w, r, raw)
+}
+
+// createRaw stores raw as a new object, created now, and answers 201 with
+// the stored object.
+func (s *Server) createRaw(w http.ResponseWriter, r *http.Request, raw api.RawObject) {
 	raw.Metadata.Created = s.cfg.Clock.Now().UTC()
 	ctx, cancel, err := s.writeCtxID(r)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/raftstore"
 )
 
 // Secrets (api.Secret) have their own write path: the body is an
@@ -74,19 +73,7 @@ func (s *Server) createSecret(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	raw.Metadata.Created = s.cfg.Clock.Now().UTC()
-	ctx, cancel, err := s.writeCtxID(r)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	defer cancel()
-	out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpCreate, Object: raw}})
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, out[0])
+	s.createRaw(w, r, raw)
 }
 
 func (s *Server) replaceSecret(w http.ResponseWriter, r *http.Request, name string) {
