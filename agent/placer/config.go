@@ -65,7 +65,12 @@ type Config struct {
 	// WitnessTimeout bounds the second witness: the listing of units the
 	// placer makes of a Ready board that gossip declared dead (real time).
 	// A board that answers within it is only "agent down" (see
-	// controller.ReconcileNode); one that does not is dead.
+	// controller.ReconcileNode); one that does not is dead. A board that
+	// is really gone fails the witness sooner, through WitnessSilence, so
+	// this only limits how slow a live board may be: 1.5 s lets a slow
+	// board (an emulated arm64 VM on the lab, a Pi Zero) keep its pods
+	// while its agent restarts, and with WitnessInterval stays inside
+	// controller.WitnessGrace.
 	WitnessTimeout time.Duration
 	// WitnessInterval is the pause between two passes over such a board
 	// (each one a witness), whether the last one answered or not.
@@ -130,7 +135,7 @@ func DefaultConfig() Config {
 		ProbeTimeout:      2 * time.Second,
 		MaxParallelProbes: 8,
 		UnitDir:           DefaultUnitDir,
-		WitnessTimeout:    750 * time.Millisecond,
+		WitnessTimeout:    1500 * time.Millisecond,
 		WitnessInterval:   time.Second,
 		WitnessSilence:    300 * time.Millisecond,
 

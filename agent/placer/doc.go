@@ -155,7 +155,7 @@
 // ≈1 s), a frozen agent or an agent upgrade look the same as a power
 // pull. So while a board gossip calls dead is still Ready, every pass over
 // it is a witness: its first listing must come back within
-// Config.WitnessTimeout (750 ms) over the pooled SSH connection, and fails
+// Config.WitnessTimeout (1.5 s) over the pooled SSH connection, and fails
 // at once when the executor is a Silencer whose connection to the board
 // has had a keepalive (or, with no connection yet, its TCP connect)
 // unanswered for over Config.WitnessSilence (300 ms; keepalives go every
