@@ -1,7 +1,6 @@
 package sshexec
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -54,24 +53,8 @@ func (e *Executor) boardSession(c *conn) *boardsession.Client {
 
 // startBoardSession opens the session channel and waits for the Hello.
 func (e *Executor) startBoardSession(c *conn) (*boardsession.Client, error) {
-	s, err := c.client.NewSession()
+	s, stdin, stdout, stderr, err := startPiped(c.client, e.boardSessionCommand())
 	if err != nil {
-		return nil, err
-	}
-	stdin, err := s.StdinPipe()
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	stdout, err := s.StdoutPipe()
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	stderr := newCapBuffer(4 << 10)
-	s.Stderr = stderr
-	if err := s.Start(e.boardSessionCommand()); err != nil {
-		s.Close()
 		return nil, err
 	}
 	type result struct {
@@ -89,7 +72,7 @@ func (e *Executor) startBoardSession(c *conn) (*boardsession.Client, error) {
 	case r := <-ch:
 		if r.err != nil {
 			s.Close()
-			if msg := bytes.TrimSpace(stderr.Bytes()); len(msg) > 0 {
+			if msg := strings.TrimSpace(stderr.String()); msg != "" {
 				return nil, fmt.Errorf("%w (board said: %s)", r.err, msg)
 			}
 			return nil, r.err

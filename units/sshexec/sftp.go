@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
 )
 
 // PutFileOptions tunes PutFile.
@@ -223,24 +224,8 @@ func (c *conn) sftpClient() (*sftp.Client, error) {
 // sftpOverExec starts c.sftpCommand in an exec session and speaks SFTP on
 // its stdin and stdout (Config.SFTPCommand). c.sftpMu is held.
 func (c *conn) sftpOverExec() (*sftp.Client, error) {
-	s, err := c.client.NewSession()
+	s, stdin, stdout, stderr, err := startPiped(c.client, c.sftpCommand)
 	if err != nil {
-		return nil, err
-	}
-	stdin, err := s.StdinPipe()
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	stdout, err := s.StdoutPipe()
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	stderr := &limitedBuffer{max: 4096}
-	s.Stderr = stderr
-	if err := s.Start(c.sftpCommand); err != nil {
-		s.Close()
 		return nil, err
 	}
 	sc, err := sftp.NewClientPipe(stdout, stdin)
@@ -259,6 +244,33 @@ func (c *conn) sftpOverExec() (*sftp.Client, error) {
 		s.Close()
 	}()
 	return sc, nil
+}
+
+// startPiped starts command in a new exec session on client and returns
+// the session with its stdin and stdout, and the first 4 KiB of its
+// stderr (safe to read while the session runs).
+func startPiped(client *ssh.Client, command string) (*ssh.Session, io.WriteCloser, io.Reader, *limitedBuffer, error) {
+	s, err := client.NewSession()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	stdin, err := s.StdinPipe()
+	if err != nil {
+		s.Close()
+		return nil, nil, nil, nil, err
+	}
+	stdout, err := s.StdoutPipe()
+	if err != nil {
+		s.Close()
+		return nil, nil, nil, nil, err
+	}
+	stderr := &limitedBuffer{max: 4096}
+	s.Stderr = stderr
+	if err := s.Start(command); err != nil {
+		s.Close()
+		return nil, nil, nil, nil, err
+	}
+	return s, stdin, stdout, stderr, nil
 }
 
 // limitedBuffer keeps the first max bytes written to it and drops the
