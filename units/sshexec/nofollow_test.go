@@ -28,8 +28,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// helperExecutor is an executor whose board helper is this test binary.
-func helperExecutor(t *testing.T, srv *sshdtest.Server) *Executor {
+// helperExecutor is an executor whose board helper is this test binary,
+// changed by mutate when not nil.
+func helperExecutor(t *testing.T, srv *sshdtest.Server, mutate func(*Config)) *Executor {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -39,12 +40,15 @@ func helperExecutor(t *testing.T, srv *sshdtest.Server) *Executor {
 	return newTestExecutor(t, srv, func(c *Config) {
 		c.BoardHelper = self
 		c.StageDir = stage
+		if mutate != nil {
+			mutate(c)
+		}
 	})
 }
 
 func TestWriteFileNoFollow(t *testing.T) {
 	srv := sshdtest.Start(t)
-	e := helperExecutor(t, srv)
+	e := helperExecutor(t, srv, nil)
 	ctx := testCtx(t)
 	dir := t.TempDir()
 

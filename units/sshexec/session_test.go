@@ -15,19 +15,12 @@ import (
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
 
-// sessionExecutor is an executor with the board session on, the session
-// being this test binary (TestMain).
+// sessionExecutor is helperExecutor with the board session on, the
+// session being this test binary (TestMain).
 func sessionExecutor(t *testing.T, srv *sshdtest.Server, mutate func(*Config)) *Executor {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stage := filepath.Join(t.TempDir(), "run", "stage")
-	return newTestExecutor(t, srv, func(c *Config) {
+	return helperExecutor(t, srv, func(c *Config) {
 		c.BoardSession = true
-		c.BoardHelper = self
-		c.StageDir = stage
 		if mutate != nil {
 			mutate(c)
 		}
