@@ -16,8 +16,6 @@ import (
 	"github.com/herd-dev/herd/units/sshexec/boardfs"
 )
 
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
-
 // Serve runs a session: it writes the Hello to w, then carries out the
 // requests read from r until r ends, answering each on w. At the end every
 // running command is cancelled (SIGTERM to its process group, SIGKILL

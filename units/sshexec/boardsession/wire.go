@@ -1,6 +1,7 @@
 package boardsession
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -144,7 +145,7 @@ func readFrame(r io.Reader, v any) error {
 	if _, err := io.ReadFull(r, b); err != nil {
 		return fmt.Errorf("boardsession: truncated frame (%d bytes announced): %w", n, err)
 	}
-	dec := json.NewDecoder(bytesReader(b))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("boardsession: bad frame: %w", err)
