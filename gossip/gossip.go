@@ -311,7 +311,8 @@ func (g *Gossip) UpdateMeta(m Meta) error {
 }
 
 // Leave announces that this node leaves the cluster, waiting up to timeout
-// for each of its two steps to be gossiped. Others then see it as left
+// for each of its two gossiped steps (and up to Timing.TCPTimeout for a
+// direct sync with the servers between them, see pushLeavingToServers). Others then see it as left
 // (EventLeave) rather than dead. Call Shutdown afterwards.
 //
 // memberlist reports a leave and a death through the same callback, so
@@ -340,10 +341,41 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 	if err := g.ml.UpdateNode(timeout); err != nil {
 		g.log.Warn("gossip leave flag not fully gossiped; some peers may report a failure", "err", err)
 	}
+	g.pushLeavingToServers()
 	if err := g.ml.Leave(timeout); err != nil {
 		return fmt.Errorf("gossip: leave: %w", err)
 	}
 	return nil
+}
+
+// maxLeavePushes bounds the servers a leaving node syncs with directly.
+const maxLeavePushes = 7
+
+// pushLeavingToServers makes sure the alive servers (at most
+// maxLeavePushes) hold this node's leaving flag before the leave itself
+// goes out, by one push/pull over TCP with each, in parallel (memberlist's
+// Join; each bounded by Timing.TCPTimeout). The flag's UDP copies nearly
+// always get there first, but a server that missed them would take the
+// leave for a failure and keep a server that left in Raft's
+// configuration; a worker that misses it only shows "dead" for a while.
+// A server that does not answer is skipped: the gossiped flag may still
+// reach it.
+func (g *Gossip) pushLeavingToServers() {
+	var addrs []string
+	for _, m := range g.Members() {
+		if m.Name != g.cfg.Name && m.State == StateAlive && m.Meta.Server && len(addrs) < maxLeavePushes {
+			addrs = append(addrs, m.Address())
+		}
+	}
+	var wg sync.WaitGroup
+	for _, a := range addrs {
+		wg.Go(func() {
+			if _, err := g.ml.Join([]string{a}); err != nil {
+				g.log.Debug("gossip leave: sync with server failed", "addr", a, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Shutdown stops gossiping and listening without announcing anything (the

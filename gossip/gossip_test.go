@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -408,5 +409,65 @@ func TestStateChanges(t *testing.T) {
 	ms := []Member{{Name: "a", State: StateAlive}, {Name: "b", State: StateLeft}}
 	if diff := cmp.Diff(map[string]State{"a": StateAlive, "b": StateLeft}, States(ms)); diff != "" {
 		t.Errorf("States (-want +got):\n%s", diff)
+	}
+}
+
+// muteUDP drops every outgoing UDP packet once mute is set: a node whose
+// gossip copies all get lost.
+type muteUDP struct {
+	memberlist.NodeAwareTransport
+	mute *atomic.Bool
+}
+
+func (t *muteUDP) WriteTo(b []byte, addr string) (time.Time, error) {
+	if t.mute.Load() {
+		return time.Now(), nil
+	}
+	return t.NodeAwareTransport.WriteTo(b, addr)
+}
+
+func (t *muteUDP) WriteToAddress(b []byte, addr memberlist.Address) (time.Time, error) {
+	if t.mute.Load() {
+		return time.Now(), nil
+	}
+	return t.NodeAwareTransport.WriteToAddress(b, addr)
+}
+
+// A server that missed every gossiped copy of a leave still reports it as
+// a leave, not a failure: Leave syncs its flag with the servers over TCP
+// (a server that took it for a failure would keep a departed server in
+// Raft's configuration).
+func TestLeaveReachesServersOverTCP(t *testing.T) {
+	key := newKey(t)
+	srv := testConfig(t, "n0", key)
+	srv.Meta.Server = true
+	srv.Meta.RaftAddr = "127.0.0.1:7001"
+	s := startNode(t, srv)
+	var mute atomic.Bool
+	cfg := testConfig(t, "n1", key)
+	cfg.Join = []string{s.LocalMember().Address()}
+	cfg.wrapTransport = func(nt memberlist.NodeAwareTransport) memberlist.NodeAwareTransport {
+		return &muteUDP{NodeAwareTransport: nt, mute: &mute}
+	}
+	c := startNode(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), joinWithin)
+	defer cancel()
+	if _, err := c.Join(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitAllAlive(t, []*Gossip{s, c})
+
+	mute.Store(true)
+	if err := c.Leave(2 * time.Second); err != nil {
+		t.Fatalf("Leave: %v", err)
+	}
+	if err := c.Shutdown(); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	ev := waitEvent(t, s, detectWithin, func(ev Event) bool {
+		return ev.Member.Name == "n1" && (ev.Type == EventLeave || ev.Type == EventFail)
+	})
+	if ev.Type != EventLeave || ev.Member.State != StateLeft {
+		t.Fatalf("event = %s, state %s; want leave, left", ev.Type, ev.Member.State)
 	}
 }
