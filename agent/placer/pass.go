@@ -63,6 +63,9 @@ func (w *worker) pass(ctx context.Context) passResult {
 	}
 	desired := v.desired(w.node)
 	witness := v.witnessing(w.node)
+	if p.silencer != nil {
+		w.log.Debug("pass starts", "witness", witness, "silence", p.silencer.Silence(w.node))
+	}
 	w.watchSilence(ctx, cancel)
 	var (
 		observed []units.UnitState

@@ -102,6 +102,8 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		w.pace(ctx, &ps, res)
+		w.log.Debug("pass done", "witness", res.witness, "sweep", res.sweep, "acted", res.acted, "err", res.err,
+			"next", ps.delay, "idle", ps.idle, "retrying", ps.retrying)
 	}
 }
 

@@ -139,10 +139,13 @@
 //
 // # Cancellation
 //
-// Every operation takes ctx first. Cancelling it closes the lifeline and
-// the session and returns ctx.Err() promptly; no output is written to the
-// caller's writers afterwards. As with any remote call, whether a cancelled
-// operation took effect on the board is unknown.
+// Every operation takes ctx first. Cancelling it closes the lifeline (or
+// sends the board session a cancel) and returns ctx.Err() once the board
+// acknowledges the kill, at most about a second later, or at once when the
+// board is silent (a keepalive or connect unanswered for 250 ms: a board
+// that lost power will not acknowledge anything); no output is written to
+// the caller's writers afterwards. As with any remote call, whether a
+// cancelled operation took effect on the board is unknown.
 //
 // The sshdtest subpackage starts a real OpenSSH sshd for tests.
 package sshexec

@@ -179,7 +179,7 @@ func (e *Executor) exec(ctx context.Context, node string, argv []string, stdout 
 	select {
 	case werr = <-done:
 	case <-ctx.Done():
-		e.cancelSession(s, lifeline, done)
+		e.cancelSession(s, lifeline, done, e.cancelGrace(node))
 		gate.shut()
 		return -1, ctx.Err()
 	}
@@ -206,11 +206,15 @@ func (e *Executor) exec(ctx context.Context, node string, argv []string, stdout 
 // the wrapper then signals the session's process group, TERM and after 2 s
 // KILL, and sshd closes the channel once the login shell is gone. (SSH
 // "signal" requests would be simpler, but OpenSSH refuses them for root
-// logins.) Waiting for that is bounded; the channel is closed from our side
-// too.
-func (e *Executor) cancelSession(s *ssh.Session, lifeline io.Closer, done <-chan error) {
+// logins.) Waiting for that is bounded by grace, twice; the channel is
+// closed from our side too.
+func (e *Executor) cancelSession(s *ssh.Session, lifeline io.Closer, done <-chan error, grace time.Duration) {
 	lifeline.Close()
-	t := time.NewTimer(cancelGrace)
+	if grace <= 0 {
+		s.Close()
+		return
+	}
+	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-done:
@@ -218,16 +222,36 @@ func (e *Executor) cancelSession(s *ssh.Session, lifeline io.Closer, done <-chan
 	case <-t.C:
 	}
 	s.Close()
-	t.Reset(cancelGrace)
+	t.Reset(grace)
 	select {
 	case <-done:
 	case <-t.C:
 	}
 }
 
-// cancelGrace bounds each of the two waits in cancelSession. It only
-// limits how long we watch: the remote kill is already under way.
-const cancelGrace = time.Second
+// cancelGrace bounds each wait for a cancelled command to end on the
+// board (cancelSession, and the board session's cancel). It only limits
+// how long we watch: the remote kill is already under way. A variable for
+// tests.
+var cancelGrace = time.Second
+
+// cancelSilence: a board that has left a keepalive (or a connect)
+// unanswered this long will not acknowledge a kill either, so a cancelled
+// command does not wait for it (cancelGrace is skipped): the caller, often
+// the placer cutting a pass short because the board went silent, gets on
+// with its witness at once. The connection stays pooled until the
+// keepalives close it; the remote kill, if the board is only slow, still
+// happens, as the cancel was sent.
+const cancelSilence = 250 * time.Millisecond
+
+// cancelGrace returns how long a cancelled command on node is waited for:
+// cancelGrace, or 0 when node is silent (cancelSilence).
+func (e *Executor) cancelGrace(node string) time.Duration {
+	if e.Silence(node) >= cancelSilence {
+		return 0
+	}
+	return cancelGrace
+}
 
 // gate passes writes through until shut, then drops them.
 type gate struct {

@@ -169,7 +169,7 @@ func (e *Executor) doSession(ctx context.Context, node string, req boardsession.
 		e.sessions.Add(-1)
 		<-n.sem
 	}()
-	resp, err = bs.Do(ctx, req, cancelGrace)
+	resp, err = bs.Do(ctx, req, func() time.Duration { return e.cancelGrace(node) })
 	switch {
 	case err == nil:
 		return resp, nil, true

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -75,5 +77,52 @@ func TestSilenceOfAHangingDial(t *testing.T) {
 	}
 	if got := e.Silence("b1"); got != 0 {
 		t.Errorf("Silence after the dial gave up = %v, want 0", got)
+	}
+}
+
+// A command cancelled while its board is silent (a board that lost power
+// mid-command) returns at once: waiting for the board to acknowledge the
+// kill (cancelGrace) would only hold up the caller, e.g. the placer's
+// witness. cancelGrace is made a minute long here, so a wait for it fails
+// the test at its deadline.
+func TestCancelOnASilentPeerDoesNotWait(t *testing.T) {
+	defer func(g time.Duration) { cancelGrace = g }(cancelGrace)
+	cancelGrace = time.Minute
+	for _, tc := range []struct {
+		name    string
+		session bool
+	}{{"wrapper", false}, {"board session", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := sshdtest.Start(t)
+			e := helperExecutor(t, srv, func(c *Config) {
+				c.BoardSession = tc.session
+				c.KeepaliveInterval = 100 * time.Millisecond
+				c.KeepaliveMax = 1000 // keep the connection: only silence may cut the wait short
+			})
+			started := filepath.Join(t.TempDir(), "started")
+			ctx, cancel := context.WithCancel(testCtx(t))
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() {
+				_, err := e.Run(ctx, "b1", []string{"sh", "-c", `: > "$1"; exec sleep 60`, "x", started})
+				errc <- err
+			}()
+			waitFor(t, "the command to start", 20*time.Second, func() bool {
+				_, err := os.Stat(started)
+				return err == nil
+			})
+			srv.PauseConnections()
+			t.Cleanup(srv.ResumeConnections)
+			waitFor(t, "the silence to exceed cancelSilence", 20*time.Second, func() bool { return e.Silence("b1") > cancelSilence })
+			cancel()
+			select {
+			case err := <-errc:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("Run = %v, want context.Canceled", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("Run cancelled on a silent board waited for the board (cancelGrace)")
+			}
+		})
 	}
 }

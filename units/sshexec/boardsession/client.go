@@ -93,9 +93,10 @@ func (c *Client) Close() error {
 
 // Do sends req (its ID is assigned here) and waits for the answer. When
 // ctx ends first, a run is cancelled on the board and Do returns
-// ctx.Err() after waiting at most grace for the run to end. A session that
+// ctx.Err() after waiting at most grace() (asked once ctx has ended; 0:
+// no wait) for the run to end. A session that
 // ends first gives an error wrapping ErrClosed (or the stream's error).
-func (c *Client) Do(ctx context.Context, req Request, grace time.Duration) (Response, error) {
+func (c *Client) Do(ctx context.Context, req Request, grace func() time.Duration) (Response, error) {
 	ch := make(chan Response, 1)
 	c.mu.Lock()
 	if c.err != nil {
@@ -122,7 +123,7 @@ func (c *Client) Do(ctx context.Context, req Request, grace time.Duration) (Resp
 	}
 	if req.Op == OpRun {
 		if err := c.send(Request{ID: req.ID, Op: OpCancel}); err == nil {
-			t := time.NewTimer(grace)
+			t := time.NewTimer(grace())
 			defer t.Stop()
 			select {
 			case <-ch:

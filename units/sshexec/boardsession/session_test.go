@@ -74,7 +74,7 @@ func TestRun(t *testing.T) {
 			Response{Error: `unknown op "reboot" (want run, put, rm or cancel)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := c.Do(ctx, tc.req, time.Second)
+			got, err := c.Do(ctx, tc.req, wait(time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +85,7 @@ func TestRun(t *testing.T) {
 		})
 	}
 	t.Run("a command that does not exist", func(t *testing.T) {
-		got, err := c.Do(ctx, Run([]string{"/nonexistent/cmd"}, 0), time.Second)
+		got, err := c.Do(ctx, Run([]string{"/nonexistent/cmd"}, 0), wait(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func TestRun(t *testing.T) {
 	})
 	t.Run("bad argv", func(t *testing.T) {
 		for _, argv := range [][]string{nil, {""}, {"-c", "id"}} {
-			got, err := c.Do(ctx, Run(argv, 0), time.Second)
+			got, err := c.Do(ctx, Run(argv, 0), wait(time.Second))
 			if err != nil || !strings.Contains(got.Error, "bad argv") {
 				t.Errorf("argv %q: %+v, %v; want a bad argv error", argv, got, err)
 			}
@@ -127,7 +127,7 @@ func TestCancelKillsTheProcessGroup(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		// A child that ignores nothing: the group gets TERM.
-		_, err := c.Do(ctx, Run([]string{"sh", "-c", `sleep 60 & echo $! > "$1"; wait`, "x", pidFile}, 0), 5*time.Second)
+		_, err := c.Do(ctx, Run([]string{"sh", "-c", `sleep 60 & echo $! > "$1"; wait`, "x", pidFile}, 0), wait(5*time.Second))
 		errc <- err
 	}()
 	pid := pidFrom(t, pidFile)
@@ -141,7 +141,7 @@ func TestCancelKillsTheProcessGroup(t *testing.T) {
 func TestEndOfInputCancelsEverything(t *testing.T) {
 	c, served := pair(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	go c.Do(context.Background(), Run([]string{"sh", "-c", `echo $$ > "$1"; exec sleep 60`, "x", pidFile}, 0), time.Second)
+	go c.Do(context.Background(), Run([]string{"sh", "-c", `echo $$ > "$1"; exec sleep 60`, "x", pidFile}, 0), wait(time.Second))
 	pid := pidFrom(t, pidFile)
 	c.Close()
 	select {
@@ -155,7 +155,7 @@ func TestEndOfInputCancelsEverything(t *testing.T) {
 	if !gone(pid) {
 		t.Error("the running command outlived the session")
 	}
-	if _, err := c.Do(ctxFor(t), Run([]string{"true"}, 0), time.Second); !errors.Is(err, ErrClosed) {
+	if _, err := c.Do(ctxFor(t), Run([]string{"true"}, 0), wait(time.Second)); !errors.Is(err, ErrClosed) {
 		t.Errorf("Do after Close = %v, want ErrClosed", err)
 	}
 }
@@ -167,10 +167,10 @@ func TestBusy(t *testing.T) {
 	dir := t.TempDir()
 	for i := range MaxRunning {
 		p := filepath.Join(dir, strconv.Itoa(i))
-		go c.Do(ctx, Run([]string{"sh", "-c", `echo $$ > "$1"; exec sleep 60`, "x", p}, 0), time.Second)
+		go c.Do(ctx, Run([]string{"sh", "-c", `echo $$ > "$1"; exec sleep 60`, "x", p}, 0), wait(time.Second))
 		pidFrom(t, p)
 	}
-	got, err := c.Do(ctxFor(t), Run([]string{"true"}, 0), time.Second)
+	got, err := c.Do(ctxFor(t), Run([]string{"true"}, 0), wait(time.Second))
 	if err != nil || !strings.Contains(got.Error, "busy") {
 		t.Errorf("request %d = %+v, %v; want busy", MaxRunning+1, got, err)
 	}
@@ -182,7 +182,7 @@ func TestPutAndRemove(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "etc", "app", "conf")
 	content := []byte("a=1\n\x00\xff $(reboot)\n")
-	got, err := c.Do(ctx, Put(p, content, 0o640, 0, false), time.Second)
+	got, err := c.Do(ctx, Put(p, content, 0o640, 0, false), wait(time.Second))
 	if err != nil || got.Error != "" {
 		t.Fatalf("put = %+v, %v", got, err)
 	}
@@ -199,19 +199,19 @@ func TestPutAndRemove(t *testing.T) {
 	if err := os.Symlink(victim, filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	got, err = c.Do(ctx, Put(filepath.Join(dir, "link", "x"), []byte("owned"), 0o644, 0, false), time.Second)
+	got, err = c.Do(ctx, Put(filepath.Join(dir, "link", "x"), []byte("owned"), 0o644, 0, false), wait(time.Second))
 	if err != nil || !got.Refused || !strings.Contains(got.Error, "symbolic link") {
 		t.Errorf("put through a link = %+v, %v; want refused naming the link", got, err)
 	}
 	if _, err := os.Stat(filepath.Join(victim, "x")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a file appeared behind the link: %v", err)
 	}
-	got, err = c.Do(ctx, Put(p, []byte("x"), 0o4755, 0, false), time.Second)
+	got, err = c.Do(ctx, Put(p, []byte("x"), 0o4755, 0, false), wait(time.Second))
 	if err != nil || !got.Refused {
 		t.Errorf("setuid put without AllowSetID = %+v, %v; want refused", got, err)
 	}
 
-	got, err = c.Do(ctx, Remove(p), time.Second)
+	got, err = c.Do(ctx, Remove(p), wait(time.Second))
 	if err != nil || got.Error != "" {
 		t.Fatalf("rm = %+v, %v", got, err)
 	}
@@ -291,7 +291,7 @@ func TestIdleSessionExits(t *testing.T) {
 	}
 	defer c.Close()
 	// Busy past the idle time: the session stays.
-	got, err := c.Do(ctxFor(t), Run([]string{"sleep", "0.5"}, 0), time.Second)
+	got, err := c.Do(ctxFor(t), Run([]string{"sleep", "0.5"}, 0), wait(time.Second))
 	if err != nil || got.Exit != 0 {
 		t.Fatalf("run = %+v, %v", got, err)
 	}
@@ -309,3 +309,6 @@ func TestIdleSessionExits(t *testing.T) {
 		t.Fatal("the client did not see the session end")
 	}
 }
+
+// wait is a constant grace for Client.Do.
+func wait(d time.Duration) func() time.Duration { return func() time.Duration { return d } }
