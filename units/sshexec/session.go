@@ -23,35 +23,58 @@ func (e *Executor) boardSessionCommand() string {
 // nil when the board has none: Config.BoardSession off, or a board whose
 // herd or sudoers predate it (no Hello within DialTimeout). A board
 // without one is remembered for the connection's life; a session that
-// ended is started again on next use.
-func (e *Executor) boardSession(c *conn) *boardsession.Client {
+// ended is started again on next use. The start gives up with ctx (the
+// caller's error is ctx's; nothing is remembered): a board that lost
+// power while its connection still looks open does not hold up a witness
+// until the keepalives close it.
+func (e *Executor) boardSession(ctx context.Context, c *conn) (*boardsession.Client, error) {
 	if !e.cfg.BoardSession {
-		return nil
+		return nil, nil
 	}
 	c.bsMu.Lock()
 	defer c.bsMu.Unlock()
 	if c.bsNone {
-		return nil
+		return nil, nil
 	}
 	if c.bs != nil {
 		select {
 		case <-c.bs.Done():
 			c.bs = nil
 		default:
-			return c.bs
+			return c.bs, nil
 		}
 	}
-	bs, err := e.startBoardSession(c)
-	if err != nil {
-		c.bsNone = true
-		e.log.Info("no herd board session on this board; running each command through the wrapper", "node", c.node, "err", err)
-		return nil
+	type result struct {
+		bs  *boardsession.Client
+		err error
 	}
-	c.bs = bs
-	return bs
+	ch := make(chan result, 1)
+	go func() {
+		bs, err := e.startBoardSession(c)
+		ch <- result{bs, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.bs != nil {
+				r.bs.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+	if r.err != nil {
+		c.bsNone = true
+		e.log.Info("no herd board session on this board; running each command through the wrapper", "node", c.node, "err", r.err)
+		return nil, nil
+	}
+	c.bs = r.bs
+	return r.bs, nil
 }
 
-// startBoardSession opens the session channel and waits for the Hello.
+// startBoardSession opens the session channel and waits for the Hello
+// (at most DialTimeout once the channel is open).
 func (e *Executor) startBoardSession(c *conn) (*boardsession.Client, error) {
 	s, stdin, stdout, stderr, err := startPiped(c.client, e.boardSessionCommand())
 	if err != nil {
@@ -149,7 +172,10 @@ func (e *Executor) doSession(ctx context.Context, node string, req boardsession.
 	if err != nil {
 		return resp, err, true
 	}
-	bs := e.boardSession(c)
+	bs, err := e.boardSession(ctx, c)
+	if err != nil {
+		return resp, err, true
+	}
 	if bs == nil {
 		return resp, nil, false
 	}

@@ -3,6 +3,7 @@ package sshexec
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -124,5 +125,42 @@ func TestCancelOnASilentPeerDoesNotWait(t *testing.T) {
 				t.Fatal("Run cancelled on a silent board waited for the board (cancelGrace)")
 			}
 		})
+	}
+}
+
+// Starting the board session on a connection that went silent (the board
+// lost power after the dial) gives up with the caller's context instead
+// of waiting for the keepalives to close the connection.
+func TestBoardSessionStartOnASilentPeer(t *testing.T) {
+	srv := sshdtest.Start(t)
+	e := sessionExecutor(t, srv, func(c *Config) {
+		c.KeepaliveInterval = 100 * time.Millisecond
+		c.KeepaliveMax = 1000 // the connection stays: only the context may end the start
+	})
+	ctx := testCtx(t)
+	// Stream stays on the wrapper: the connection is up, no session yet.
+	if err := e.Stream(ctx, "b1", []string{"true"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	srv.PauseConnections()
+	t.Cleanup(srv.ResumeConnections)
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.Run(dctx, "b1", []string{"true"})
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Run = %v, want context.DeadlineExceeded", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run kept waiting for the board session to start on a silent connection")
+	}
+	srv.ResumeConnections()
+	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
+		t.Fatalf("Run after the peer answered again: %v", err)
 	}
 }
