@@ -34,6 +34,9 @@ type Config struct {
 	// and ready), one after the other; then ObserveInterval takes over.
 	// Only a pass that acts on the board starts the sequence again, so a
 	// pod that never becomes ready costs len(QuickObserve) quick passes.
+	// The default looks every 250 ms for the first second, when a new
+	// pod's readiness check is most likely to turn (a failover's endpoint
+	// waits for it), then backs off.
 	QuickObserve []time.Duration
 	// RetryBase is the pause after a failed pass (board unreachable, a
 	// command failed, a write conflicted); it doubles with every further
@@ -126,7 +129,7 @@ func DefaultConfig() Config {
 	return Config{
 		ObserveInterval:   5 * time.Second,
 		ObserveJitter:     0.2,
-		QuickObserve:      []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second},
+		QuickObserve:      []time.Duration{200 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second},
 		RetryBase:         200 * time.Millisecond,
 		RetryMax:          5 * time.Second,
 		ResyncInterval:    30 * time.Second,

@@ -107,7 +107,8 @@
 // placer writes itself wakes a worker only when it makes a pod terminal or
 // a board Ready. After a pass that acted, or
 // while pods are still coming up or not ready, the worker re-observes after
-// Config.QuickObserve pauses (200 ms, 500 ms, 1 s, 2 s). Otherwise a board
+// Config.QuickObserve pauses (200 ms, three of 250 ms, 500 ms, 1 s, 2 s).
+// Otherwise a board
 // that reports its units (see "Reports") gets a pass when a report comes
 // and while a bound pod has a readiness check every Config.ObserveInterval
 // (5 s, jittered; those passes list nothing), and is listed over SSH only

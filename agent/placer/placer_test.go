@@ -94,13 +94,13 @@ func TestRunPlacesOnBindAndObservesQuickly(t *testing.T) {
 		t.Fatalf("pod phase = %s, want Starting", p.Status.Phase)
 	}
 	h.clock.Advance(200 * time.Millisecond)
-	if pk := h.waitPark("n1", 3); pk.delay != 500*time.Millisecond {
-		t.Fatalf("park while starting = %+v, want 500ms", pk)
+	if pk := h.waitPark("n1", 3); pk.delay != 250*time.Millisecond {
+		t.Fatalf("park while starting = %+v, want 250ms", pk)
 	}
 	if err := b.SetState("herd-web-1.service", "active", "running"); err != nil {
 		t.Fatal(err)
 	}
-	h.clock.Advance(500 * time.Millisecond)
+	h.clock.Advance(250 * time.Millisecond)
 	if pk := h.waitPark("n1", 4); pk.delay != 5*time.Second {
 		t.Fatalf("park once running = %+v, want 5s", pk)
 	}
@@ -120,13 +120,14 @@ func TestRunQuickObserveRunsOut(t *testing.T) {
 	h.st.putPod(webPod("web-1", "n1"))
 	h.fleet.Board("n1").StartAs("herd-web-1.service", "activating", "auto-restart")
 	h.run()
+	want := []time.Duration{200 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond,
+		500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 5 * time.Second}
 	var got []time.Duration
-	for n := 1; n <= 6; n++ {
+	for n := 1; n <= len(want); n++ {
 		pk := h.waitPark("n1", n)
 		got = append(got, pk.delay)
 		h.clock.Advance(pk.delay)
 	}
-	want := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 5 * time.Second}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("pauses (-want +got):\n%s", diff)
 	}
