@@ -163,7 +163,10 @@
 // second, so a board that lost power has one outstanding by the time
 // gossip calls it dead, and a new leader's first dial to it gets no
 // answer). Any pass, witness or not, is cut short the same way, so a pass
-// in flight when the power goes does not hold up the witness behind it.
+// in flight when the power goes does not hold up the witness behind it:
+// the cancelled command is not waited for, and a connect given up for
+// silence still counts as silence for a second, so the witness right
+// after such a pass fails at once.
 // The outcome goes to
 // Config.RecordWitness, which the node controller reads
 // (controller.MemberInfo.Witness): a board that answered stays Ready with

@@ -16,8 +16,11 @@
 // the connection is then closed and the next operation dials again. Well
 // before that, Silence reports how long the keepalive in flight has gone
 // unanswered (or, with no connection, how long the TCP connect in progress
-// has), so a caller can judge a board that lost power within a few hundred
-// milliseconds (the placer's witness does). A
+// has, or for a second after a connect that got no answer was given up,
+// how long ago it began), so a caller can judge a board that lost power
+// within a few hundred milliseconds (the placer's witness does). A
+// cancelled command on a silent board is not waited for (see
+// Cancellation). A
 // connection found broken when opening a session is replaced once,
 // transparently; repeated dial failures back off exponentially with jitter
 // (capped at BackoffMax). A command cut off by a lost connection is

@@ -12,6 +12,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/herd-dev/herd/internal/clock"
@@ -68,9 +69,13 @@ type node struct {
 	// tcpSince is when the TCP connect in progress began (UnixNano), 0
 	// when none is: see Silence.
 	tcpSince atomic.Int64
-	name     string
-	dialLock chan struct{}
-	sem      chan struct{}
+	// unanswered is the last TCP connect if it ended without an answer
+	// from the board (timed out, cancelled, unreachable); zero after one
+	// that was answered. See Silence.
+	unanswered atomic.Value // unansweredDial
+	name       string
+	dialLock   chan struct{}
+	sem        chan struct{}
 
 	mu        sync.Mutex
 	conn      *conn
@@ -174,7 +179,9 @@ func (e *Executor) Forget(node string) {
 // Silence returns how long node has left the executor without an answer:
 // on a live connection, how long the keepalive in flight has gone
 // unanswered; with none, how long the TCP connect in progress has waited
-// (the SSH handshake after it does not count). 0 when nothing is
+// (the SSH handshake after it does not count), or, for silenceAfterDial
+// after a connect that got no answer was given up, how long ago that
+// connect began. 0 when nothing is
 // outstanding. A healthy peer answers within a round trip, so a silence
 // well beyond that (keepalives go every KeepaliveInterval) says the peer
 // stopped answering long before the connection is closed for it
@@ -191,6 +198,9 @@ func (e *Executor) Silence(node string) time.Duration {
 	if c == nil {
 		if since := n.tcpSince.Load(); since != 0 {
 			return max(0, time.Since(time.Unix(0, since)))
+		}
+		if u, _ := n.unanswered.Load().(unansweredDial); !u.began.IsZero() && time.Since(u.ended) < silenceAfterDial {
+			return time.Since(u.began)
 		}
 		return 0
 	}
@@ -327,6 +337,25 @@ func (n *node) live() *conn {
 	return nil
 }
 
+// unansweredDial is a TCP connect that got no answer: when it began and
+// when it was given up.
+type unansweredDial struct{ began, ended time.Time }
+
+// silenceAfterDial is how long a connect that got no answer keeps counting
+// as silence after it was given up (Silence): a pass cut short while
+// dialling a board that lost power, and the witness right after it, see
+// the board silent at once instead of each waiting out a new connect.
+// Short, so that a board that comes back is dialled again soon: passes
+// cut short by the silence do not dial. A variable for tests.
+var silenceAfterDial = time.Second
+
+// answered reports whether a failed TCP connect still heard from the
+// board's address: refused (the kernel answered with a reset). Timeouts,
+// cancellations and unreachable hosts did not.
+func answered(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
 // backoffDelay is the wait after the n-th consecutive failed dial:
 // base·2^(n-1) capped at max, jittered into [d/2, d) by r in [0, 1).
 func backoffDelay(n int, base, max time.Duration, r float64) time.Duration {
@@ -368,9 +397,15 @@ func (e *Executor) dial(ctx context.Context, n *node) (*conn, error) {
 
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.DialTimeout)
 	defer cancel()
-	n.tcpSince.Store(time.Now().UnixNano())
+	began := time.Now()
+	n.tcpSince.Store(began.UnixNano())
 	nc, err := e.dialer(dctx, "tcp", addr)
 	n.tcpSince.Store(0)
+	if err != nil && !answered(err) {
+		n.unanswered.Store(unansweredDial{began: began, ended: time.Now()})
+	} else {
+		n.unanswered.Store(unansweredDial{})
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

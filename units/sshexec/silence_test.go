@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,8 +77,46 @@ func TestSilenceOfAHangingDial(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Fatal("Run through a dial that never connects succeeded")
 	}
+	// The unanswered connect counts as silence for a while after it was
+	// given up (silenceAfterDial), then no more: the board is dialled
+	// afresh.
+	waitFor(t, "the silence to end after the dial gave up", 20*time.Second, func() bool { return e.Silence("b1") == 0 })
+}
+
+// Right after a connect that got no answer was given up, the board still
+// counts as silent (since the connect began), so the witness after a pass
+// cut short while dialling need not wait out a connect of its own; a
+// connect that was answered (refused) leaves no silence.
+func TestSilenceAfterAnUnansweredDial(t *testing.T) {
+	defer func(d time.Duration) { silenceAfterDial = d }(silenceAfterDial)
+	silenceAfterDial = time.Minute
+	srv := sshdtest.Start(t)
+	refuse := false
+	e := newTestExecutor(t, srv, func(c *Config) {
+		c.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if refuse {
+				return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+			}
+			<-ctx.Done() // the SYN is never answered
+			return nil, ctx.Err()
+		}
+	})
+	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
+	defer cancel()
+	if _, err := e.Run(ctx, "b1", []string{"true"}); err == nil {
+		t.Fatal("Run through a dial that never connects succeeded")
+	}
+	if got := e.Silence("b1"); got < 300*time.Millisecond {
+		t.Errorf("Silence after an unanswered dial = %v, want at least the 300ms it waited", got)
+	}
+
+	refuse = true
+	e.Forget("b1") // no backoff before the next dial
+	if _, err := e.Run(testCtx(t), "b1", []string{"true"}); err == nil {
+		t.Fatal("Run through a refused dial succeeded")
+	}
 	if got := e.Silence("b1"); got != 0 {
-		t.Errorf("Silence after the dial gave up = %v, want 0", got)
+		t.Errorf("Silence after a refused dial = %v, want 0", got)
 	}
 }
 
