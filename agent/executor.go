@@ -76,6 +76,12 @@ func (b *boardExecutor) Close() error { return b.ssh.Close() }
 
 var _ placer.Silencer = (*boardExecutor)(nil)
 
+var _ placer.Warmer = (*boardExecutor)(nil)
+
+// Warm dials node and starts its board session ahead of the first call
+// (sshexec.Executor.Warm).
+func (b *boardExecutor) Warm(ctx context.Context, node string) error { return b.ssh.Warm(ctx, node) }
+
 // Silence is how long the pooled connection to node has had a keepalive
 // unanswered (sshexec.Executor.Silence): the placer's witness fails at
 // once on a board that stopped answering.

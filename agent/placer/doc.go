@@ -141,7 +141,12 @@
 // lists over SSH before it acts (a plan that takes anything down is only
 // ever made from a fresh listing; one that only places units the report
 // does not show is carried out at once, see placesOnly), after acting, for
-// witnesses and sweeps, and every ReportedListInterval. A board counts as reporting while its last report
+// witnesses and sweeps, and every ReportedListInterval. A new worker (a
+// new leader's, or a new board's) does the same from its first pass,
+// listing a reporting board over SSH for the first time an ObserveInterval
+// (jittered) later, and meanwhile warms the executor's connection to it
+// (Warmer): so the pods a new leader replaces right after taking over are
+// placed without first waiting for listings of their boards. A board counts as reporting while its last report
 // is younger than Config.ReportTTL (3 minutes); after that it is listed
 // every ObserveInterval again. Reports are ordered by their unitreport.Mark;
 // the SSH listing reads the mark of the report the board last began in the

@@ -82,6 +82,17 @@ type Silencer interface {
 	Silence(node string) time.Duration
 }
 
+// Warmer is an optional Executor method: Warm(ctx, node) makes the
+// node's next calls cheap (for SSH: dials the board and starts its board
+// session) without doing anything on it. A new leader's worker warms a
+// reporting board whose first pass needs no call, so a pod bound there
+// right after the leader changed is not held up by the dial. It may be
+// called concurrently with the node's other calls; its error is only
+// logged.
+type Warmer interface {
+	Warm(ctx context.Context, node string) error
+}
+
 // Systemctl verbs the placer uses.
 const (
 	VerbDaemonReload = "daemon-reload"

@@ -1,12 +1,14 @@
 package placer
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/herd-dev/herd/agent/placer/fakeboard"
 	"github.com/herd-dev/herd/agent/unitreport"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // report sends the placer what the board's agent would report now.
@@ -230,5 +232,56 @@ func TestReportedBoardPlacesWithoutListingFirst(t *testing.T) {
 	}
 	if got := b.CallStrings(); len(got) == 0 || got[0] != "ShowUnits" {
 		t.Errorf("calls = %v, want a listing first", got)
+	}
+}
+
+// warmFleet is a fake fleet that is also a Warmer.
+type warmFleet struct {
+	*fakeboard.Fleet
+	warmed chan string
+}
+
+func (f warmFleet) Warm(ctx context.Context, node string) error {
+	f.warmed <- node
+	return nil
+}
+
+// A new worker (a new leader's) on a reporting board takes the units from
+// the report: a pod bound there is placed without a listing first, and the
+// connection to the board is warmed meanwhile.
+func TestNewWorkerStartsFromTheReport(t *testing.T) {
+	h := newHarness(t)
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	b := h.fleet.Board("n1")
+	report(h, "n1")
+	w := h.p.newWorker("n1")
+	pod := webPod("web-1", "n1")
+	pod.Spec.Template.Readiness = nil
+	h.st.putPod(pod)
+	if res := h.pass(w); res.err != nil || res.acted == 0 {
+		t.Fatalf("first pass = %+v, want it to place web-1", res)
+	}
+	if got := b.CallStrings(); len(got) == 0 || got[0] == "ShowUnits" {
+		t.Errorf("calls = %v, want the placement first (no listing before it)", got)
+	}
+	if got := b.ActiveUnits(); len(got) != 1 {
+		t.Errorf("active units = %v, want web-1's", got)
+	}
+
+	warmed := make(chan string, 1)
+	p, err := New(h.p.cfg, warmFleet{h.fleet, warmed}, h.st, h.st, h.clock, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.p = p
+	report(h, "n1")
+	h.run()
+	select {
+	case node := <-warmed:
+		if node != "n1" {
+			t.Errorf("warmed %q, want n1", node)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a new worker on a reporting board did not warm the connection")
 	}
 }

@@ -57,8 +57,13 @@ type fileRefusal struct {
 
 func (p *Placer) newWorker(node string) *worker {
 	return &worker{
-		p:           p,
-		node:        node,
+		p:    p,
+		node: node,
+		// A reporting board is first listed over SSH an ObserveInterval
+		// into the worker's life (see listed): a new leader's first
+		// passes take its units from the report, and a pod bound there
+		// meanwhile is placed without waiting for a listing.
+		listDue:     p.clock.Now().Add(jitter(p.cfg.ObserveInterval, p.cfg.ObserveJitter, p.jitter())),
 		log:         p.log.With("node", node),
 		wake:        make(chan struct{}, 1),
 		done:        make(chan struct{}),
@@ -86,6 +91,7 @@ func (w *worker) poke() {
 // (down, or not a node any more) is left alone until poked.
 func (w *worker) run(ctx context.Context) {
 	defer w.p.reports.attach(w)()
+	w.warm(ctx)
 	var ps pacing
 	for {
 		if (ps.idle || ps.delay > 0) && !w.park(ctx, ps) {
@@ -105,6 +111,23 @@ func (w *worker) run(ctx context.Context) {
 		w.log.Debug("pass done", "witness", res.witness, "sweep", res.sweep, "acted", res.acted, "err", res.err,
 			"next", ps.delay, "idle", ps.idle, "retrying", ps.retrying)
 	}
+}
+
+// warm starts warming the executor's way to a board that reports (see
+// Warmer): its first pass takes the units from the report and calls
+// nothing, so without it the first pod bound there (a failover right
+// after a new leader took over) would wait for the dial and the board
+// session's start. It does not wait.
+func (w *worker) warm(ctx context.Context) {
+	wm, ok := w.p.exec.(Warmer)
+	if !ok || !w.reporting(w.p.clock.Now()) {
+		return
+	}
+	go func() {
+		if err := wm.Warm(ctx, w.node); err != nil && ctx.Err() == nil {
+			w.log.Debug("warming the connection to the board failed", "err", err)
+		}
+	}()
 }
 
 // pacing is when a worker passes next, and what it remembers to decide it.

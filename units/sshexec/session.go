@@ -111,6 +111,23 @@ func (e *Executor) startBoardSession(c *conn) (*boardsession.Client, error) {
 	}
 }
 
+// Warm makes node's next operation cheap: it dials the board (unless
+// connected) and, with Config.BoardSession, starts its board session. It
+// runs nothing on the board. Safe to call concurrently with node's other
+// operations; they wait for the dial or the session start it began.
+func (e *Executor) Warm(ctx context.Context, node string) error {
+	n, err := e.node(node)
+	if err != nil {
+		return err
+	}
+	c, err := e.connect(ctx, n)
+	if err != nil {
+		return err
+	}
+	_, err = e.boardSession(ctx, c)
+	return err
+}
+
 // runSession runs argv through the board session. ok is false when the
 // board has none: the caller uses the wrapper.
 func (e *Executor) runSession(ctx context.Context, node string, argv []string) (res Result, err error, ok bool) {

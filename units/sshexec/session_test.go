@@ -140,3 +140,23 @@ func TestBoardSessionFallback(t *testing.T) {
 		t.Error("the connection does not remember that the board has no session")
 	}
 }
+
+// Warm dials the board and starts its session without running anything;
+// the next command finds both ready.
+func TestWarm(t *testing.T) {
+	srv := sshdtest.Start(t)
+	e := sessionExecutor(t, srv, nil)
+	ctx := testCtx(t)
+	if err := e.Warm(ctx, "b1"); err != nil {
+		t.Fatalf("Warm: %v", err)
+	}
+	if got := e.Stats().Dials; got != 1 {
+		t.Errorf("dials after Warm = %d, want 1", got)
+	}
+	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Stats().Dials; got != 1 {
+		t.Errorf("dials after Warm and a command = %d, want 1", got)
+	}
+}
