@@ -169,7 +169,14 @@ func (b *boardExecutor) Logs(ctx context.Context, pod *api.Pod, opts httpapi.Log
 
 // logsCommand is the board and journalctl argv of a pod's logs: the unit
 // comes from the pod's own name and the board from its binding, never from
-// status, which must not steer what is read.
+// status, which must not steer what is read. A job pod with concurrency
+// allow runs as instances of its template: its journal is theirs, all of
+// them (api.InstanceGlob, a pattern journalctl matches against the units
+// its journal knows; only the pod's name is in it).
 func logsCommand(pod *api.Pod, opts httpapi.LogOptions) (node string, argv []string) {
-	return pod.Spec.Node, opts.JournalctlArgs(api.UnitName(pod.Metadata.Name))
+	unit := api.UnitName(pod.Metadata.Name)
+	if pod.Spec.OverlapsRuns() {
+		unit = api.InstanceGlob(pod.Metadata.Name)
+	}
+	return pod.Spec.Node, opts.JournalctlArgs(unit)
 }
