@@ -309,6 +309,19 @@ func instanceStates(ctx context.Context, board, pod string) (map[string][]string
 	return states, nil
 }
 
+// overlapDiagnostics logs what the board of job has of its pod's units.
+func overlapDiagnostics(t *testing.T, job api.Job) {
+	t.Helper()
+	if job.Status.Node == "" {
+		return
+	}
+	ctx := testCtx(t, 30*time.Second)
+	pod := job.Status.Pod
+	out, err := fleet.SSH(ctx, job.Status.Node, "", fmt.Sprintf("ls -l /etc/systemd/system | grep herd-%[1]s; systemctl list-units --all --no-pager 'herd-%[1]s*'; "+
+		"systemctl status --no-pager 'herd-%[1]s*'; journalctl --no-pager -n 40 -u 'herd-%[1]s*'", pod))
+	t.Logf("on %s (%v):\n%s", job.Status.Node, err, out)
+}
+
 // overlapping counts the pairs of runs in runs whose times overlap.
 func overlapping(runs []api.JobRun) int {
 	n := 0
@@ -364,6 +377,7 @@ func TestJobsAllow(t *testing.T) {
 		return len(states["running"]) >= 2, fmt.Sprintf("%s on %s: instances %v", job.Status.Pod, job.Status.Node, states)
 	})
 	if err != nil {
+		overlapDiagnostics(t, job)
 		t.Fatal(err)
 	}
 	board, pod := job.Status.Node, job.Status.Pod
