@@ -776,7 +776,13 @@ func (pl *planner) job(p *api.Pod, name string, u UnitState, ok bool, content []
 	write func(reason string, prune, reload bool)) {
 	switch {
 	case !ok || u.FileHash == "":
-		write("new pod placed on this node", false, ok)
+		// A kick unit and a template are loaded by name later (by the
+		// timer, by the kick), from systemd's map of the unit
+		// directory, which it rebuilds when it misses a name only if the
+		// directory's mtime moved since it last built it: a file written
+		// within the same clock tick as a rebuild would be missed until
+		// the next change. A daemon-reload after writing them settles it.
+		write("new pod placed on this node", false, ok || p.Spec.ReplacesRuns() || p.Spec.OverlapsRuns())
 		if !p.Spec.Scheduled() {
 			if isRunning(u.ActiveState) {
 				pl.add(ActionRestart, name, "unit file was missing while the unit ran")

@@ -196,9 +196,11 @@ func TestPlanOverlappingJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	var files []PodFile
-	var sawTimer bool
+	var sawTimer, sawReload bool
 	for _, a := range acts {
 		switch {
+		case a.Type == ActionDaemonReload:
+			sawReload = true
 		case a.Type == ActionWrite && a.Unit == "herd-tick.service":
 			files = a.Files
 		case a.Type == ActionWrite && a.Unit == "herd-tick.timer":
@@ -216,6 +218,9 @@ func TestPlanOverlappingJob(t *testing.T) {
 	}
 	if !sawTimer {
 		t.Errorf("the timer does not start the kick unit: %v", acts)
+	}
+	if !sawReload {
+		t.Errorf("no daemon-reload after the template and kick unit are written: %v", acts)
 	}
 
 	// On the board: the service between runs, its timer, and instances.
