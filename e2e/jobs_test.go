@@ -85,7 +85,7 @@ func describeRuns(j api.Job) string {
 // another board, whose timer fires and whose runs are recorded. The board
 // is powered on again at the end; its stale timer is fenced away.
 //
-// Run it alone with: go test -tags e2e -count=1 -run TestJobs -v ./e2e/
+// Run it alone with: go test -tags e2e -count=1 -run 'TestJobs$' -v ./e2e/
 func TestJobs(t *testing.T) {
 	ctx := testCtx(t, 4*time.Minute)
 	via := viaExcept()
