@@ -318,8 +318,8 @@ func instanceRuns(pod *api.Pod, instances []UnitObservation) ([]api.JobRun, int)
 // observeJobPod is ObservePod for a job's pod (api.PodSpec.RunsToCompletion):
 // the last finished run goes to status.lastRun; for a pod with concurrency
 // allow, the finished runs of its instances go to status.runs
-// (instanceRuns) and the number of runs in progress to status.activeRuns. A scheduled job's pod is
-// Running (and ready) while its timer is active, whatever its service
+// (instanceRuns) and the number of runs in progress to
+// status.activeRuns. A scheduled job's pod is Running (and ready) while its timer is active, whatever its service
 // does between and during runs, and Scheduled otherwise (the placer
 // starts the timer); a job without schedule is Succeeded once its unit is
 // active (exited) (RemainAfterExit=yes, after exit 0), stays Scheduled while
