@@ -348,6 +348,16 @@ func InstanceUnitName(pod, id string) string {
 // concurrency allow, for journalctl --unit: herd-<pod>@*.service.
 func InstanceGlob(pod string) string { return UnitPrefix + pod + InstanceSep + "*" + UnitSuffix }
 
+// InstanceSlice returns the slice systemd puts every instance of a job
+// pod's template in: system-<escaped template prefix>.slice, with each
+// '-' of herd-<pod> written \x2d as systemd escapes it (pod names have
+// no other character to escape). A journal match on _SYSTEMD_SLICE= with
+// it follows runs that start later, which a --unit glob (expanded once,
+// when journalctl starts) does not.
+func InstanceSlice(pod string) string {
+	return "system-" + strings.ReplaceAll(UnitPrefix+pod, "-", `\x2d`) + ".slice"
+}
+
 // PodFromInstanceName returns the pod and instance id of a unit named by
 // InstanceUnitName, and false for any other name: a pod part that is not
 // a valid name, or an id that is empty, longer than 64 characters or not

@@ -99,6 +99,10 @@ func TestInstanceNames(t *testing.T) {
 	if got := InstanceGlob("tick-abcde"); got != "herd-tick-abcde@*.service" {
 		t.Errorf("InstanceGlob = %q", got)
 	}
+	// As systemd 252 names it (systemctl show -p Slice on a lab board).
+	if got := InstanceSlice("x-aaaaa"); got != `system-herd\x2dx\x2daaaaa.slice` {
+		t.Errorf("InstanceSlice = %q", got)
+	}
 	for _, c := range []struct {
 		unit    string
 		pod, id string

@@ -25,7 +25,8 @@ func (a *app) logsCmd() *cobra.Command {
 journalctl on the board the pod runs on. For job/NAME, the journal of the
 job's current pod, or of the pod of its newest run; a job with concurrency
 allow runs each run as an instance herd-POD@ID.service, and its journal is
-that of all of them.
+that of all of them (with -f: the output of every run, including those that
+start meanwhile).
 
 --since takes a duration (10m, 1h30m: that long ago) or a time
 (2025-06-01T10:00:00+02:00, or "2025-06-01 10:00:00" in local time).

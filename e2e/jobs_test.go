@@ -341,7 +341,7 @@ func overlapping(runs []api.JobRun) int {
 // status (two of them overlapping in time, with exit status 0 and 3),
 // `herdctl get jobs` counts the runs in progress, `herdctl describe job`
 // names each run's unit and `herdctl logs job/overlap` shows the output of
-// several runs; once more than api.MaxJobRuns runs have finished, the
+// several runs, with -f those of runs that start while it follows; once more than api.MaxJobRuns runs have finished, the
 // board keeps no more than that many finished instances. Deleting the
 // job stops its running instances and leaves nothing of it on the
 // board: no unit loaded, no unit, template or kick file, no environment
@@ -444,6 +444,15 @@ func TestJobsAllow(t *testing.T) {
 	}
 	if n := strings.Count(string(logs), "overlap run on "+board); n < 2 {
 		t.Errorf("logs job/overlap has %d runs' lines from %s, want 2 or more:\n%s", n, board, logs)
+	}
+	// Following: no past line, and the runs that start meanwhile (two
+	// or three in 12 s) are followed too.
+	follow, err := fleet.Herdctl(ctx, via, "", "logs", "job/overlap", "-f", "--tail", "0", "--timeout", "12s")
+	if err != nil {
+		t.Errorf("logs -f job/overlap: %v\n%s", err, follow)
+	}
+	if n := strings.Count(string(follow), "overlap run on "+board); n < 2 {
+		t.Errorf("logs -f job/overlap for 12s has %d runs' lines from %s, want 2 or more:\n%s", n, board, follow)
 	}
 
 	// Bounded: once two more runs have finished than the job keeps,
