@@ -111,4 +111,13 @@ func TestLogsCommandIgnoresStatus(t *testing.T) {
 			t.Errorf("argv %q follows status.unit", argv)
 		}
 	}
+	// An overlapping job's runs are the instances of its template.
+	pod.Spec.Owner = api.OwnerRef{Kind: api.KindJob, Name: "web"}
+	pod.Spec.Schedule, pod.Spec.Concurrency = "hourly", api.ConcurrencyAllow
+	if _, argv := logsCommand(pod, httpapi.LogOptions{}); len(argv) < 2 || argv[1] != "--unit=herd-web-7x2kq@*.service" {
+		t.Errorf("logs command of an overlapping job's pod %q: want --unit=herd-web-7x2kq@*.service", argv)
+	}
+	if _, argv := logsCommand(pod, httpapi.LogOptions{Follow: true}); len(argv) < 2 || argv[1] != `_SYSTEMD_SLICE=system-herd\x2dweb\x2d7x2kq.slice` {
+		t.Errorf("logs -f command of an overlapping job's pod %q: want the match _SYSTEMD_SLICE=system-herd\\x2dweb\\x2d7x2kq.slice", argv)
+	}
 }

@@ -175,7 +175,20 @@ func (b *boardExecutor) Logs(ctx context.Context, pod *api.Pod, opts httpapi.Log
 
 // logsCommand is the board and journalctl argv of a pod's logs: the unit
 // comes from the pod's own name and the board from its binding, never from
-// status, which must not steer what is read.
+// status, which must not steer what is read. A job pod with concurrency
+// allow runs as instances of its template: its journal is theirs, all of
+// them: api.InstanceGlob, a pattern journalctl matches against the units
+// its journal knows (with systemd's own lines on each run), or, when
+// following, the match _SYSTEMD_SLICE=api.InstanceSlice, which also
+// catches runs that start later (the runs' output only). Only the pod's
+// name is in either.
 func logsCommand(pod *api.Pod, opts httpapi.LogOptions) (node string, argv []string) {
-	return pod.Spec.Node, opts.JournalctlArgs(api.UnitName(pod.Metadata.Name))
+	name := pod.Metadata.Name
+	switch {
+	case pod.Spec.OverlapsRuns() && opts.Follow:
+		return pod.Spec.Node, opts.JournalctlMatchArgs("_SYSTEMD_SLICE=" + api.InstanceSlice(name))
+	case pod.Spec.OverlapsRuns():
+		return pod.Spec.Node, opts.JournalctlArgs(api.InstanceGlob(name))
+	}
+	return pod.Spec.Node, opts.JournalctlArgs(api.UnitName(name))
 }

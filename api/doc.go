@@ -25,8 +25,10 @@
 // SecretVersion and PodRevision, which folds the versions of a template's
 // secrets into its pods' revision, and SecretUsers, which the API applies
 // before a delete), and jobs (job.go: defaults, admission, JobBackoff,
-// RecordRun, the pod predicates RunsToCompletion, Scheduled and
-// ReplacesRuns, TimerName, KickUnitName; calendar.go: ValidateCalendar,
+// RecordRun, the pod predicates RunsToCompletion, Scheduled, ReplacesRuns
+// and OverlapsRuns, TimerName, KickUnitName, and the names of an allow
+// job's runs: TemplateUnitName, InstanceUnitName, InstanceGlob and
+// PodFromInstanceName; calendar.go: ValidateCalendar,
 // herd's check of systemd's OnCalendar= syntax). BoardFacts is the
 // one shape of a board's facts from the agent's reading to NodeStatus.
 //

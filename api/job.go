@@ -24,6 +24,12 @@ const KindJob Kind = "jobs"
 // missed meanwhile are not caught up (Persistent= is not set: see
 // docs/manifests.md). Every run's end reaches the leader through the
 // board's unit reports and is kept in Status.Runs.
+//
+// With concurrency allow the pod's runs may overlap: its board holds,
+// beside the service, a template of it (herd-<pod>@.service, TemplatePath)
+// and the timer starts a kick unit that starts a new instance of the
+// template for every run (InstanceUnitName), so a run due while another
+// still runs starts beside it. Each instance is one run, recorded once.
 type Job struct {
 	Kind     Kind       `json:"kind"`
 	Metadata ObjectMeta `json:"metadata"`
@@ -41,7 +47,10 @@ type JobSpec struct {
 	// start a service that is still active; the due run is skipped) or
 	// ConcurrencyReplace (the running one is stopped and the due run
 	// starts: the timer starts a small constant unit, KickUnitName, that
-	// restarts the service). ConcurrencyAllow is refused at admission.
+	// restarts the service), or ConcurrencyAllow (the due run starts
+	// beside the running one: the timer's kick unit starts a new
+	// instance of the service's template, InstanceUnitName, for every
+	// run). Replace and allow need a schedule.
 	Concurrency string `json:"concurrency,omitempty"`
 	// Retries is how many times a job without a schedule is run again
 	// after a failed run before it is Failed (Kubernetes' backoffLimit).
@@ -67,8 +76,14 @@ const (
 	DefaultJobRetries = 3
 	// MaxJobRetries bounds Spec.Retries.
 	MaxJobRetries = 100
-	// MaxJobRuns is how many runs Status.Runs keeps, newest first.
+	// MaxJobRuns is how many runs Status.Runs keeps, newest first. It is
+	// also how many finished instances of an allow job's pod its board
+	// keeps (newest start first) before herd clears the older ones.
 	MaxJobRuns = 10
+	// MaxJobInstances bounds the instances of one allow job's pod a
+	// board's listing carries (finished ones first, then running ones by
+	// name); the others are seen once these are gone.
+	MaxJobInstances = 64
 	// JobBackoffBase and JobBackoffMax bound the wait before a retry:
 	// JobBackoffBase doubled for each failure before, at most
 	// JobBackoffMax.
@@ -123,6 +138,9 @@ type JobStatus struct {
 	// PodsCreated counts the pods herd has created for this job (pod
 	// names come from it, like DeploymentStatus.PodsCreated).
 	PodsCreated int64 `json:"podsCreated,omitempty"`
+	// ActiveRuns is how many runs of the job are in progress on its
+	// board, as its pod last saw them (PodStatus.ActiveRuns).
+	ActiveRuns int `json:"activeRuns,omitempty"`
 	// Runs are the last runs, newest first, at most MaxJobRuns.
 	Runs       []JobRun    `json:"runs,omitempty"`
 	Message    string      `json:"message,omitempty"`
@@ -131,9 +149,13 @@ type JobStatus struct {
 
 // JobRun is one finished run of a job's unit.
 type JobRun struct {
-	// Pod and Node say where it ran; its unit is UnitName(Pod).
+	// Pod and Node say where it ran; its unit is UnitName(Pod), or
+	// InstanceUnitName(Pod, Instance) when Instance is set.
 	Pod  string `json:"pod"`
 	Node string `json:"node,omitempty"`
+	// Instance is the instance of the pod's service template that ran,
+	// for a job with concurrency allow; "" otherwise.
+	Instance string `json:"instance,omitempty"`
 	// Start and End are the main process's start and exit (systemd's
 	// ExecMainStartTimestamp, whole seconds, board clock; End is Start
 	// plus the run's duration on the board's monotonic clock, to the
@@ -162,10 +184,11 @@ func (r JobRun) Duration() time.Duration {
 }
 
 // RecordRun returns runs with r added in front (newest first), unless a
-// run of the same pod and start is already there, at most MaxJobRuns.
+// run of the same pod, instance and start is already there, at most
+// MaxJobRuns.
 func RecordRun(runs []JobRun, r JobRun) ([]JobRun, bool) {
 	for _, o := range runs {
-		if o.Pod == r.Pod && o.Start.Equal(r.Start) {
+		if o.Pod == r.Pod && o.Instance == r.Instance && o.Start.Equal(r.Start) {
 			return runs, false
 		}
 	}
@@ -228,7 +251,7 @@ func defaultJob(j *Job) {
 
 // job checks a Job's spec: the schedule is a calendar event
 // (ValidateCalendar), concurrency is forbid or, with a schedule, replace
-// (allow is refused with the reason), retries 0..MaxJobRetries, and the template is
+// or allow, retries 0..MaxJobRetries, and the template is
 // a pod template whose restart policy is never (herd retries, not
 // systemd) and which has no readiness check (a run is not a server).
 func (v *validator) job(p fieldPath, s *JobSpec) {
@@ -240,14 +263,16 @@ func (v *validator) job(p fieldPath, s *JobSpec) {
 	cp := p.field("concurrency", "concurrency")
 	switch s.Concurrency {
 	case ConcurrencyForbid:
-	case ConcurrencyReplace, ConcurrencyAllow:
-		if s.Concurrency == ConcurrencyAllow {
-			v.addf(cp, "%q is not supported yet: %q (a run due while the previous one still runs is skipped) or %q (it stops the running one)", s.Concurrency, ConcurrencyForbid, ConcurrencyReplace)
-		} else if s.Schedule == "" {
+	case ConcurrencyReplace:
+		if s.Schedule == "" {
 			v.addf(cp, "%q needs a schedule: a job that runs once has no run to replace", s.Concurrency)
 		}
+	case ConcurrencyAllow:
+		if s.Schedule == "" {
+			v.addf(cp, "%q needs a schedule: a job that runs once has no other run to overlap", s.Concurrency)
+		}
 	default:
-		v.addf(cp, "%q: must be %q or %q", s.Concurrency, ConcurrencyForbid, ConcurrencyReplace)
+		v.addf(cp, "%q: must be %q, %q or %q", s.Concurrency, ConcurrencyForbid, ConcurrencyReplace, ConcurrencyAllow)
 	}
 	if s.Retries != nil && (*s.Retries < 0 || *s.Retries > MaxJobRetries) {
 		v.addf(p.field("retries", "retries"), "must be between 0 and %d, got %d", MaxJobRetries, *s.Retries)
@@ -274,17 +299,95 @@ func (v *validator) podSchedule(p fieldPath, s *PodSpec) {
 	} else if err := ValidateCalendar(s.Schedule); err != nil {
 		v.addf(sp, "%q is not a systemd calendar event: %v", s.Schedule, err)
 	}
-	if c := s.Concurrency; c != "" && c != ConcurrencyForbid && c != ConcurrencyReplace {
-		v.addf(p.field("concurrency", "-"), "%q: must be %q or %q", c, ConcurrencyForbid, ConcurrencyReplace)
+	switch c := s.Concurrency; c {
+	case "", ConcurrencyForbid, ConcurrencyReplace, ConcurrencyAllow:
+	default:
+		v.addf(p.field("concurrency", "-"), "%q: must be %q, %q or %q", c, ConcurrencyForbid, ConcurrencyReplace, ConcurrencyAllow)
 	}
 }
 
-// KickUnitName is the unit a replace-concurrency job pod's timer starts:
-// herd-<pod>_kick.service, a oneshot whose only command is `systemctl
-// restart --no-block -- herd-<pod>.service`. The '_' keeps it from ever
-// being taken for a pod's unit (pod names have none).
+// KickUnitName is the unit the timer of a job pod with concurrency
+// replace or allow starts: herd-<pod>_kick.service, a oneshot whose only
+// command is `systemctl restart --no-block -- herd-<pod>.service`
+// (replace) or `systemctl start --no-block --
+// herd-<pod>@${INVOCATION_ID}.service` (allow: a new instance named after
+// the kick's own invocation, see InstanceUnitName). The '_' keeps it from
+// ever being taken for a pod's unit (pod names have none).
 func KickUnitName(pod string) string { return UnitPrefix + pod + "_kick" + UnitSuffix }
 
 // ReplacesRuns reports whether a scheduled job pod's new run replaces a
 // running one (concurrency replace).
 func (s *PodSpec) ReplacesRuns() bool { return s.Scheduled() && s.Concurrency == ConcurrencyReplace }
+
+// OverlapsRuns reports whether a scheduled job pod's runs may overlap
+// (concurrency allow): each run is an instance of its service's template.
+func (s *PodSpec) OverlapsRuns() bool { return s.Scheduled() && s.Concurrency == ConcurrencyAllow }
+
+// InstanceSep separates a pod's name from its instance in an instance
+// unit name.
+const InstanceSep = "@"
+
+// maxInstanceID bounds an instance id: systemd's invocation ids, which
+// name the instances herd starts, have 32 hex digits.
+const maxInstanceID = 64
+
+// TemplateUnitName returns the service template of a job pod with
+// concurrency allow: herd-<pod>@.service, the same unit file as
+// UnitName(pod), of which every run is an instance.
+func TemplateUnitName(pod string) string { return UnitPrefix + pod + InstanceSep + UnitSuffix }
+
+// InstanceUnitName returns the unit of one run of a job pod with
+// concurrency allow: herd-<pod>@<id>.service. The kick unit names each
+// run after its own invocation id (systemd's $INVOCATION_ID, 32
+// lower-case hex digits), fresh for every start.
+func InstanceUnitName(pod, id string) string {
+	return UnitPrefix + pod + InstanceSep + id + UnitSuffix
+}
+
+// InstanceGlob matches the units of every run of a job pod with
+// concurrency allow, for journalctl --unit: herd-<pod>@*.service.
+func InstanceGlob(pod string) string { return UnitPrefix + pod + InstanceSep + "*" + UnitSuffix }
+
+// InstanceSlice returns the slice systemd puts every instance of a job
+// pod's template in: system-<escaped template prefix>.slice, with each
+// '-' of herd-<pod> written \x2d as systemd escapes it (pod names have
+// no other character to escape). A journal match on _SYSTEMD_SLICE= with
+// it follows runs that start later, which a --unit glob (expanded once,
+// when journalctl starts) does not.
+func InstanceSlice(pod string) string {
+	return "system-" + strings.ReplaceAll(UnitPrefix+pod, "-", `\x2d`) + ".slice"
+}
+
+// PodFromInstanceName returns the pod and instance id of a unit named by
+// InstanceUnitName, and false for any other name: a pod part that is not
+// a valid name, or an id that is empty, longer than 64 characters or not
+// lower-case letters and digits. A pod's own unit (UnitName) is not an
+// instance.
+func PodFromInstanceName(unit string) (pod, id string, ok bool) {
+	rest, ok := strings.CutPrefix(unit, UnitPrefix)
+	if !ok {
+		return "", "", false
+	}
+	rest, ok = strings.CutSuffix(rest, UnitSuffix)
+	if !ok {
+		return "", "", false
+	}
+	pod, id, ok = strings.Cut(rest, InstanceSep)
+	if !ok || ValidateName(pod) != nil || !validInstanceID(id) {
+		return "", "", false
+	}
+	return pod, id, true
+}
+
+// validInstanceID: 1 to maxInstanceID lower-case letters and digits.
+func validInstanceID(id string) bool {
+	if id == "" || len(id) > maxInstanceID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}

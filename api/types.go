@@ -473,7 +473,7 @@ type PodSpec struct {
 	// from JobSpec.Schedule): its unit is started by a timer.
 	Schedule string `json:"schedule,omitempty"`
 	// Concurrency is a scheduled job's pod's policy (copied from
-	// JobSpec.Concurrency): "" or forbid, or replace.
+	// JobSpec.Concurrency): "" or forbid, replace or allow.
 	Concurrency string `json:"concurrency,omitempty"`
 }
 
@@ -518,7 +518,13 @@ type PodStatus struct {
 	StartedAt time.Time `json:"startedAt,omitzero"`
 	// LastRun is the last finished run of a job pod's unit (its owner
 	// keeps the last runs in JobStatus.Runs).
-	LastRun    *JobRun     `json:"lastRun,omitempty"`
+	LastRun *JobRun `json:"lastRun,omitempty"`
+	// Runs are the finished runs of a job pod with concurrency allow, one
+	// per instance of its template that its board still shows, newest
+	// start first, at most MaxJobRuns; ActiveRuns counts its instances
+	// in progress.
+	Runs       []JobRun    `json:"runs,omitempty"`
+	ActiveRuns int         `json:"activeRuns,omitempty"`
 	Message    string      `json:"message,omitempty"`
 	Conditions []Condition `json:"conditions,omitempty"`
 }

@@ -422,9 +422,9 @@ func TestGetWatch(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	golden(t, "get_pods_watch.golden", stdout.String())
-	// Thirteen fixtures are resourceVersions 1-13; the store's writes
-	// during the first watch take 14-18.
-	want := []string{"list pods", "watch pods from 13", "list pods", "watch pods from 18"}
+	// Fourteen fixtures are resourceVersions 1-14; the store's writes
+	// during the first watch take 15-19.
+	want := []string{"list pods", "watch pods from 14", "list pods", "watch pods from 19"}
 	calls := h.Calls()
 	if diff := cmp.Diff(want, calls[:len(want)]); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)

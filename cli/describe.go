@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -289,10 +290,19 @@ func (p printer) describeJob(d *descBuilder, o *api.Job) []api.Condition {
 		d.kv(0, "Next Attempt", st.NextAttempt.UTC().Format(time.RFC3339))
 	}
 	d.kv(0, "Observed Generation", strconv.FormatInt(st.ObservedGeneration, 10))
+	if o.Spec.Concurrency == api.ConcurrencyAllow || st.ActiveRuns > 0 {
+		d.kv(0, "Runs In Progress", strconv.Itoa(st.ActiveRuns))
+	}
 	if len(st.Runs) == 0 {
 		d.kv(0, "Runs", none)
 	} else {
+		// The runs of a job with concurrency allow are instances of its
+		// pod's unit: say which.
+		instances := slices.ContainsFunc(st.Runs, func(r api.JobRun) bool { return r.Instance != "" })
 		t := &table{Header: []string{"STARTED", "EXIT", "RESULT", "DURATION", "BOARD", "POD"}}
+		if instances {
+			t.Header = append(t.Header, "UNIT")
+		}
 		for _, r := range st.Runs {
 			started, took := none, none
 			if !r.Start.IsZero() {
@@ -301,7 +311,15 @@ func (p printer) describeJob(d *descBuilder, o *api.Job) []api.Condition {
 			if !r.End.IsZero() {
 				took = runDuration(r.Duration())
 			}
-			t.Rows = append(t.Rows, []string{started, runExit(r), orNone(r.Result), took, orNone(r.Node), r.Pod})
+			row := []string{started, runExit(r), orNone(r.Result), took, orNone(r.Node), r.Pod}
+			if instances {
+				unit := none
+				if r.Instance != "" {
+					unit = api.InstanceUnitName(r.Pod, r.Instance)
+				}
+				row = append(row, unit)
+			}
+			t.Rows = append(t.Rows, row)
 		}
 		d.title(0, "Runs")
 		d.table(1, t)

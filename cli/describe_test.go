@@ -36,6 +36,7 @@ func TestDescribeGolden(t *testing.T) {
 		{"node_cordoned", fx[api.KindNode][1], nil, nil},
 		{"job_scheduled", fx[api.KindJob][0], nil, nil},
 		{"job_failed", fx[api.KindJob][1], nil, nil},
+		{"job_allow", fx[api.KindJob][2], nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

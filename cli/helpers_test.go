@@ -512,8 +512,17 @@ func fixtures() map[api.Kind][]api.Object {
 				{Pod: "migrate-b8c9d", Node: "pi1", Start: ago(50 * time.Minute), End: ago(50*time.Minute - 12*time.Millisecond), ExitStatus: 9, Result: "signal"},
 				{Pod: "migrate-a1b2c", Node: "pi1", Start: ago(time.Hour), Result: "lost"},
 			}}}
+	sample := &api.Job{Kind: api.KindJob,
+		Metadata: api.ObjectMeta{Name: "sample", Generation: 1, ResourceVersion: 62, Created: ago(10 * time.Minute)},
+		Spec: api.JobSpec{Schedule: "*:*:0/5", Concurrency: api.ConcurrencyAllow, Retries: intp(3),
+			Template: api.PodTemplate{Exec: []string{"/usr/local/bin/sample"}, RestartPolicy: api.RestartNever}},
+		Status: api.JobStatus{ObservedGeneration: 1, Phase: api.JobScheduled, Pod: "sample-k4m2p", Node: "pi1", PodsCreated: 1, ActiveRuns: 2,
+			Runs: []api.JobRun{
+				{Pod: "sample-k4m2p", Node: "pi1", Instance: "5a13121516714748a0daf3013541d694", Start: ago(20 * time.Second), End: ago(8 * time.Second), Result: "success"},
+				{Pod: "sample-k4m2p", Node: "pi1", Instance: "509dc5d2fdb04954a6eaff4ef7fe0587", Start: ago(25 * time.Second), End: ago(13 * time.Second), Result: "success"},
+			}}}
 	return map[api.Kind][]api.Object{
-		api.KindJob:        {backup, migrate},
+		api.KindJob:        {backup, migrate, sample},
 		api.KindDeployment: {api2, web},
 		api.KindDaemon:     {exporter},
 		api.KindPod:        pods,

@@ -23,7 +23,10 @@ func (a *app) logsCmd() *cobra.Command {
 		Short: "Print the journal of a pod or job, read on the board it runs on",
 		Long: `Print the journal of a pod's systemd unit (herd-POD.service), read with
 journalctl on the board the pod runs on. For job/NAME, the journal of the
-job's current pod, or of the pod of its newest run.
+job's current pod, or of the pod of its newest run; a job with concurrency
+allow runs each run as an instance herd-POD@ID.service, and its journal is
+that of all of them (with -f: the output of every run, including those that
+start meanwhile).
 
 --since takes a duration (10m, 1h30m: that long ago) or a time
 (2025-06-01T10:00:00+02:00, or "2025-06-01 10:00:00" in local time).

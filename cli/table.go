@@ -189,7 +189,12 @@ func (p printer) row(o api.Object) []string {
 				board = orNone(r.Node)
 			}
 		}
-		r := []string{m.Name, orNone(o.Spec.Schedule), orNone(string(st.Phase)), lastRun, exit, took, board, age}
+		status := orNone(string(st.Phase))
+		if st.ActiveRuns > 0 {
+			// Runs of a job with concurrency allow, side by side.
+			status += fmt.Sprintf(" (%d running)", st.ActiveRuns)
+		}
+		r := []string{m.Name, orNone(o.Spec.Schedule), status, lastRun, exit, took, board, age}
 		if p.Wide {
 			pod := st.Pod
 			if pod == "" && len(st.Runs) > 0 {

@@ -175,7 +175,17 @@
 // the job's pod is replaced on another board, whose timer fires and whose
 // run is recorded. The board is powered on again at the end and must be
 // fenced (no herd-tick unit left on it). Run it alone with:
-// go test -tags e2e -count=1 -run TestJobs -v ./e2e/
+// go test -tags e2e -count=1 -run 'TestJobs$' -v ./e2e/
+// TestJobsAllow (e2e/jobs_test.go) applies a job with concurrency allow
+// due every 5 seconds whose runs take 12: on its board two instances of
+// its template (herd-<pod>@<id>.service) run at once, finished runs
+// (exit 0 and 3, overlapping in time) are recorded each once with their
+// instance, `herdctl get`/`describe job` show the runs in progress and
+// each run's unit and `herdctl logs job/overlap` several runs' output;
+// after more than 10 finished runs the board keeps at most 10 finished
+// instances; deleting the job while runs are in progress leaves nothing
+// of it on the board (no unit, no template, kick or environment file).
+// Run it alone with: go test -tags e2e -count=1 -run TestJobsAllow -v ./e2e/
 //
 // Command chaostool (scripts/chaos) is the nemesis: N mixed fault cycles on
 // a lab of five boards with the same ground truth, scale writes during each

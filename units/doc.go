@@ -72,6 +72,18 @@
 // herd-<pod>.service`), which the plan writes with the service as one of
 // the pod's files (KickPath, listed in X-Herd-Files), so it is removed
 // with the service; the listing never sees it ('_' is in no pod name).
+// A job with concurrency allow (api.PodSpec.OverlapsRuns) has its kick
+// unit start a new instance of a template of its service for every run
+// (`systemctl start --no-block -- herd-<pod>@${INVOCATION_ID}.service`:
+// systemd names it after the kick's invocation). The template,
+// TemplatePath = herd-<pod>@.service, has the service's own bytes
+// (RemainAfterExit=yes for such a pod, so a finished instance stays
+// loaded until herd has read its run) and is written and removed with the
+// service like the kick unit. The listing carries the loaded instances
+// with their service (UnitState.Instances, at most api.MaxJobInstances,
+// KeepInstances); the plan leaves running instances alone, clears
+// (stop or reset-failed) finished ones beyond the api.MaxJobRuns that
+// started last, and takes every instance down with its pod.
 // The listing reports each service's timer (UnitState.TimerActiveState,
 // TimerFileHash) and the main process's exit time and Result, from which
 // the controller records runs.

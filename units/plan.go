@@ -93,6 +93,58 @@ type UnitState struct {
 	// board, "KIND MESSAGE" (see package units/artifact), or "" when none
 	// is on record. Not a systemd property: sshexec's listing reads it.
 	ArtifactFailure string `json:",omitempty"`
+	// Instances are the loaded instances of the unit's template
+	// (api.InstanceUnitName: the runs of a job with concurrency allow),
+	// sorted by name, each with the properties above from Unit to
+	// ExecMainExitMonotonic; at most api.MaxJobInstances (finished ones
+	// first). Not properties of the service: sshexec's listing adds them.
+	Instances []UnitState `json:",omitempty"`
+}
+
+// KeepInstances returns the instances a listing carries for one unit,
+// at most api.MaxJobInstances: the finished ones (Finished) newest start
+// first, then the others by name; the result is sorted by name and has
+// one entry per name. in is not modified.
+func KeepInstances(in []UnitState) []UnitState {
+	all := slices.Clone(in)
+	slices.SortStableFunc(all, func(a, b UnitState) int {
+		if fa, fb := a.Finished(), b.Finished(); fa != fb {
+			if fa {
+				return -1
+			}
+			return 1
+		}
+		if a.Finished() {
+			return newestStart(a, b)
+		}
+		return strings.Compare(a.Unit, b.Unit)
+	})
+	seen := make(map[string]bool, len(all))
+	out := make([]UnitState, 0, min(len(all), api.MaxJobInstances))
+	for _, u := range all {
+		if len(out) == api.MaxJobInstances {
+			break
+		}
+		if !seen[u.Unit] {
+			seen[u.Unit] = true
+			out = append(out, u)
+		}
+	}
+	slices.SortFunc(out, func(a, b UnitState) int { return strings.Compare(a.Unit, b.Unit) })
+	return out
+}
+
+// Finished reports whether the unit (an instance of an overlapping job's
+// template) ran and is over: failed, inactive, or active (exited) after
+// exiting 0 (RemainAfterExit=yes).
+func (u UnitState) Finished() bool {
+	switch u.ActiveState {
+	case "failed", "inactive":
+		return true
+	case "active":
+		return u.SubState == "exited"
+	}
+	return false
 }
 
 // DisconnectDir is where a board's agent marks the herd units it stopped
@@ -630,8 +682,9 @@ func keptFiles(desired []*api.Pod) []string {
 	return slices.Compact(keep)
 }
 
-// podFiles returns the files an ActionWrite puts on the board for p.
-func podFiles(p *api.Pod) ([]PodFile, error) {
+// podFiles returns the files an ActionWrite puts on the board for p,
+// whose unit file is content.
+func podFiles(p *api.Pod, content []byte) ([]PodFile, error) {
 	var files []PodFile
 	for i, f := range p.Spec.Template.Files {
 		mode, err := f.Perm()
@@ -640,7 +693,10 @@ func podFiles(p *api.Pod) ([]PodFile, error) {
 		}
 		files = append(files, PodFile{Path: f.Path, Content: []byte(f.Content), Mode: mode, AllowSetID: f.AllowSetID})
 	}
-	if p.Spec.ReplacesRuns() {
+	if p.Spec.OverlapsRuns() {
+		files = append(files, PodFile{Path: TemplatePath(p.Metadata.Name), Content: content, Mode: 0o644})
+	}
+	if p.Spec.ReplacesRuns() || p.Spec.OverlapsRuns() {
 		kick, err := RenderKick(p)
 		if err != nil {
 			return nil, err
@@ -662,7 +718,7 @@ func (pl *planner) placed(p *api.Pod, name string) {
 		pl.errs = append(pl.errs, err)
 		return
 	}
-	files, err := podFiles(p)
+	files, err := podFiles(p, content)
 	if err != nil {
 		pl.errs = append(pl.errs, err)
 		return
@@ -720,7 +776,13 @@ func (pl *planner) job(p *api.Pod, name string, u UnitState, ok bool, content []
 	write func(reason string, prune, reload bool)) {
 	switch {
 	case !ok || u.FileHash == "":
-		write("new pod placed on this node", false, ok)
+		// A kick unit and a template are loaded by name later (by the
+		// timer, by the kick), from systemd's map of the unit
+		// directory, which it rebuilds when it misses a name only if the
+		// directory's mtime moved since it last built it: a file written
+		// within the same clock tick as a rebuild would be missed until
+		// the next change. A daemon-reload after writing them settles it.
+		write("new pod placed on this node", false, ok || p.Spec.ReplacesRuns() || p.Spec.OverlapsRuns())
 		if !p.Spec.Scheduled() {
 			if isRunning(u.ActiveState) {
 				pl.add(ActionRestart, name, "unit file was missing while the unit ran")
@@ -753,6 +815,57 @@ func (pl *planner) job(p *api.Pod, name string, u UnitState, ok bool, content []
 	}
 	if p.Spec.Scheduled() {
 		pl.timer(p, u)
+	}
+	pl.instances(p, u)
+}
+
+// instances plans the instances of a job pod's template (the runs of
+// concurrency allow). Running ones are left alone; of the finished ones
+// the board keeps the api.MaxJobRuns that started last (what the job
+// records, see controller.ObservePod) and the older ones are cleared:
+// stopped when active (exited), reset when failed, so systemd unloads
+// them. A pod whose runs do not overlap has none: any is taken down.
+func (pl *planner) instances(p *api.Pod, u UnitState) {
+	if !p.Spec.OverlapsRuns() {
+		pl.takeDown(u.Instances, "not a run of a job with concurrency allow")
+		return
+	}
+	var done []UnitState
+	for _, in := range u.Instances {
+		if in.Finished() {
+			done = append(done, in)
+		}
+	}
+	if len(done) <= api.MaxJobRuns {
+		return
+	}
+	slices.SortStableFunc(done, newestStart)
+	pl.takeDown(done[api.MaxJobRuns:], fmt.Sprintf("finished run older than the last %d", api.MaxJobRuns))
+}
+
+// newestStart orders instances newest start first (the board's monotonic
+// clock), then by name.
+func newestStart(a, b UnitState) int {
+	if a.ExecMainStartMonotonic != b.ExecMainStartMonotonic {
+		if a.ExecMainStartMonotonic > b.ExecMainStartMonotonic {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.Unit, b.Unit)
+}
+
+// takeDown plans the end of instances: a running or active (exited) one
+// is stopped, a failed one reset (systemd then unloads either: they have
+// no file of their own).
+func (pl *planner) takeDown(instances []UnitState, why string) {
+	for _, in := range instances {
+		switch {
+		case isRunning(in.ActiveState):
+			pl.add(ActionStop, in.Unit, why)
+		case in.ActiveState == "failed":
+			pl.add(ActionResetFailed, in.Unit, why)
+		}
 	}
 }
 
@@ -831,6 +944,8 @@ func (pl *planner) stale() {
 		if u.ActiveState == "failed" {
 			pl.add(ActionResetFailed, name, why)
 		}
+		// An overlapping job's runs go with it.
+		pl.takeDown(u.Instances, why)
 		if pod, ok := api.PodFromUnitName(name); ok && (u.TimerActiveState != "" || u.TimerFileHash != "") {
 			// A scheduled job's timer goes with its service.
 			tn := api.TimerName(pod)

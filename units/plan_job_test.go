@@ -1,6 +1,8 @@
 package units
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,5 +161,162 @@ func TestPlanReplacingJob(t *testing.T) {
 	forbid := jobPod(t, "fast", "*:0/15")
 	if _, err := RenderKick(forbid); err == nil {
 		t.Errorf("RenderKick of a forbid job's pod did not fail")
+	}
+}
+
+// instance is a listed instance of pod's template: a run that started at
+// board monotonic time start (seconds) and is in state.
+func instance(pod string, id string, start int64, state, sub string) UnitState {
+	return UnitState{Unit: api.InstanceUnitName(pod, id), LoadState: "loaded", ActiveState: state, SubState: sub,
+		ExecMainStartMonotonic: start * 1e6}
+}
+
+// TestPlanOverlappingJob: a job with concurrency allow has its template
+// (the bytes of its unit file) and its kick unit written with its
+// service, as files it lists, and its timer starts the kick unit, which
+// starts a new instance; running instances are left alone, finished ones
+// beyond the api.MaxJobRuns newest are cleared, and every instance is
+// taken down with the pod.
+func TestPlanOverlappingJob(t *testing.T) {
+	p := jobPod(t, "tick", "*:*:0/5")
+	p.Spec.Concurrency = api.ConcurrencyAllow
+	content, err := Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kick, err := RenderKick(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "\nExecStart=systemctl start --no-block -- herd-tick@${INVOCATION_ID}.service\n"; !strings.Contains(string(kick), want) {
+		t.Errorf("RenderKick = %s, want it to have %q", kick, want)
+	}
+	acts, err := Plan([]*api.Pod{p}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []PodFile
+	var sawTimer, sawReload bool
+	for _, a := range acts {
+		switch {
+		case a.Type == ActionDaemonReload:
+			sawReload = true
+		case a.Type == ActionWrite && a.Unit == "herd-tick.service":
+			files = a.Files
+		case a.Type == ActionWrite && a.Unit == "herd-tick.timer":
+			sawTimer = strings.Contains(string(a.Content), "\nUnit=herd-tick_kick.service\n")
+		case a.Unit == "herd-tick.service" && a.Type != ActionWriteEnv:
+			t.Errorf("%v: the service of a scheduled job is never enabled or started", a)
+		}
+	}
+	wantFiles := []PodFile{
+		{Path: "/etc/systemd/system/herd-tick@.service", Content: content, Mode: 0o644},
+		{Path: "/etc/systemd/system/herd-tick_kick.service", Content: kick, Mode: 0o644},
+	}
+	if diff := cmp.Diff(wantFiles, files); diff != "" {
+		t.Errorf("files written with the service (-want +got):\n%s", diff)
+	}
+	if !sawTimer {
+		t.Errorf("the timer does not start the kick unit: %v", acts)
+	}
+	if !sawReload {
+		t.Errorf("no daemon-reload after the template and kick unit are written: %v", acts)
+	}
+
+	// On the board: the service between runs, its timer, and instances.
+	listed := func(ins ...UnitState) []UnitState {
+		return []UnitState{{Unit: "herd-tick.service", LoadState: "loaded", ActiveState: "inactive", SubState: "dead",
+			UnitFileState: "static", FileHash: Hash(content), TimerActiveState: "active", TimerFileHash: timerHash(t, p), Instances: ins}}
+	}
+	var ins []UnitState
+	for i := range api.MaxJobRuns {
+		ins = append(ins, instance("tick", fmt.Sprintf("done%d", i), int64(100+i), "active", "exited"))
+	}
+	running := []UnitState{instance("tick", "run1", 50, "active", "running"), instance("tick", "run2", 200, "activating", "start")}
+	oldOK, oldFailed := instance("tick", "old1", 10, "active", "exited"), instance("tick", "old2", 11, "failed", "failed")
+	gone := instance("tick", "old3", 12, "inactive", "dead") // systemd unloads it by itself
+	tests := []struct {
+		name    string
+		desired []*api.Pod
+		ins     []UnitState
+		want    []string
+	}{
+		{"running and the last finished runs are kept", []*api.Pod{p}, append(slices.Clone(ins), running...), nil},
+		{"older finished runs are cleared", []*api.Pod{p}, append(append(slices.Clone(ins), running...), oldOK, oldFailed, gone), []string{
+			"stop herd-tick@old1.service: finished run older than the last 10",
+			"reset-failed herd-tick@old2.service: finished run older than the last 10"}},
+		{"every run goes with the pod", nil, append([]UnitState{ins[0]}, append(running, oldFailed, gone)...), []string{
+			"stop herd-tick.timer: pod not placed on this node", // first: no new run starts
+			"stop herd-tick@done0.service: pod not placed on this node",
+			"stop herd-tick@run1.service: pod not placed on this node",
+			"stop herd-tick@run2.service: pod not placed on this node",
+			"disable herd-tick.service: pod not placed on this node",
+			"disable herd-tick.timer: pod not placed on this node",
+			"remove herd-tick.service: pod not placed on this node",
+			"remove herd-tick.timer: pod not placed on this node",
+			"daemon-reload: unit files changed: herd-tick.service, herd-tick.timer",
+			"reset-failed herd-tick@old2.service: pod not placed on this node"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			acts, err := Plan(tc.desired, listed(tc.ins...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, a := range acts {
+				got = append(got, a.String())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// Instances left after their pod's unit file is gone are still
+	// taken down.
+	acts, err = Plan(nil, []UnitState{{Unit: "herd-tick.service", Instances: running[:1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acts) != 1 || acts[0].Type != ActionStop || acts[0].Unit != running[0].Unit {
+		t.Errorf("orphaned instance: %v", acts)
+	}
+	// A pod whose runs do not overlap has no instances.
+	forbid := jobPod(t, "tick", "*:*:0/5")
+	fc, _ := Render(forbid)
+	acts, err = Plan([]*api.Pod{forbid}, []UnitState{{Unit: "herd-tick.service", LoadState: "loaded", ActiveState: "inactive",
+		FileHash: Hash(fc), TimerActiveState: "active", TimerFileHash: timerHash(t, forbid), Instances: running[:1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acts) != 1 || acts[0].Type != ActionStop || acts[0].Unit != running[0].Unit {
+		t.Errorf("instance of a forbid job's pod: %v", acts)
+	}
+}
+
+// TestKeepInstances: a listing keeps at most api.MaxJobInstances instances
+// of a unit, the finished ones (newest start first) before the others.
+func TestKeepInstances(t *testing.T) {
+	var in []UnitState
+	for i := range api.MaxJobInstances + 5 {
+		in = append(in, instance("tick", fmt.Sprintf("r%03d", i), int64(i), "active", "running"))
+	}
+	old := instance("tick", "zold", 1, "failed", "failed")
+	recent := instance("tick", "znew", 500, "active", "exited")
+	in = append(in, old, recent, recent)
+	got := KeepInstances(in)
+	if len(got) != api.MaxJobInstances {
+		t.Fatalf("kept %d, want %d", len(got), api.MaxJobInstances)
+	}
+	if !slices.ContainsFunc(got, func(u UnitState) bool { return u.Unit == old.Unit }) ||
+		!slices.ContainsFunc(got, func(u UnitState) bool { return u.Unit == recent.Unit }) {
+		t.Errorf("finished instances not kept")
+	}
+	if !slices.IsSortedFunc(got, func(a, b UnitState) int { return strings.Compare(a.Unit, b.Unit) }) {
+		t.Errorf("not sorted by name")
+	}
+	if got[len(got)-1].Unit != "herd-tick@zold.service" || got[len(got)-3].Unit != "herd-tick@r061.service" {
+		t.Errorf("kept %s ... %s", got[0].Unit, got[len(got)-1].Unit)
 	}
 }

@@ -203,14 +203,19 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 		r.add(sectionUnit, keyRevision, rev)
 	}
 	r.add(sectionUnit, keyGeneration, strconv.FormatInt(p.Metadata.Generation, 10))
-	if len(t.Files)+len(t.Artifacts) > 0 || p.Spec.ReplacesRuns() {
-		words := make([]string, 0, len(t.Files)+len(t.Artifacts)+1)
+	kicks := p.Spec.ReplacesRuns() || p.Spec.OverlapsRuns()
+	if len(t.Files)+len(t.Artifacts) > 0 || kicks {
+		words := make([]string, 0, len(t.Files)+len(t.Artifacts)+2)
 		for _, f := range t.Files {
 			words = append(words, api.QuoteUnitWord(f.Path, api.UnitQuoting{}))
 		}
-		// A replacing job's kick unit is written and removed like a file
-		// of the pod.
-		if p.Spec.ReplacesRuns() {
+		// An overlapping job's template and the kick unit of a replacing
+		// or overlapping job are written and removed like files of the
+		// pod.
+		if p.Spec.OverlapsRuns() {
+			words = append(words, api.QuoteUnitWord(TemplatePath(p.Metadata.Name), api.UnitQuoting{}))
+		}
+		if kicks {
 			words = append(words, api.QuoteUnitWord(KickPath(p.Metadata.Name), api.UnitQuoting{}))
 		}
 		// Artifacts are placed by the board, but removed with the unit
@@ -231,6 +236,14 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 		// systemd would otherwise unload the finished, unreferenced unit
 		// and forget its run (status, times) before herd reads it, and
 		// the plan would take it for never started.
+		r.add(sectionService, "RemainAfterExit", "yes")
+	}
+	if p.Spec.OverlapsRuns() {
+		// The same for every run of an overlapping job, an instance of
+		// this unit as a template: a finished instance stays loaded
+		// (active (exited), or failed) with its run's status and times
+		// until the plan clears it (see Plan), instead of being
+		// unloaded by systemd before herd has read it.
 		r.add(sectionService, "RemainAfterExit", "yes")
 	}
 	if len(t.Artifacts) > 0 {
@@ -288,35 +301,61 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 	return r.opts
 }
 
-// KickDir is where a replacing job's kick unit (api.KickUnitName) is
-// written: systemd's directory for the administrator's units.
+// KickDir is where a replacing or overlapping job's kick unit
+// (api.KickUnitName) and an overlapping job's service template
+// (api.TemplateUnitName) are written: systemd's directory for the
+// administrator's units.
 const KickDir = "/etc/systemd/system"
 
 // KickPath is the file of a pod's kick unit.
 func KickPath(pod string) string { return KickDir + "/" + api.KickUnitName(pod) }
 
+// TemplatePath is the file of an overlapping job pod's service template,
+// herd-<pod>@.service: the same bytes as its unit file (Render), so every
+// run has the pod's sandbox, user, environment file, credentials and
+// devices.
+func TemplatePath(pod string) string { return KickDir + "/" + api.TemplateUnitName(pod) }
+
 // RenderKick returns the kick unit of a scheduled job's pod with
-// concurrency replace: the unit its timer starts, a oneshot that restarts
-// the pod's service without waiting (`systemctl restart --no-block --
-// herd-<pod>.service`: a running run is stopped, then the new one starts;
-// a stopped or failed service just starts). Its command is a constant but
-// for the pod's name, which admission restricts to [a-z0-9-]; no shell.
+// concurrency replace or allow: the unit its timer starts, a oneshot whose
+// one command does not wait for the run. With replace it restarts the
+// pod's service (`systemctl restart --no-block -- herd-<pod>.service`: a
+// running run is stopped, then the new one starts; a stopped or failed
+// service just starts). With allow it starts a new instance of the pod's
+// template (`systemctl start --no-block --
+// herd-<pod>@${INVOCATION_ID}.service`): systemd puts the kick's own
+// invocation id, 32 hex digits fresh at every start, in the name, so
+// every run is a unit of its own and a run still going is left alone. The
+// command is a constant but for the pod's name, which admission
+// restricts to [a-z0-9-]; no shell.
 func RenderKick(p *api.Pod) ([]byte, error) {
 	if err := check(p); err != nil {
 		return nil, err
 	}
-	if !p.Spec.ReplacesRuns() {
-		return nil, &RenderError{Pod: p.Metadata.Name, Field: "spec.concurrency", Reason: "not a scheduled job's pod with concurrency replace"}
-	}
 	name := p.Metadata.Name
+	var desc, cmd string
+	switch {
+	case p.Spec.ReplacesRuns():
+		desc = "herd: a new run of pod " + name + ", replacing a running one"
+		cmd = "systemctl restart --no-block -- " + api.UnitName(name)
+	case p.Spec.OverlapsRuns():
+		desc = "herd: a new run of pod " + name + ", beside any running one"
+		cmd = "systemctl start --no-block -- " + api.InstanceUnitName(name, "${"+invocationIDVar+"}")
+	default:
+		return nil, &RenderError{Pod: name, Field: "spec.concurrency", Reason: "not a scheduled job's pod with concurrency replace or allow"}
+	}
 	opts := []*unit.UnitOption{
-		unit.NewUnitOption(sectionUnit, "Description", "herd: a new run of pod "+name+", replacing a running one"),
+		unit.NewUnitOption(sectionUnit, "Description", desc),
 		unit.NewUnitOption(sectionUnit, keyPod, name),
 		unit.NewUnitOption(sectionService, "Type", "oneshot"),
-		unit.NewUnitOption(sectionService, "ExecStart", "systemctl restart --no-block -- "+api.UnitName(name)),
+		unit.NewUnitOption(sectionService, "ExecStart", cmd),
 	}
 	return io.ReadAll(unit.Serialize(opts))
 }
+
+// invocationIDVar is the variable systemd sets to a unit's invocation id
+// (128 random bits as 32 lower-case hex digits) and expands in ExecStart=.
+const invocationIDVar = "INVOCATION_ID"
 
 // Timer names the section of a timer unit.
 const sectionTimer = "Timer"
@@ -336,7 +375,7 @@ func RenderTimer(p *api.Pod) ([]byte, error) {
 	}
 	name := p.Metadata.Name
 	target := api.UnitName(name)
-	if p.Spec.ReplacesRuns() {
+	if p.Spec.ReplacesRuns() || p.Spec.OverlapsRuns() {
 		target = api.KickUnitName(name)
 	}
 	opts := []*unit.UnitOption{

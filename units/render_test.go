@@ -142,6 +142,33 @@ func TestRenderGolden(t *testing.T) {
 			} else if _, err := RenderTimer(g.pod); err == nil {
 				t.Errorf("RenderTimer of a pod without a schedule did not fail")
 			}
+			// A replacing or overlapping job's kick unit, which its
+			// timer starts.
+			kickPath := strings.TrimSuffix(g.unit, ".service") + ".kick"
+			if g.pod.Spec.ReplacesRuns() || g.pod.Spec.OverlapsRuns() {
+				kick, err := RenderKick(g.pod)
+				if err != nil {
+					t.Fatalf("RenderKick: %v", err)
+				}
+				if *update {
+					if err := os.WriteFile(kickPath, kick, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := os.ReadFile(kickPath)
+				if err != nil {
+					t.Fatalf("%v (run go test ./units -run TestRenderGolden -update)", err)
+				}
+				if diff := cmp.Diff(string(want), string(kick)); diff != "" {
+					t.Errorf("RenderKick(%s) differs from %s (-want +got):\n%s", g.name, kickPath, diff)
+				}
+			} else if _, err := RenderKick(g.pod); err == nil {
+				t.Errorf("RenderKick of a pod whose runs neither replace nor overlap did not fail")
+			}
+			// Only an overlapping job's runs stay loaded after they end.
+			if remain := bytes.Contains(got, []byte("\nRemainAfterExit=yes\n")); remain != (g.pod.Spec.OverlapsRuns() || g.pod.Spec.RunsToCompletion() && !g.pod.Spec.Scheduled()) {
+				t.Errorf("RemainAfterExit=yes: %v", remain)
+			}
 			if hasInstall := bytes.Contains(got, []byte("\n[Install]\n")); hasInstall == g.pod.Spec.RunsToCompletion() {
 				t.Errorf("unit has [Install]: %v; a job's unit must have none, others must", hasInstall)
 			}
@@ -228,7 +255,10 @@ func TestRenderGolden(t *testing.T) {
 			for _, f := range g.pod.Spec.Template.Files {
 				files = append(files, f.Path)
 			}
-			if g.pod.Spec.ReplacesRuns() {
+			if g.pod.Spec.OverlapsRuns() {
+				files = append(files, TemplatePath(g.pod.Metadata.Name))
+			}
+			if g.pod.Spec.ReplacesRuns() || g.pod.Spec.OverlapsRuns() {
 				files = append(files, KickPath(g.pod.Metadata.Name))
 			}
 			for _, a := range g.pod.Spec.Template.Artifacts {

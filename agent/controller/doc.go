@@ -6,8 +6,10 @@
 // with a backoff until its retries are spent, or a scheduled job's, which
 // holds its timer on one board and is replaced like any pod when the board
 // is lost. ObservePod records a job pod's last finished run from the
-// unit's ExecMain* properties; ReconcileJob keeps the last runs in the
-// job's status. A backing-off job asks the Runner to wake it at its next
+// unit's ExecMain* properties (for a job with concurrency allow: the
+// finished runs of the instances of its template, and how many are in
+// progress); ReconcileJob keeps the last runs in the job's status, each
+// once. A backing-off job asks the Runner to wake it at its next
 // attempt (Index.WakeAfter), the one timed wake-up besides the resync.
 //
 // Every reconciler is a pure function: it takes the current objects (and

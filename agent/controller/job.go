@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/herd-dev/herd/api"
@@ -14,8 +15,11 @@ import (
 //
 // In one pass it:
 //   - records the last run of every pod (status.lastRun, which ObservePod
-//     sets from the unit's ExecMain* properties) in status.runs, newest
-//     first, at most api.MaxJobRuns, each run once (by pod and start);
+//     sets from the unit's ExecMain* properties) and the runs of the
+//     instances of a pod with concurrency allow (its status.runs) in
+//     status.runs, newest first, at most api.MaxJobRuns, each run once
+//     (by pod, instance and start), and copies the live pod's
+//     status.activeRuns;
 //   - for a scheduled job: deletes terminal pods (a Lost pod's board is
 //     gone: the job moves) and pods of an older template or schedule, and
 //     creates a pod when no live current one is left, so the job's timer is
@@ -54,8 +58,8 @@ func reconcileJob(now time.Time, j *api.Job, pods []*api.Pod, taken func(string)
 	st.ObservedGeneration = j.Metadata.Generation
 	st.Runs = slices.Clone(st.Runs)
 	for _, p := range sorted {
-		if r := p.Status.LastRun; r != nil && !p.Status.Phase.Terminal() {
-			st.Runs, _ = api.RecordRun(st.Runs, *r)
+		if !p.Status.Phase.Terminal() {
+			st.Runs = recordPodRuns(st.Runs, p)
 		}
 	}
 	owner := api.OwnerRef{Kind: api.KindJob, Name: j.Metadata.Name}
@@ -69,9 +73,7 @@ func reconcileJob(now time.Time, j *api.Job, pods []*api.Pod, taken func(string)
 		for _, p := range sorted {
 			switch {
 			case p.Status.Phase.Terminal():
-				if r := p.Status.LastRun; r != nil {
-					st.Runs, _ = api.RecordRun(st.Runs, *r)
-				}
+				st.Runs = recordPodRuns(st.Runs, p)
 				del(p, fmt.Sprintf("pod is %s: the job moves to another board", p.Status.Phase))
 			case p.Spec.Revision != rev || p.Spec.Schedule != j.Spec.Schedule || p.Spec.Concurrency != j.Spec.Concurrency:
 				del(p, "the job's template, schedule or concurrency changed")
@@ -177,9 +179,9 @@ func reconcileJob(now time.Time, j *api.Job, pods []*api.Pod, taken func(string)
 		}
 		st.PodsCreated = names.next
 	}
-	st.Pod, st.Node = "", ""
+	st.Pod, st.Node, st.ActiveRuns = "", "", 0
 	if live != nil {
-		st.Pod, st.Node = live.Metadata.Name, live.Spec.Node
+		st.Pod, st.Node, st.ActiveRuns = live.Metadata.Name, live.Spec.Node, live.Status.ActiveRuns
 	}
 	if len(st.Runs) == 0 {
 		st.Runs = nil
@@ -190,6 +192,21 @@ func reconcileJob(now time.Time, j *api.Job, pods []*api.Pod, taken func(string)
 		acts = append(acts, newAction(ActionUpdateStatus, &nj, "job %s, %d runs recorded", st.Phase, len(st.Runs)))
 	}
 	return inTxn(acts, KeyOf(api.KindJob, j.Metadata.Name))
+}
+
+// recordPodRuns records the runs a job's pod reports: its last run
+// (status.lastRun) and, for a pod with concurrency allow, the runs of its
+// instances (status.runs, newest start first), recorded oldest first so
+// that the newest ends up in front. Each run is recorded once
+// (api.RecordRun).
+func recordPodRuns(runs []api.JobRun, p *api.Pod) []api.JobRun {
+	for i := len(p.Status.Runs) - 1; i >= 0; i-- {
+		runs, _ = api.RecordRun(runs, p.Status.Runs[i])
+	}
+	if r := p.Status.LastRun; r != nil {
+		runs, _ = api.RecordRun(runs, *r)
+	}
+	return runs
 }
 
 // syntheticRun is the run record of a terminal pod whose unit reported no
@@ -254,9 +271,55 @@ func finishedRun(pod *api.Pod, obs UnitObservation) *api.JobRun {
 		ExitStatus: obs.ExecMainStatus, Result: obs.Result}
 }
 
+// instanceRuns returns the finished runs of an overlapping job pod's
+// instances, newest start first (the board's monotonic clock, then the
+// unit name: the order in which units.Plan keeps them on the board), at
+// most api.MaxJobRuns, and how many instances are in progress (active
+// but not exited, activating, reloading or deactivating). Units that are
+// not instances of pod's template are ignored.
+func instanceRuns(pod *api.Pod, instances []UnitObservation) ([]api.JobRun, int) {
+	type done struct {
+		mono int64
+		unit string
+		run  api.JobRun
+	}
+	var runs []done
+	active := 0
+	for _, in := range instances {
+		of, id, ok := api.PodFromInstanceName(in.Unit)
+		if !ok || of != pod.Metadata.Name {
+			continue
+		}
+		if r := finishedRun(pod, in); r != nil {
+			r.Instance = id
+			runs = append(runs, done{in.ExecMainStartMonotonic, in.Unit, *r})
+			continue
+		}
+		if in.ActiveState != "" && in.ActiveState != "inactive" && in.ActiveState != "failed" {
+			active++
+		}
+	}
+	slices.SortFunc(runs, func(a, b done) int {
+		if a.mono != b.mono {
+			if a.mono > b.mono {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.unit, b.unit)
+	})
+	var out []api.JobRun
+	for _, d := range runs[:min(len(runs), api.MaxJobRuns)] {
+		out = append(out, d.run)
+	}
+	return out, active
+}
+
 // observeJobPod is ObservePod for a job's pod (api.PodSpec.RunsToCompletion):
-// the last finished run goes to status.lastRun. A scheduled job's pod is
-// Running (and ready) while its timer is active, whatever its service
+// the last finished run goes to status.lastRun; for a pod with concurrency
+// allow, the finished runs of its instances go to status.runs
+// (instanceRuns) and the number of runs in progress to
+// status.activeRuns. A scheduled job's pod is Running (and ready) while its timer is active, whatever its service
 // does between and during runs, and Scheduled otherwise (the placer
 // starts the timer); a job without schedule is Succeeded once its unit is
 // active (exited) (RemainAfterExit=yes, after exit 0), stays Scheduled while
@@ -284,11 +347,23 @@ func observeJobPod(now time.Time, pod *api.Pod, obs UnitObservation) (api.PodSta
 		return st, false
 	}
 	st.Ready = false
+	if pod.Spec.OverlapsRuns() {
+		runs, active := instanceRuns(pod, obs.Instances)
+		if !reflect.DeepEqual(runs, old.Runs) {
+			st.Runs = runs
+		}
+		st.ActiveRuns = active
+	}
 	switch {
 	case obs.TimerActiveState == "active":
 		st.Phase, st.Ready = api.PodRunning, true
 		st.Message = ""
-		if obs.ActiveState == "active" || obs.ActiveState == "activating" {
+		switch {
+		case st.ActiveRuns == 1:
+			st.Message = "a run is in progress"
+		case st.ActiveRuns > 1:
+			st.Message = fmt.Sprintf("%d runs are in progress", st.ActiveRuns)
+		case obs.ActiveState == "active" || obs.ActiveState == "activating":
 			st.Message = "a run is in progress"
 		}
 		if old.Phase != api.PodRunning {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -259,5 +260,111 @@ func TestObserveJobPod(t *testing.T) {
 				t.Errorf("lastRun (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// runningInstance and doneInstance are observed instances of an
+// overlapping job's pod: a run in progress since start (seconds after
+// jobT0), and one that ran from start to end and exited with status.
+func runningInstance(pod, id string, start int) UnitObservation {
+	return UnitObservation{Unit: api.InstanceUnitName(pod, id), Found: true, ActiveState: "active", SubState: "running",
+		ExecMainStartTimestamp: jobT0.Add(time.Duration(start) * time.Second).Format(systemdTimeLayout),
+		ExecMainStartMonotonic: int64(start) * 1e6}
+}
+
+func doneInstance(pod, id string, start, end, status int) UnitObservation {
+	o := runningInstance(pod, id, start)
+	o.SubState, o.Result, o.ExecMainStatus = "exited", "success", status
+	if status != 0 {
+		o.ActiveState, o.SubState, o.Result = "failed", "failed", "exit-code"
+	}
+	o.ExecMainExitTimestamp = jobT0.Add(time.Duration(end) * time.Second).Format(systemdTimeLayout)
+	o.ExecMainExitMonotonic = int64(end) * 1e6
+	return o
+}
+
+// TestOverlappingRuns: a job with concurrency allow whose runs take 12 s
+// and are due every 5 s. Its pod observes its instances: runs in progress
+// are counted, finished ones recorded once each (two started in the same
+// second too), newest start first; the job keeps every run, and ends
+// in front with the newest.
+func TestOverlappingRuns(t *testing.T) {
+	j := testJob("*:*:0/5", 3)
+	j.Spec.Concurrency = api.ConcurrencyAllow
+	pod := jobPodIn(j, "backup-aaaaa", api.PodRunning, "pi-1")
+	if !pod.Spec.OverlapsRuns() {
+		t.Fatal("the job's pod does not overlap runs")
+	}
+	run := func(id string, start, end, status int) api.JobRun {
+		r := api.JobRun{Pod: "backup-aaaaa", Node: "pi-1", Instance: id, Start: jobT0.Add(time.Duration(start) * time.Second),
+			End: jobT0.Add(time.Duration(end) * time.Second), ExitStatus: status, Result: "success"}
+		if status != 0 {
+			r.Result = "exit-code"
+		}
+		return r
+	}
+	steps := []struct {
+		name       string
+		instances  []UnitObservation
+		wantActive int
+		wantMsg    string
+		wantPod    []api.JobRun // the pod's status.runs
+		wantJob    []api.JobRun // the job's status.runs after the pass
+	}{
+		{"one run", []UnitObservation{runningInstance("backup-aaaaa", "a", 0)}, 1, "a run is in progress", nil, nil},
+		{"two at once", []UnitObservation{runningInstance("backup-aaaaa", "a", 0), runningInstance("backup-aaaaa", "b", 5)},
+			2, "2 runs are in progress", nil, nil},
+		{"the first ends while two run", []UnitObservation{doneInstance("backup-aaaaa", "a", 0, 12, 0),
+			runningInstance("backup-aaaaa", "b", 5), runningInstance("backup-aaaaa", "c", 10)},
+			2, "2 runs are in progress", []api.JobRun{run("a", 0, 12, 0)}, []api.JobRun{run("a", 0, 12, 0)}},
+		{"two more end, one failed", []UnitObservation{doneInstance("backup-aaaaa", "a", 0, 12, 0),
+			doneInstance("backup-aaaaa", "b", 5, 17, 3), doneInstance("backup-aaaaa", "c", 10, 22, 0), runningInstance("backup-aaaaa", "d", 15)},
+			1, "a run is in progress",
+			[]api.JobRun{run("c", 10, 22, 0), run("b", 5, 17, 3), run("a", 0, 12, 0)},
+			[]api.JobRun{run("c", 10, 22, 0), run("b", 5, 17, 3), run("a", 0, 12, 0)}},
+		{"the board cleared the first; a twin starts in the same second", []UnitObservation{
+			doneInstance("backup-aaaaa", "b", 5, 17, 3), doneInstance("backup-aaaaa", "c", 10, 22, 0),
+			doneInstance("backup-aaaaa", "d", 15, 27, 0), doneInstance("backup-aaaaa", "e", 15, 16, 0)},
+			0, "",
+			[]api.JobRun{run("d", 15, 27, 0), run("e", 15, 16, 0), run("c", 10, 22, 0), run("b", 5, 17, 3)},
+			[]api.JobRun{run("d", 15, 27, 0), run("e", 15, 16, 0), run("c", 10, 22, 0), run("b", 5, 17, 3), run("a", 0, 12, 0)}},
+	}
+	for _, s := range steps {
+		acts := ObservePod(jobT0.Add(30*time.Second), pod, UnitObservation{Unit: api.UnitName(pod.Metadata.Name), Found: true,
+			ActiveState: "inactive", TimerActiveState: "active", Instances: s.instances})
+		if len(acts) == 1 {
+			pod = acts[0].Object.(*api.Pod)
+		}
+		if pod.Status.ActiveRuns != s.wantActive || pod.Status.Message != s.wantMsg || pod.Status.Phase != api.PodRunning {
+			t.Errorf("%s: pod %s, %d runs in progress, message %q; want %d, %q", s.name, pod.Status.Phase, pod.Status.ActiveRuns, pod.Status.Message, s.wantActive, s.wantMsg)
+		}
+		if diff := cmp.Diff(s.wantPod, pod.Status.Runs); diff != "" {
+			t.Errorf("%s: pod's runs (-want +got):\n%s", s.name, diff)
+		}
+		_, st := jobSummary(ReconcileJob(jobT0.Add(30*time.Second), j, []*api.Pod{pod}))
+		if st != nil {
+			j.Status = *st
+		}
+		if diff := cmp.Diff(s.wantJob, j.Status.Runs); diff != "" {
+			t.Errorf("%s: job's runs (-want +got):\n%s", s.name, diff)
+		}
+		if j.Status.ActiveRuns != s.wantActive || j.Status.Phase != api.JobScheduled {
+			t.Errorf("%s: job %s with %d runs in progress, want %d", s.name, j.Status.Phase, j.Status.ActiveRuns, s.wantActive)
+		}
+		// A second pass records nothing again.
+		if acts := ReconcileJob(jobT0.Add(31*time.Second), j, []*api.Pod{pod}); len(acts) != 0 {
+			t.Errorf("%s: a second pass acted: %v", s.name, acts)
+		}
+	}
+
+	// The pod keeps the api.MaxJobRuns newest.
+	var many []UnitObservation
+	for i := range api.MaxJobRuns + 3 {
+		many = append(many, doneInstance("backup-aaaaa", fmt.Sprintf("m%02d", i), 100+i, 101+i, 0))
+	}
+	many = append(many, UnitObservation{Unit: "herd-other@1.service", ActiveState: "active", SubState: "running"})
+	runs, active := instanceRuns(pod, many)
+	if len(runs) != api.MaxJobRuns || runs[0].Instance != fmt.Sprintf("m%02d", api.MaxJobRuns+2) || active != 0 {
+		t.Errorf("instanceRuns kept %d runs, newest %q, %d in progress", len(runs), runs[0].Instance, active)
 	}
 }

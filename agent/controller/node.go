@@ -120,6 +120,10 @@ type UnitObservation struct {
 	// TimerActiveState is the ActiveState of a scheduled job's timer, ""
 	// when the board has none.
 	TimerActiveState string
+	// Instances are the instances of the unit's template the board
+	// shows (the runs of a job with concurrency allow), each observed
+	// like a unit (Unit is herd-<pod>@<id>.service).
+	Instances []UnitObservation
 }
 
 // Node condition types, besides api.ConditionReady.

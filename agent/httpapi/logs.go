@@ -33,7 +33,19 @@ type LogOptions struct {
 // Tail is 0, since journalctl --follow alone shows only the last 10) and
 // --follow. Every value travels as its own argument; none needs a shell.
 func (o LogOptions) JournalctlArgs(unit string) []string {
-	argv := []string{"journalctl", "--unit=" + unit, "--output=short-iso", "--no-pager", "--quiet"}
+	return o.journalctl("--unit=" + unit)
+}
+
+// JournalctlMatchArgs is JournalctlArgs with a journal match (FIELD=VALUE,
+// such as _SYSTEMD_SLICE=...) in place of --unit.
+func (o LogOptions) JournalctlMatchArgs(match string) []string {
+	return o.journalctl(match)
+}
+
+// journalctl returns the argv of JournalctlArgs with what selects the
+// entries.
+func (o LogOptions) journalctl(selector string) []string {
+	argv := []string{"journalctl", selector, "--output=short-iso", "--no-pager", "--quiet"}
 	if o.Since != "" {
 		argv = append(argv, "--since="+o.Since)
 	}

@@ -75,7 +75,11 @@
 // the plan writes, enables, starts and removes it beside the service, the
 // state check before a bring-up covers it as the pod's, and a refusal of
 // the pod's files holds its timer back too. The listing's timer state and
-// the unit's last run go into the observation (controller.ObservePod).
+// the unit's last run go into the observation (controller.ObservePod),
+// and for a job with concurrency allow the instances of its template
+// (its runs, herd-<pod>@<id>.service), which the plan clears once
+// finished and old, or takes down with the pod; they count in the plan
+// key, so a run's start or end is planned for.
 //
 // A pod's environment goes to its own file (units' env file path, mode
 // 0600, root-owned) in a directory the placer keeps at 0700 root, never in

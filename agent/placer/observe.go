@@ -37,6 +37,9 @@ func observation(u units.UnitState) controller.UnitObservation {
 		ExecMainExitMonotonic:  u.ExecMainExitMonotonic,
 		TimerActiveState:       u.TimerActiveState,
 	}
+	for _, in := range u.Instances {
+		o.Instances = append(o.Instances, observation(in))
+	}
 	if kind, msg, ok := artifact.ParseStatus(u.ArtifactFailure); ok {
 		o.ArtifactReason, o.ArtifactMessage = kind.Reason(), msg
 	}
@@ -84,7 +87,7 @@ func (w *worker) observe(ctx context.Context, v *view, node *api.Node, observed 
 		}
 		byUnit[u.Unit] = u
 		o := observation(u)
-		o.Found = o.Found || u.FileHash != "" || u.TimerFileHash != ""
+		o.Found = o.Found || u.FileHash != "" || u.TimerFileHash != "" || len(u.Instances) > 0
 		listing = append(listing, o)
 	}
 	pods := v.ix.PodsOn(node.Metadata.Name)

@@ -241,6 +241,12 @@ func planKey(desired []*api.Pod, observed []units.UnitState) [16]byte {
 		w(u.FileHash)
 		w(u.TimerActiveState)
 		w(u.TimerFileHash)
+		for _, in := range u.Instances {
+			w(in.Unit)
+			w(in.ActiveState)
+			w(in.SubState)
+			w(strconv.FormatInt(in.ExecMainStartMonotonic, 10))
+		}
 	}
 	var k [16]byte
 	h.Sum(k[:0])

@@ -118,13 +118,40 @@ func (r Report) validate() error {
 	}
 	seen := make(map[string]bool, len(r.Units))
 	for i, u := range r.Units {
-		if _, ok := api.PodFromUnitName(u.Unit); !ok {
+		pod, ok := api.PodFromUnitName(u.Unit)
+		if !ok {
 			return fmt.Errorf("%w: units[%d]: %q is not a herd unit", ErrMalformed, i, u.Unit)
 		}
 		if seen[u.Unit] {
 			return fmt.Errorf("%w: units[%d]: %s twice", ErrMalformed, i, u.Unit)
 		}
 		seen[u.Unit] = true
+		if err := validInstances(pod, u.Instances); err != nil {
+			return fmt.Errorf("%w: units[%d]: %v", ErrMalformed, i, err)
+		}
+	}
+	return nil
+}
+
+// validInstances checks the instances reported with pod's unit: at most
+// api.MaxJobInstances, each an instance of that pod's template, once,
+// with no instances of its own.
+func validInstances(pod string, ins []units.UnitState) error {
+	if len(ins) > api.MaxJobInstances {
+		return fmt.Errorf("%d instances, at most %d", len(ins), api.MaxJobInstances)
+	}
+	seen := make(map[string]bool, len(ins))
+	for j, in := range ins {
+		p, _, ok := api.PodFromInstanceName(in.Unit)
+		switch {
+		case !ok || p != pod:
+			return fmt.Errorf("instances[%d]: %q is not an instance of %s", j, in.Unit, api.TemplateUnitName(pod))
+		case seen[in.Unit]:
+			return fmt.Errorf("instances[%d]: %s twice", j, in.Unit)
+		case len(in.Instances) > 0:
+			return fmt.Errorf("instances[%d]: an instance has no instances", j)
+		}
+		seen[in.Unit] = true
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units"
 )
@@ -34,6 +35,11 @@ func sample() Report {
 		Units: []units.UnitState{
 			{Unit: "herd-web-abcde.service", LoadState: "loaded", ActiveState: "active", SubState: "running", MainPID: 42, NRestarts: 1},
 			{Unit: "herd-db-1.service", LoadState: "loaded", ActiveState: "failed", SubState: "failed", ExecMainStatus: 3},
+			{Unit: "herd-tick-fghij.service", LoadState: "loaded", ActiveState: "inactive", SubState: "dead", TimerActiveState: "active",
+				Instances: []units.UnitState{
+					{Unit: "herd-tick-fghij@509dc5d2fdb04954a6eaff4ef7fe0587.service", LoadState: "loaded", ActiveState: "active", SubState: "running"},
+					{Unit: "herd-tick-fghij@5a13121516714748a0daf3013541d694.service", LoadState: "loaded", ActiveState: "active", SubState: "exited", Result: "success"},
+				}},
 		},
 	}
 }
@@ -120,6 +126,12 @@ func TestOpenRefusesMalformed(t *testing.T) {
 		many.Units = append(many.Units, units.UnitState{Unit: fmt.Sprintf("herd-p-%d.service", i)})
 	}
 	manyJSON, _ := json.Marshal(many)
+	manyInstances := sample()
+	manyInstances.Units = []units.UnitState{{Unit: "herd-a.service"}}
+	for i := range api.MaxJobInstances + 1 {
+		manyInstances.Units[0].Instances = append(manyInstances.Units[0].Instances, units.UnitState{Unit: api.InstanceUnitName("a", fmt.Sprint(i))})
+	}
+	manyInstancesJSON, _ := json.Marshal(manyInstances)
 	tests := []struct {
 		name string
 		body []byte
@@ -136,6 +148,11 @@ func TestOpenRefusesMalformed(t *testing.T) {
 		{"foreign unit", signedPayload(`{"node":"b4","mark":{"Epoch":1,"Seq":1},"units":[{"Unit":"sshd.service"}]}`), "not a herd unit"},
 		{"unit twice", signedPayload(`{"node":"b4","mark":{"Epoch":1,"Seq":1},"units":[{"Unit":"herd-a.service"},{"Unit":"herd-a.service"}]}`), "twice"},
 		{"too many units", signedPayload(string(manyJSON)), "at most 256"},
+		{"another pod's instance", signedPayload(`{"node":"b4","mark":{"Epoch":1,"Seq":1},"units":[{"Unit":"herd-a.service","Instances":[{"Unit":"herd-b@1.service"}]}]}`), "not an instance of herd-a@.service"},
+		{"foreign instance", signedPayload(`{"node":"b4","mark":{"Epoch":1,"Seq":1},"units":[{"Unit":"herd-a.service","Instances":[{"Unit":"sshd.service"}]}]}`), "not an instance"},
+		{"instance twice", signedPayload(`{"node":"b4","mark":{"Epoch":1,"Seq":1},"units":[{"Unit":"herd-a.service","Instances":[{"Unit":"herd-a@1.service"},{"Unit":"herd-a@1.service"}]}]}`), "twice"},
+		{"nested instances", signedPayload(`{"node":"b4","mark":{"Epoch":1,"Seq":1},"units":[{"Unit":"herd-a.service","Instances":[{"Unit":"herd-a@1.service","Instances":[{"Unit":"herd-a@2.service"}]}]}]}`), "has no instances"},
+		{"too many instances", signedPayload(string(manyInstancesJSON)), "at most 64"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,8 +5,9 @@
 // slow safety net (package agent/placer, "Reports").
 //
 // A Watcher waits for a Source to say that some herd unit changed (DBus:
-// systemd's PropertiesChanged signals on its private socket, through
-// go-systemd's dbus package), lets the burst settle for Config.Settle,
+// systemd's PropertiesChanged signals of herd units and of the instances
+// of herd templates, a job's runs herd-<pod>@<id>.service, on its private
+// socket, through go-systemd's dbus package), lets the burst settle for Config.Settle,
 // then makes a report: it takes the next Mark, writes it to the seq file
 // (so the leader's SSH listing, which reads that file in the same round
 // trip, knows which reports it covers), collects the units with the very

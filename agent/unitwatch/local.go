@@ -105,7 +105,7 @@ func (d DBus) Watch(ctx context.Context, changed chan<- struct{}) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case u := <-updates:
-			if _, ok := api.PodFromUnitName(u.UnitName); ok {
+			if isHerdUnitOrRun(u.UnitName) {
 				select {
 				case changed <- struct{}{}:
 				default:
@@ -123,4 +123,15 @@ func (d DBus) Watch(ctx context.Context, changed chan<- struct{}) error {
 			}
 		}
 	}
+}
+
+// isHerdUnitOrRun reports whether a unit is a pod's (api.PodFromUnitName)
+// or a run of an overlapping job's (api.PodFromInstanceName): a change of
+// either is reported.
+func isHerdUnitOrRun(unit string) bool {
+	if _, ok := api.PodFromUnitName(unit); ok {
+		return true
+	}
+	_, _, ok := api.PodFromInstanceName(unit)
+	return ok
 }

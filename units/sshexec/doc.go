@@ -87,8 +87,11 @@
 // them (units.ShowProperties), a marker line, then the SHA-256 of each unit
 // file, a second marker line and the names of those marked in
 // units.DisconnectDir (stopped by the board's agent while cut off from the
-// servers). ParseShowUnits reads that output with units.ParseShow and fills
-// in FileHash and DisconnectMark; a file systemd has not loaded yet becomes
+// servers), then the instances of herd templates (the runs of a job with
+// concurrency allow, herd-<pod>@<id>.service, which have no file of their
+// own). ParseShowUnits reads that output with units.ParseShow, fills
+// in FileHash and DisconnectMark, and folds each instance into its pod's
+// unit (UnitState.Instances); a file systemd has not loaded yet becomes
 // a UnitState with only Unit and FileHash. A failing systemctl or sha256sum makes the whole call
 // fail (*ExitError) rather than report a partial list.
 //

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/herd-dev/herd/api"
@@ -127,7 +128,11 @@ const disconnectMarker = "@@herd-disconnect@@"
 //     each of them with an artifact fetch failure on record: LINE is the
 //     first line (at most 512 bytes) of artifact.StatusDir/NAME, which
 //     only `herd artifact fetch`, as root, writes.
-//  8. if there are timers: timerMarker, `systemctl show` of them (Id,
+//  8. prints instanceMarker on a line of its own, then `systemctl show`
+//     of the loaded instances of herd templates (api.InstanceUnitName:
+//     herd-<pod>@<id>.service, the runs of a job with concurrency allow;
+//     at most maxInstanceNames of them), which have no file of their own;
+//  9. if there are timers: timerMarker, `systemctl show` of them (Id,
 //     ActiveState), timerHashMarker and "SHA256 NAME" for each timer
 //     file.
 //
@@ -147,10 +152,15 @@ set -f
 n=$(printf '%s\n%s\n' "$a" "$f" | while read -r n _; do
 	case $n in herd-*[!a-z0-9-]*.service|herd-*[!a-z0-9-]*.timer) ;; herd-?*.service|herd-?*.timer) echo "$n";; esac
 done | sort -u)
-[ -n "$n" ] || exit 0
+i=$(printf '%s\n' "$a" | while read -r n _; do
+	case $n in herd-*@*@*|herd-*[!a-z0-9@-]*.service) ;; herd-?*@?*.service) echo "$n";; esac
+done | sort -u | head -n ` + strconv.Itoa(maxInstanceNames) + `)
+[ -n "$n$i" ] || exit 0
 u=$(for x in $n; do case $x in *.timer) echo "${x%.timer}.service";; *) echo "$x";; esac; done | sort -u)
 t=$(for x in $n; do case $x in *.timer) echo "$x";; esac; done)
-TZ=UTC systemctl show --all --no-pager --property=` + strings.Join(units.ShowProperties(), ",") + ` -- $u || exit
+if [ -n "$u" ]; then
+	TZ=UTC systemctl show --all --no-pager --property=` + strings.Join(units.ShowProperties(), ",") + ` -- $u || exit
+fi
 echo ` + hashMarker + `
 for x in $u; do
 	if [ -f "$d/$x" ]; then
@@ -169,6 +179,10 @@ for x in $u; do
 		echo "$x $r"
 	fi
 done
+echo ` + instanceMarker + `
+if [ -n "$i" ]; then
+	TZ=UTC systemctl show --all --no-pager --property=` + strings.Join(units.ShowProperties(), ",") + ` -- $i || exit
+fi
 [ -n "$t" ] || exit 0
 echo ` + timerMarker + `
 systemctl show --all --no-pager --property=Id,ActiveState -- $t || exit
@@ -193,6 +207,14 @@ const (
 // artifactMarker separates the hash lines from the artifact failure lines
 // in the output of showUnitsScript.
 const artifactMarker = "@@herd-artifacts@@"
+
+// instanceMarker starts the section of showUnitsScript's output that
+// shows the instances of herd templates; maxInstanceNames bounds how many
+// the script shows (the others are seen once these are gone).
+const (
+	instanceMarker   = "@@herd-instances@@"
+	maxInstanceNames = 1024
+)
 
 // ShowUnits lists every herd-*.service unit on node in one round trip:
 // those systemd has loaded (with or without a file) and those that only
@@ -284,9 +306,12 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 	if len(bytes.TrimSpace(out)) == 0 {
 		return nil, nil
 	}
-	var timers []byte
+	var timers, instances []byte
 	if before, after, ok := cutMarker(out, timerMarker); ok { // absent: no timers
 		out, timers = before, after
+	}
+	if before, after, ok := cutMarker(out, instanceMarker); ok { // absent: an older board
+		out, instances = before, after
 	}
 	show, hashes, ok := cutMarker(out, hashMarker)
 	if !ok {
@@ -350,6 +375,10 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 	if err != nil {
 		return nil, err
 	}
+	states, err = addInstances(states, byUnit, instances)
+	if err != nil {
+		return nil, err
+	}
 	slices.SortStableFunc(states, func(a, b units.UnitState) int { return strings.Compare(a.Unit, b.Unit) })
 	return states, nil
 }
@@ -397,6 +426,42 @@ func addTimers(states []units.UnitState, byUnit map[string]int, out []byte) ([]u
 		if i, ok := service(strings.TrimPrefix(f[1], "*")); ok {
 			states[i].TimerFileHash = f[0]
 		}
+	}
+	return states, nil
+}
+
+// addInstances folds the instance section of the listing (see
+// showUnitsScript) into the states of their pods' units: Instances,
+// chosen and ordered by units.KeepInstances. An instance whose pod's
+// unit is not listed gets a UnitState of its own with only Unit and
+// Instances. Blocks that are not instances of a herd template are
+// skipped.
+func addInstances(states []units.UnitState, byUnit map[string]int, out []byte) ([]units.UnitState, error) {
+	if len(bytes.TrimSpace(out)) == 0 {
+		return states, nil
+	}
+	is, err := units.ParseShow(out)
+	if err != nil {
+		return nil, fmt.Errorf("sshexec: show units: instances: %w", err)
+	}
+	touched := map[int]bool{}
+	for _, in := range is {
+		pod, _, ok := api.PodFromInstanceName(in.Unit)
+		if !ok || in.LoadState == "not-found" {
+			continue
+		}
+		name := api.UnitName(pod)
+		i, ok := byUnit[name]
+		if !ok {
+			i = len(states)
+			byUnit[name] = i
+			states = append(states, units.UnitState{Unit: name})
+		}
+		states[i].Instances = append(states[i].Instances, in)
+		touched[i] = true
+	}
+	for i := range touched {
+		states[i].Instances = units.KeepInstances(states[i].Instances)
 	}
 	return states, nil
 }

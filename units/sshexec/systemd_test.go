@@ -113,6 +113,25 @@ func TestParseShowUnits(t *testing.T) {
 					FileHash: hashOf('a'), TimerActiveState: "active", TimerFileHash: hashOf('b')},
 				{Unit: "herd-orphan.service", TimerActiveState: "active", TimerFileHash: hashOf('c')},
 			}},
+		{name: "instances", in: showOutput("Id=herd-tick.service\nActiveState=inactive\n",
+			hashOf('a')+" herd-tick.service",
+			instanceMarker,
+			"Id=herd-tick@bbb.service", "ActiveState=active", "SubState=running", "ExecMainStartTimestampMonotonic=300", "",
+			"Id=herd-tick@aaa.service", "ActiveState=active", "SubState=exited", "Result=success", "ExecMainStartTimestampMonotonic=100",
+			"ExecMainStartTimestamp=Tue 2024-05-07 03:00:00 UTC", "ExecMainExitTimestamp=Tue 2024-05-07 03:00:12 UTC", "",
+			"Id=herd-gone@ccc.service", "LoadState=not-found", "",
+			"Id=herd-orph@ddd.service", "ActiveState=failed", "SubState=failed", "ExecMainStatus=3", "",
+			"Id=herd-tick.service", "ActiveState=active", "",
+			"Id=sshd@1.service", "ActiveState=active",
+			timerMarker, "Id=herd-tick.timer", "ActiveState=active", timerHashMarker),
+			want: []units.UnitState{
+				{Unit: "herd-orph.service", Instances: []units.UnitState{
+					{Unit: "herd-orph@ddd.service", ActiveState: "failed", SubState: "failed", ExecMainStatus: 3}}},
+				{Unit: "herd-tick.service", ActiveState: "inactive", FileHash: hashOf('a'), TimerActiveState: "active", Instances: []units.UnitState{
+					{Unit: "herd-tick@aaa.service", ActiveState: "active", SubState: "exited", Result: "success", ExecMainStartMonotonic: 100,
+						ExecMainStartTimestamp: "Tue 2024-05-07 03:00:00 UTC", ExecMainExitTimestamp: "Tue 2024-05-07 03:00:12 UTC"},
+					{Unit: "herd-tick@bbb.service", ActiveState: "active", SubState: "running", ExecMainStartMonotonic: 300}}},
+			}},
 		{name: "disconnect marker, no hashes", in: "Id=herd-a.service\n" + hashMarker + "\n" + disconnectMarker + "\nherd-a.service\n",
 			want: []units.UnitState{{Unit: "herd-a.service", DisconnectMark: true}}},
 		{name: "disconnect marker at the very end", in: "Id=herd-a.service\n" + hashMarker + "\n" + disconnectMarker,
@@ -351,7 +370,9 @@ func TestShowUnitsScriptHashes(t *testing.T) {
 	}
 	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(`#!/bin/sh
 case "$1" in
-list-units) printf '%s\n' 'herd-web-1.service loaded active running web-1' 'herd-gone.service not-found inactive dead gone' 'herd-Up.service loaded active running x' ;;
+list-units) printf '%s\n' 'herd-web-1.service loaded active running web-1' 'herd-gone.service not-found inactive dead gone' 'herd-Up.service loaded active running x' \
+	'herd-web-1@abc1.service loaded active running web-1' 'herd-orph@2.service loaded failed failed orph' 'herd-x@y@z.service loaded active running x' \
+	'herd-web-1@A.service loaded active running x' 'herd-x_kick@1.service loaded active running x' ;;
 show) shift; while [ "$1" != -- ]; do shift; done; shift
 	sep=; for u; do printf '%sId=%s\nLoadState=loaded\n' "$sep" "$u"; sep='
 '; done ;;
@@ -360,12 +381,14 @@ esac
 		t.Fatal(err)
 	}
 	files := map[string]string{
-		"herd-web-1.service": "[Service]\nExecStart=/bin/web\n",
-		"herd-new.service":   "[Service]\nExecStart=/bin/new\n",
-		"herd-x y.service":   "stray",
-		"herd-[a].service":   "stray",
-		"herd-b*.service":    "stray",
-		"other.service":      "not herd",
+		"herd-web-1.service":      "[Service]\nExecStart=/bin/web\n",
+		"herd-web-1@.service":     "a template: not listed as a pod's unit",
+		"herd-web-1_kick.service": "a kick unit: not listed",
+		"herd-new.service":        "[Service]\nExecStart=/bin/new\n",
+		"herd-x y.service":        "stray",
+		"herd-[a].service":        "stray",
+		"herd-b*.service":         "stray",
+		"other.service":           "not herd",
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
@@ -387,8 +410,10 @@ esac
 	want := []units.UnitState{
 		{Unit: "herd-gone.service", LoadState: "loaded"},
 		{Unit: "herd-new.service", LoadState: "loaded", FileHash: units.Hash([]byte(files["herd-new.service"])), DisconnectMark: true},
+		{Unit: "herd-orph.service", Instances: []units.UnitState{{Unit: "herd-orph@2.service", LoadState: "loaded"}}},
 		{Unit: "herd-web-1.service", LoadState: "loaded", FileHash: units.Hash([]byte(files["herd-web-1.service"])),
-			ArtifactFailure: "mismatch http://files.lan/x: sha256 of the 3 bytes downloaded is abc, want def"},
+			ArtifactFailure: "mismatch http://files.lan/x: sha256 of the 3 bytes downloaded is abc, want def",
+			Instances:       []units.UnitState{{Unit: "herd-web-1@abc1.service", LoadState: "loaded"}}},
 	}
 	// Boards run it with their sh: dash (Debian), bash, or BusyBox ash.
 	shells := [][]string{{"sh"}, {"bash", "--posix"}, {"busybox", "sh"}}
