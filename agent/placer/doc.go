@@ -150,7 +150,11 @@
 // listing a reporting board over SSH for the first time an ObserveInterval
 // (jittered) later, and meanwhile warms the executor's connection to it
 // (Warmer): so the pods a new leader replaces right after taking over are
-// placed without first waiting for listings of their boards. A board counts as reporting while its last report
+// placed without first waiting for listings of their boards. Until the
+// worker has reached its board (that warm-up or a listing) it runs no
+// readiness check and keeps each pod's Ready: the old leader's board,
+// dead but still reported, would only make a check wait out its timeout
+// in front of the witness. A board counts as reporting while its last report
 // is younger than Config.ReportTTL (3 minutes); after that it is listed
 // every ObserveInterval again. Reports are ordered by their unitreport.Mark;
 // the SSH listing reads the mark of the report the board last began in the

@@ -131,6 +131,7 @@ func (w *worker) listSSH(ctx context.Context) ([]units.UnitState, error) {
 		return nil, err
 	}
 	w.listedAt = w.p.clock.Now()
+	w.reached.Store(true)
 	if mark.After(w.seen) {
 		w.seen = mark
 	}

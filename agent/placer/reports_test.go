@@ -2,6 +2,10 @@ package placer
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -283,5 +287,58 @@ func TestNewWorkerStartsFromTheReport(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a new worker on a reporting board did not warm the connection")
+	}
+}
+
+// A new worker that has not reached its board yet (its first pass comes
+// from a report, perhaps of a board that just lost power) runs no
+// readiness check: each pod keeps its Ready. Once the board was reached
+// (a listing), checks run again.
+func TestNewWorkerChecksReadinessOnceItReachedTheBoard(t *testing.T) {
+	h := newHarness(t)
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits++
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	_, portStr, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	pod := probePod(port, &api.Probe{HTTP: "/", HTTPPort: "http"})
+	h.st.putPod(pod)
+	b := h.fleet.Board("n1")
+	if res := h.pass(h.p.newWorker("n1")); res.err != nil || res.acted == 0 { // the old leader places it
+		t.Fatalf("placing pass = %+v", res)
+	}
+	h.st.updatePod("web-1", func(p *api.Pod) { p.Status.Ready = true }) // as the old leader last saw it
+	hits = 0
+	b.ResetCalls()
+	report(h, "n1")
+
+	w := h.p.newWorker("n1") // the new leader's
+	if res := h.pass(w); res.err != nil {
+		t.Fatalf("first pass: %v", res.err)
+	}
+	if hits != 0 {
+		t.Errorf("readiness checks before the board was reached = %d, want 0", hits)
+	}
+	if p := h.st.pod("web-1"); !p.Status.Ready {
+		t.Errorf("pod Ready = false after the first pass, want it kept true")
+	}
+	wantCalls(t, b)
+
+	if _, err := w.listSSH(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(10 * time.Second)
+	if res := h.pass(w); res.err != nil {
+		t.Fatalf("pass after a listing: %v", res.err)
+	}
+	if hits == 0 {
+		t.Error("no readiness check once the board was reached")
+	}
+	if p := h.st.pod("web-1"); p.Status.Ready {
+		t.Error("pod still Ready after its check failed")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/herd-dev/herd/agent/unitreport"
@@ -26,9 +27,13 @@ type worker struct {
 	cancel context.CancelFunc
 
 	// Owned by the worker goroutine.
-	probes      map[string]probeMemo // by pod name
-	renderNoted map[string]string    // pod → error already logged
-	noopPlan    [16]byte             // planKey of the last empty plan
+	probes map[string]probeMemo // by pod name
+	// reached: the executor has reached the board in this worker's life
+	// (an SSH listing, or Warm); readiness checks wait for it. Set from
+	// the warm goroutine too.
+	reached     atomic.Bool
+	renderNoted map[string]string // pod → error already logged
+	noopPlan    [16]byte          // planKey of the last empty plan
 	// pendingRestart: units rewritten for a changed pod whose restart has
 	// not succeeded yet, with the hash of the content written.
 	pendingRestart map[string]string
@@ -124,7 +129,11 @@ func (w *worker) warm(ctx context.Context) {
 		return
 	}
 	go func() {
-		if err := wm.Warm(ctx, w.node); err != nil && ctx.Err() == nil {
+		err := wm.Warm(ctx, w.node)
+		switch {
+		case err == nil:
+			w.reached.Store(true)
+		case ctx.Err() == nil:
 			w.log.Debug("warming the connection to the board failed", "err", err)
 		}
 	}()
