@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
 	"github.com/herd-dev/herd/units"
 )
@@ -91,18 +92,54 @@ func running(activeState string) bool {
 	return false
 }
 
-// ToStop keeps, sorted, the due units whose process runs (or is starting
-// or restarting) in the listing: a unit already down, crashed or failed
-// is left as it is, unmarked, so the leader sees it for what it is.
+// ToStop keeps, sorted, the due units that run in the listing: whose
+// process runs (or is starting or restarting), or, for a scheduled job's
+// pod, whose timer is active or one of whose runs (concurrency allow) is
+// going. A unit already down, crashed or failed is left as it is,
+// unmarked, so the leader sees it for what it is.
 func ToStop(due []string, listing []units.UnitState) []string {
 	var out []string
 	for _, u := range listing {
-		if slices.Contains(due, u.Unit) && running(u.ActiveState) {
+		if slices.Contains(due, u.Unit) && (running(u.ActiveState) || u.TimerActiveState == "active" || len(runningInstances(u)) > 0) {
 			out = append(out, u.Unit)
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// StopNames returns what `systemctl stop` gets for the units ToStop
+// picked: for each, first its timer when active (so no new run starts),
+// then the unit, then its running instances (the runs of a job with
+// concurrency allow). Without the timer a scheduled job's board would go
+// on starting runs while cut off, beside the board the job moved to.
+func StopNames(stop []string, listing []units.UnitState) []string {
+	var out []string
+	for _, name := range stop {
+		i := slices.IndexFunc(listing, func(u units.UnitState) bool { return u.Unit == name })
+		if i < 0 {
+			out = append(out, name)
+			continue
+		}
+		u := listing[i]
+		if pod, ok := api.PodFromUnitName(name); ok && u.TimerActiveState == "active" {
+			out = append(out, api.TimerName(pod))
+		}
+		out = append(out, name)
+		out = append(out, runningInstances(u)...)
+	}
+	return out
+}
+
+// runningInstances returns the names of u's instances whose process runs.
+func runningInstances(u units.UnitState) []string {
+	var out []string
+	for _, in := range u.Instances {
+		if running(in.ActiveState) {
+			out = append(out, in.Unit)
+		}
+	}
+	return out
 }
 
 // ClearMarks returns, sorted, the marks to drop on a connected board: a

@@ -110,6 +110,41 @@ func TestToStop(t *testing.T) {
 	}
 }
 
+// A scheduled job's pod runs while its timer is active or a run goes,
+// whatever its service does between runs: the timer is stopped first, and
+// the runs of concurrency allow with the unit.
+func TestToStopScheduledJobs(t *testing.T) {
+	listing := []units.UnitState{
+		{Unit: "herd-cron.service", ActiveState: "inactive", TimerActiveState: "active"},
+		{Unit: "herd-idle.service", ActiveState: "inactive", TimerActiveState: "inactive"},
+		{Unit: "herd-many.service", ActiveState: "inactive", TimerActiveState: "inactive", Instances: []units.UnitState{
+			{Unit: "herd-many@1.service", ActiveState: "active", SubState: "running"},
+			{Unit: "herd-many@2.service", ActiveState: "active", SubState: "exited"},
+			{Unit: "herd-many@3.service", ActiveState: "failed"},
+		}},
+	}
+	due := []string{"herd-cron.service", "herd-idle.service", "herd-many.service"}
+	stop := ToStop(due, listing)
+	if diff := cmp.Diff([]string{"herd-cron.service", "herd-many.service"}, stop); diff != "" {
+		t.Errorf("ToStop (-want +got):\n%s", diff)
+	}
+	want := []string{"herd-cron.timer", "herd-cron.service", "herd-many.service", "herd-many@1.service", "herd-many@2.service"}
+	names := StopNames(stop, listing)
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("StopNames (-want +got):\n%s", diff)
+	}
+	for _, n := range names {
+		if !stoppable(n) {
+			t.Errorf("Stop would refuse %q", n)
+		}
+	}
+	for _, n := range []string{"sshd.service", "herd-x.socket", "herd-x@.service", "herd-x_kick.timer"} {
+		if stoppable(n) {
+			t.Errorf("Stop would take %q", n)
+		}
+	}
+}
+
 func TestClearMarks(t *testing.T) {
 	listing := []units.UnitState{
 		{Unit: "herd-stopped.service", ActiveState: "inactive", FileHash: "h", DisconnectMark: true},

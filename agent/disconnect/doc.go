@@ -23,9 +23,13 @@
 // X-Herd-Disconnect-Stop-After, which the renderer writes from the
 // template), so it needs nothing from the servers. Due picks the units
 // cut off for at least their stop_after and not stopped already (marked);
-// ToStop keeps those whose process runs (a unit found down, crashed or
-// failed, is left as it is, unmarked, and not listed for again during
-// that cut). Loop.Step marks each in
+// ToStop keeps those whose process runs, or, for a scheduled job's pod,
+// whose timer is active or a run of which goes (a unit found down,
+// crashed or failed, is left as it is, unmarked, and not listed for again
+// during that cut); StopNames adds a job's timer, stopped first so no new
+// run starts, and its running instances (concurrency allow), and the
+// leader starts the timer again if the pod is still placed there.
+// Loop.Step marks each in
 // units.DisconnectDir and then stops them with one `systemctl stop`
 // (argv, no shell). The mark tells the leader, once it can list the board
 // again, that the unit was stopped on purpose: its pod stays Scheduled

@@ -99,16 +99,29 @@ func (m Marks) Unmark(unit string) error {
 	return err
 }
 
+// stoppable reports whether name is one Stop may stop.
+func stoppable(name string) bool {
+	if units.IsHerdUnit(name) {
+		return true
+	}
+	if _, ok := api.PodFromTimerName(name); ok {
+		return true
+	}
+	_, _, ok := api.PodFromInstanceName(name)
+	return ok
+}
+
 // StopArgv is the command that stops names: `systemctl stop -- NAMES...`,
 // argv, never a shell string.
 func StopArgv(names []string) []string {
 	return append([]string{"systemctl", "stop", "--"}, names...)
 }
 
-// Stop runs StopArgv on this board. Every name must be a herd unit name.
+// Stop runs StopArgv on this board. Every name must be a herd unit name,
+// a scheduled job pod's timer or a run of one (see StopNames).
 func Stop(ctx context.Context, names []string) error {
 	for _, n := range names {
-		if !units.IsHerdUnit(n) {
+		if !stoppable(n) {
 			return fmt.Errorf("disconnect: %q is not a herd unit", n)
 		}
 	}

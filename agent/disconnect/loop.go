@@ -155,7 +155,7 @@ func (l *Loop) Step(ctx context.Context) error {
 		}
 	}
 	c.Logger.Warn("stopping units: cut off from the servers for their on_disconnect stop_after", "units", stop, "cutOffFor", now.Sub(since).Round(time.Millisecond))
-	if err := c.Stop(ctx, stop); err != nil {
+	if err := c.Stop(ctx, StopNames(stop, listing)); err != nil {
 		return fmt.Errorf("stopping %v: %w", stop, err)
 	}
 	return nil
