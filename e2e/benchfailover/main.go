@@ -2,7 +2,8 @@
 
 // Command benchfailover measures how fast herd recovers from a power pull
 // on the lab: K pulls, alternately on a worker board running a pod and on
-// the leader's board, each timed from the kill to the node going NotReady,
+// the leader's board, each timed from the moment the lab cut the board's
+// link (the kill's start when the lab does not say) to the node going NotReady,
 // the replacement pod placed, its unit active (pod Running) and the
 // service endpoints updated. scripts/bench-failover runs it (as root).
 //
@@ -275,7 +276,7 @@ func printReport(w io.Writer, o options, results []pull) {
 			}
 		}
 		fmt.Fprintf(w, "\n### %s pulls (%d)\n\n", role, len(rs))
-		fmt.Fprintln(w, "| stage (from the kill) | n | p50 | p95 | max |")
+		fmt.Fprintln(w, "| stage (from the link cut) | n | p50 | p95 | max |")
 		fmt.Fprintln(w, "|---|---|---|---|---|")
 		for _, st := range stages {
 			var ds []time.Duration
