@@ -30,13 +30,16 @@ type Placer struct {
 	// silencer is exec's Silencer, nil when it is none (exec may be
 	// wrapped for the Observer).
 	silencer Silencer
-	obs      Observer // nil: none
-	state    controller.State
-	writer   controller.Writer
-	clock    clock.Clock
-	log      *slog.Logger
-	http     *http.Client
-	jitter   func() float64 // cfg.Jitter or math/rand/v2
+	// warmer is exec's Warmer, nil when it is none (taken before exec is
+	// wrapped, like silencer).
+	warmer Warmer
+	obs    Observer // nil: none
+	state  controller.State
+	writer controller.Writer
+	clock  clock.Clock
+	log    *slog.Logger
+	http   *http.Client
+	jitter func() float64 // cfg.Jitter or math/rand/v2
 
 	viewMu   sync.Mutex
 	lastView *view
@@ -88,6 +91,7 @@ func New(cfg Config, exec Executor, state controller.State, writer controller.Wr
 	cfg.QuickObserve = slices.Clone(cfg.QuickObserve)
 	p := &Placer{cfg: cfg, exec: exec, state: state, writer: writer, clock: clk, log: log, jitter: cfg.Jitter, obs: cfg.Observer}
 	p.silencer, _ = exec.(Silencer)
+	p.warmer, _ = exec.(Warmer)
 	if cfg.Observer != nil {
 		p.exec = &observedExecutor{exec: exec, obs: cfg.Observer}
 	}

@@ -239,6 +239,12 @@ func TestReportedBoardPlacesWithoutListingFirst(t *testing.T) {
 	}
 }
 
+// nopObserver is an Observer that does nothing.
+type nopObserver struct{}
+
+func (nopObserver) Placed(string, time.Duration)                   {}
+func (nopObserver) BoardCall(string, string, time.Duration, error) {}
+
 // warmFleet is a fake fleet that is also a Warmer.
 type warmFleet struct {
 	*fakeboard.Fleet
@@ -273,7 +279,9 @@ func TestNewWorkerStartsFromTheReport(t *testing.T) {
 	}
 
 	warmed := make(chan string, 1)
-	p, err := New(h.p.cfg, warmFleet{h.fleet, warmed}, h.st, h.st, h.clock, testutil.Logger(t))
+	cfg := h.p.cfg
+	cfg.Observer = nopObserver{} // as the agent's: the executor gets wrapped
+	p, err := New(cfg, warmFleet{h.fleet, warmed}, h.st, h.st, h.clock, testutil.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,8 +124,8 @@ func (w *worker) run(ctx context.Context) {
 // after a new leader took over) would wait for the dial and the board
 // session's start. It does not wait.
 func (w *worker) warm(ctx context.Context) {
-	wm, ok := w.p.exec.(Warmer)
-	if !ok || !w.reporting(w.p.clock.Now()) {
+	wm := w.p.warmer
+	if wm == nil || !w.reporting(w.p.clock.Now()) {
 		return
 	}
 	go func() {
