@@ -400,14 +400,7 @@ func addTimers(states []units.UnitState, byUnit map[string]int, out []byte) ([]u
 		if !ok {
 			return 0, false
 		}
-		name := api.UnitName(pod)
-		i, ok := byUnit[name]
-		if !ok {
-			i = len(states)
-			byUnit[name] = i
-			states = append(states, units.UnitState{Unit: name})
-		}
-		return i, true
+		return stateIndex(&states, byUnit, api.UnitName(pod)), true
 	}
 	ts, err := units.ParseShow(show)
 	if err != nil {
@@ -430,6 +423,19 @@ func addTimers(states []units.UnitState, byUnit map[string]int, out []byte) ([]u
 	return states, nil
 }
 
+// stateIndex returns the index of unit name's state in states (byUnit
+// maps names to indexes), appending one with only Unit set when there is
+// none.
+func stateIndex(states *[]units.UnitState, byUnit map[string]int, name string) int {
+	i, ok := byUnit[name]
+	if !ok {
+		i = len(*states)
+		byUnit[name] = i
+		*states = append(*states, units.UnitState{Unit: name})
+	}
+	return i
+}
+
 // addInstances folds the instance section of the listing (see
 // showUnitsScript) into the states of their pods' units: Instances,
 // chosen and ordered by units.KeepInstances. An instance whose pod's
@@ -450,13 +456,7 @@ func addInstances(states []units.UnitState, byUnit map[string]int, out []byte) (
 		if !ok || in.LoadState == "not-found" {
 			continue
 		}
-		name := api.UnitName(pod)
-		i, ok := byUnit[name]
-		if !ok {
-			i = len(states)
-			byUnit[name] = i
-			states = append(states, units.UnitState{Unit: name})
-		}
+		i := stateIndex(&states, byUnit, api.UnitName(pod))
 		states[i].Instances = append(states[i].Instances, in)
 		touched[i] = true
 	}
