@@ -218,10 +218,11 @@ type probeMemo struct {
 // readiness runs the readiness checks of the bound pods whose unit is
 // active, and returns each result by pod name (pods without a check, or
 // whose unit is not active, have none). Until the worker has reached the
-// board (worker.reached) it runs none and carries over each pod's Ready. A check that passed within its
-// period for the same main process is not run again. tcp and http checks
-// dial the board from here, up to MaxParallelProbes at once; exec checks
-// run on the board through the Executor, one at a time.
+// board (worker.reached) it runs none and carries over each pod's Ready.
+// A check that passed within its period for the same main process is not
+// run again. tcp and http checks dial the board from here, up to
+// MaxParallelProbes at once; exec checks run on the board through the
+// Executor, one at a time.
 func (w *worker) readiness(ctx context.Context, node *api.Node, pods []*api.Pod, byUnit map[string]units.UnitState, now time.Time) map[string]*bool {
 	if !w.reached.Load() {
 		// A new worker (a new leader's) that has not reached the board

@@ -179,7 +179,7 @@ func (e *Executor) exec(ctx context.Context, node string, argv []string, stdout 
 	select {
 	case werr = <-done:
 	case <-ctx.Done():
-		e.cancelSession(s, lifeline, done, e.cancelGrace(node))
+		e.cancelSession(s, lifeline, done, e.graceFor(node))
 		gate.shut()
 		return -1, ctx.Err()
 	}
@@ -244,9 +244,9 @@ var cancelGrace = time.Second
 // happens, as the cancel was sent.
 const cancelSilence = 250 * time.Millisecond
 
-// cancelGrace returns how long a cancelled command on node is waited for:
+// graceFor returns how long a cancelled command on node is waited for:
 // cancelGrace, or 0 when node is silent (cancelSilence).
-func (e *Executor) cancelGrace(node string) time.Duration {
+func (e *Executor) graceFor(node string) time.Duration {
 	if e.Silence(node) >= cancelSilence {
 		return 0
 	}

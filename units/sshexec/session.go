@@ -212,7 +212,7 @@ func (e *Executor) doSession(ctx context.Context, node string, req boardsession.
 		e.sessions.Add(-1)
 		<-n.sem
 	}()
-	resp, err = bs.Do(ctx, req, func() time.Duration { return e.cancelGrace(node) })
+	resp, err = bs.Do(ctx, req, func() time.Duration { return e.graceFor(node) })
 	switch {
 	case err == nil:
 		return resp, nil, true
