@@ -91,6 +91,71 @@ func TestOnDisconnect(t *testing.T) {
 	convergeDisconnect(t)
 	t.Run("a_partition", testDisconnectPartition)
 	t.Run("b_no_quorum", testDisconnectNoQuorum)
+	t.Run("c_job_timer", testDisconnectJobTimer)
+}
+
+// disconnectJobManifest is a job due every 5 seconds on one board (%q),
+// stopped 10 s into a cut.
+const disconnectJobManifest = `[[job]]
+name = "cut-tick"
+schedule = "*:*:0/5"
+[job.template]
+exec = ["/bin/true"]
+node_selector = { "herd.dev/node" = %q }
+on_disconnect = { stop_after = "10s" }
+`
+
+// testDisconnectJobTimer: a board cut off from the servers stops a
+// scheduled job's timer once it has been cut off for the job's
+// stop_after, so it starts no runs beside the board the job would move
+// to; after the heal the job's timer runs again.
+func testDisconnectJobTimer(t *testing.T) {
+	ctx := testCtx(t, 4*time.Minute)
+	v := fleet.Boards[len(fleet.Boards)-1]
+	manifest := fmt.Sprintf(disconnectJobManifest, v)
+	if out, err := fleet.Herdctl(ctx, viaExcept(v), manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		ctx := testCtx(t, time.Minute)
+		if out, err := fleet.Herdctl(ctx, viaExcept(v), "", "delete", "jobs", "cut-tick", "--ignore-not-found"); err != nil {
+			t.Errorf("cleanup: delete job: %v\n%s", err, out)
+		}
+	})
+	const timers = `systemctl list-units --plain --no-legend --state=active 'herd-cut-tick-*.timer' | awk '{print $1}'`
+	activeTimer := func(ctx context.Context) (bool, string) {
+		out, err := fleet.SSHInside(ctx, v, "", timers)
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.TrimSpace(out) != "", "active timers on " + v + ": " + strings.TrimSpace(out)
+	}
+	if err := Poll(ctx, 250*time.Millisecond, "cut-tick's timer active on "+v, activeTimer); err != nil {
+		t.Fatal(err)
+	}
+	healDisconnect(t)
+	t0 := time.Now()
+	if err := fleet.Partition(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := Poll(ctx, 250*time.Millisecond, "cut-tick's timer stopped on the cut-off "+v, func(ctx context.Context) (bool, string) {
+		on, why := activeTimer(ctx)
+		return !on && !strings.Contains(why, "exit status"), why
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Since(t0)
+	t.Logf("cut-tick's timer stopped on the cut-off %s %.1fs after the partition (stop_after 10s)", v, stopped.Seconds())
+	if stopped < 10*time.Second || stopped > 10*time.Second+20*time.Second {
+		t.Errorf("the timer stopped %.1fs after the partition; want between 10s and 30s", stopped.Seconds())
+	}
+	fleet.DropForwards()
+	if err := fleet.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := Poll(ctx, 250*time.Millisecond, "cut-tick's timer active again on "+v+" after the heal", activeTimer); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // convergeDisconnect waits until the fleet runs both deployments exactly.
