@@ -50,25 +50,26 @@ func (s *Server) decodeSecret(w http.ResponseWriter, r *http.Request, name strin
 	return &req, nil
 }
 
-// sealed seals req into the raw object a create or replace writes.
-func (s *Server) sealed(req *api.SecretRequest) (api.RawObject, error) {
+// sealedSecret reads a secret's create or replace body (decodeSecret) and
+// seals it into the raw object the write stores.
+func (s *Server) sealedSecret(w http.ResponseWriter, r *http.Request, name string) (*api.SecretRequest, api.RawObject, error) {
+	req, err := s.decodeSecret(w, r, name)
+	if err != nil {
+		return nil, api.RawObject{}, err
+	}
 	sec, err := s.cfg.Secrets.SealAll(rand.Reader, req)
 	if err != nil {
-		return api.RawObject{}, err
+		return nil, api.RawObject{}, err
 	}
 	if errs := s.cfg.Admission.Validate(sec); len(errs) > 0 {
-		return api.RawObject{}, invalid(errs)
+		return nil, api.RawObject{}, invalid(errs)
 	}
-	return specRaw(sec)
+	raw, err := specRaw(sec)
+	return req, raw, err
 }
 
 func (s *Server) createSecret(w http.ResponseWriter, r *http.Request) {
-	req, err := s.decodeSecret(w, r, "")
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	raw, err := s.sealed(req)
+	_, raw, err := s.sealedSecret(w, r, "")
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -77,12 +78,7 @@ func (s *Server) createSecret(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) replaceSecret(w http.ResponseWriter, r *http.Request, name string) {
-	req, err := s.decodeSecret(w, r, name)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	raw, err := s.sealed(req)
+	req, raw, err := s.sealedSecret(w, r, name)
 	if err != nil {
 		s.writeError(w, err)
 		return
