@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -73,9 +74,12 @@ type node struct {
 	// from the board (timed out, cancelled, unreachable); zero after one
 	// that was answered. See Silence.
 	unanswered atomic.Value // unansweredDial
-	name       string
-	dialLock   chan struct{}
-	sem        chan struct{}
+	// lastUse is when an operation last asked for the connection
+	// (UnixNano on Config.Clock): see CloseIdle.
+	lastUse  atomic.Int64
+	name     string
+	dialLock chan struct{}
+	sem      chan struct{}
 
 	mu        sync.Mutex
 	conn      *conn
@@ -176,6 +180,45 @@ func (e *Executor) Forget(node string) {
 	}
 }
 
+// CloseIdle closes every connection that no operation has asked for in
+// the last idle (on Config.Clock) and that has no command or board-session
+// request in flight, and returns the nodes it closed them for, sorted. The
+// nodes keep their state: the next operation on one dials afresh. A
+// follower server calls it so that connections it warmed for a leadership
+// it did not win (or kept from a term that ended) do not hold an sshd and
+// keepalives on every board for good. Safe for concurrent use; an
+// operation that starts while its connection is being closed fails like
+// one on a lost connection (ErrConnectionLost or a transport error).
+func (e *Executor) CloseIdle(idle time.Duration) []string {
+	cutoff := e.cfg.Clock.Now().Add(-idle).UnixNano()
+	e.mu.Lock()
+	var idleNodes []*node
+	for _, n := range e.nodes {
+		if n.lastUse.Load() <= cutoff && len(n.sem) == 0 {
+			idleNodes = append(idleNodes, n)
+		}
+	}
+	e.mu.Unlock()
+	var closed []string
+	for _, n := range idleNodes {
+		n.mu.Lock()
+		c := n.conn
+		if c != nil && c.alive() && n.lastUse.Load() <= cutoff && len(n.sem) == 0 {
+			n.conn = nil
+		} else {
+			c = nil
+		}
+		n.mu.Unlock()
+		if c != nil {
+			c.close()
+			closed = append(closed, n.name)
+			e.log.Debug("ssh connection idle; closed", "node", n.name, "idle", idle)
+		}
+	}
+	slices.Sort(closed)
+	return closed
+}
+
 // Silence returns how long node has left the executor without an answer:
 // on a live connection, how long the keepalive in flight has gone
 // unanswered; with none, how long the TCP connect in progress has waited
@@ -252,6 +295,7 @@ func (e *Executor) node(name string) (*node, error) {
 
 // connect returns n's live connection, dialling one if needed.
 func (e *Executor) connect(ctx context.Context, n *node) (*conn, error) {
+	n.lastUse.Store(e.cfg.Clock.Now().UnixNano())
 	if c := n.live(); c != nil {
 		return c, nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/herd-dev/herd/internal/clock/clocktest"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
 
@@ -158,5 +159,52 @@ func TestWarm(t *testing.T) {
 	}
 	if got := e.Stats().Dials; got != 1 {
 		t.Errorf("dials after Warm and a command = %d, want 1", got)
+	}
+}
+
+// CloseIdle closes a warmed connection once nothing has asked for it for
+// the idle time (on the executor's clock), never one with a command in
+// flight, and the next operation dials afresh.
+func TestCloseIdle(t *testing.T) {
+	clk := clocktest.New(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	srv := sshdtest.Start(t)
+	e := sessionExecutor(t, srv, func(c *Config) { c.Clock = clk })
+	ctx := testCtx(t)
+	if err := e.Warm(ctx, "b1"); err != nil {
+		t.Fatalf("Warm: %v", err)
+	}
+	clk.Advance(time.Minute)
+	if got := e.CloseIdle(2 * time.Minute); len(got) != 0 {
+		t.Fatalf("CloseIdle(2m) one minute after Warm closed %v", got)
+	}
+
+	// A command in flight keeps its connection however old its start.
+	running, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Run(running, "b1", []string{"sleep", "60"})
+		done <- err
+	}()
+	waitFor(t, "the command to start", 10*time.Second, func() bool { return e.Stats().OpenSessions == 1 })
+	clk.Advance(time.Hour)
+	if got := e.CloseIdle(2 * time.Minute); len(got) != 0 {
+		t.Fatalf("CloseIdle closed %v with a command in flight", got)
+	}
+	cancel()
+	<-done
+	waitFor(t, "the command's slot to be free", 10*time.Second, func() bool { return e.Stats().OpenSessions == 0 })
+
+	clk.Advance(2 * time.Minute)
+	if diff := cmp.Diff([]string{"b1"}, e.CloseIdle(2*time.Minute)); diff != "" {
+		t.Fatalf("CloseIdle two minutes after the last use (-want +got):\n%s", diff)
+	}
+	if got := e.CloseIdle(0); len(got) != 0 {
+		t.Errorf("CloseIdle closed %v again", got)
+	}
+	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
+		t.Fatalf("Run after CloseIdle: %v", err)
+	}
+	if got := e.Stats().Dials; got != 2 {
+		t.Errorf("dials = %d, want 2 (Warm, then the command after CloseIdle)", got)
 	}
 }
