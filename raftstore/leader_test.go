@@ -2,8 +2,11 @@ package raftstore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // drain returns what ch holds right now.
@@ -62,5 +65,38 @@ func TestLeadershipFanout(t *testing.T) {
 	c, _ := l.subscribe()
 	if _, ok := <-c; ok {
 		t.Error("subscription after close is open")
+	}
+}
+
+// LeaderSilence is 0 on the leader and short on a follower that hears the
+// heartbeats; when the leader is cut off it grows on the survivors until a new
+// leader is heard from.
+func TestLeaderSilence(t *testing.T) {
+	c := NewTestCluster(t, 3) // HeartbeatTimeout 300ms: heartbeats every 30ms
+	old := c.Leader()
+	if got := c.Stores[old].LeaderSilence(); got != 0 {
+		t.Errorf("leader's LeaderSilence = %v, want 0", got)
+	}
+	f := c.Follower()
+	hearing := func(i int) bool { s := c.Stores[i].LeaderSilence(); return s > 0 && s < 100*time.Millisecond }
+	testutil.Until(t, 5*time.Second, "the follower to hear heartbeats", func() bool { return hearing(f) })
+	c.Isolate(old) // Stop would hand leadership over first
+	testutil.Until(t, 10*time.Second, "the follower's silence to pass 150ms", func() bool {
+		return c.Stores[f].LeaderSilence() >= 150*time.Millisecond
+	})
+	leader := -1
+	testutil.Until(t, 10*time.Second, "a new leader", func() bool {
+		for i, s := range c.Stores {
+			if i != old && s.IsLeader() {
+				leader = i
+			}
+		}
+		return leader >= 0
+	})
+	for i := range c.Stores {
+		if i == leader || i == old {
+			continue
+		}
+		testutil.Until(t, 10*time.Second, "the survivor to hear the new leader", func() bool { return hearing(i) })
 	}
 }

@@ -528,6 +528,22 @@ func (s *Store) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
+// LeaderSilence returns how long ago this server last heard from a leader
+// (an AppendEntries or a heartbeat, which a live leader sends every
+// HeartbeatTimeout/10): 0 on the leader and on a server that has never
+// heard from one. It keeps growing through an election this server takes
+// part in, until a leader is heard from again. Cheap.
+func (s *Store) LeaderSilence() time.Duration {
+	if s.raft.State() == raft.Leader {
+		return 0
+	}
+	lc := s.raft.LastContact()
+	if lc.IsZero() {
+		return 0
+	}
+	return max(0, time.Since(lc))
+}
+
 // Addr returns the address this server advertises to its peers (the port
 // actually bound when BindAddr had port 0).
 func (s *Store) Addr() string { return s.mux.Addr().String() }
