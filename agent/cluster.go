@@ -127,10 +127,13 @@ func (a *Agent) stopAnnouncingBootstrap() {
 }
 
 // leaderLoop runs the leader's duties while this server leads and stops them
-// when it loses leadership.
+// when it loses leadership; while it does not lead, it stands by
+// (standby.go).
 func (a *Agent) leaderLoop(ctx context.Context, n *notifier) {
 	ch, unsub := a.store.LeadershipChanges()
 	defer unsub()
+	var warms sync.WaitGroup
+	defer warms.Wait()
 	var stop func()
 	end := func() {
 		if stop != nil {
@@ -139,6 +142,7 @@ func (a *Agent) leaderLoop(ctx context.Context, n *notifier) {
 		}
 	}
 	defer end()
+	stop = a.startStandby(ctx, &warms)
 	leading := false
 	for {
 		select {
@@ -152,9 +156,10 @@ func (a *Agent) leaderLoop(ctx context.Context, n *notifier) {
 				continue
 			}
 			leading = isLeader
+			end()
 			if !isLeader {
 				a.log.Info("lost leadership")
-				end()
+				stop = a.startStandby(ctx, &warms)
 				continue
 			}
 			a.log.Info("gained leadership")
@@ -162,6 +167,15 @@ func (a *Agent) leaderLoop(ctx context.Context, n *notifier) {
 			stop = a.startLeading(ctx, n)
 		}
 	}
+}
+
+// startStandby runs runStandby in the background; the returned func stops
+// it and waits for its loop (not for the warm-ups, which warms covers).
+func (a *Agent) startStandby(ctx context.Context, warms *sync.WaitGroup) func() {
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); a.runStandby(sctx, ctx, warms) }()
+	return func() { cancel(); <-done }
 }
 
 // startLeading runs lead in the background; the returned func stops it and

@@ -74,6 +74,12 @@ func announcedHost(g *gossip.Gossip, node string) (string, ssh.PublicKey, error)
 
 func (b *boardExecutor) Close() error { return b.ssh.Close() }
 
+var _ standbyExecutor = (*boardExecutor)(nil)
+
+// CloseIdle closes the connections no operation has used for idle
+// (sshexec.Executor.CloseIdle).
+func (b *boardExecutor) CloseIdle(idle time.Duration) []string { return b.ssh.CloseIdle(idle) }
+
 var _ placer.Silencer = (*boardExecutor)(nil)
 
 var _ placer.Warmer = (*boardExecutor)(nil)
