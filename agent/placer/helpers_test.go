@@ -126,6 +126,9 @@ func (s *fakeState) notifyLocked(kind api.Kind, name string, o api.Object) {
 }
 
 func (s *fakeState) Apply(ctx context.Context, acts []controller.Action) error {
+	if err := ctx.Err(); err != nil {
+		return err // as the store's: a write is not begun for a caller gone
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.applies++

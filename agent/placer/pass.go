@@ -43,12 +43,21 @@ type passResult struct {
 // error), list again if anything was done, then fold the listing (and
 // readiness checks) into pod status and, for a board being fenced, into
 // the node's status.
-func (w *worker) pass(ctx context.Context) passResult {
+func (w *worker) pass(ctx context.Context) (res passResult) {
 	p := w.p
 	ctx, cancelTimeout := context.WithTimeout(ctx, p.cfg.PassTimeout)
 	defer cancelTimeout()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	defer func() {
+		// Whatever step the board's silence cut short (a listing, a
+		// write, the status write after a reported listing), the pass
+		// failed for the silence: pace lets gossip's verdict wake the
+		// worker for its witness instead of waiting out a backoff.
+		if cause := context.Cause(ctx); res.err != nil && errors.Is(cause, errSilent) && !errors.Is(res.err, errSilent) {
+			res.err = fmt.Errorf("%w: %w", cause, res.err)
+		}
+	}()
 
 	v, err := p.view(ctx)
 	if err != nil {
@@ -77,9 +86,6 @@ func (w *worker) pass(ctx context.Context) passResult {
 		observed, reported, err = w.listed(ctx)
 	}
 	if err != nil {
-		if cause := context.Cause(ctx); errors.Is(cause, errSilent) && !witness {
-			err = fmt.Errorf("%w: %w", cause, err)
-		}
 		return passResult{witness: witness, err: fmt.Errorf("listing units: %w", err)}
 	}
 	acts := w.plan(desired, observed)
@@ -91,7 +97,7 @@ func (w *worker) pass(ctx context.Context) passResult {
 		acts = w.plan(desired, observed)
 	}
 
-	res := passResult{witness: witness, probing: hasReadiness(desired)}
+	res = passResult{witness: witness, probing: hasReadiness(desired)}
 	if len(acts) > 0 {
 		res.acted, res.err = w.execute(ctx, acts)
 		if res.acted > 0 {

@@ -1,6 +1,7 @@
 package placer
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -193,6 +194,31 @@ func TestSilentBoardWitnessedWithoutBackoff(t *testing.T) {
 		got := rec.all()
 		return len(got) == 1 && strings.Contains(got[0].Err, "stopped answering")
 	})
+}
+
+// A pass that finds the board silent from its start still writes what the
+// board's last report says, and the silence cuts that write short: the
+// pass fails for the silence all the same, so the worker takes gossip's
+// verdict at once instead of after a backoff (a lab pull once lost 275 ms
+// that way).
+func TestSilenceCuttingAStatusWriteIsSilence(t *testing.T) {
+	h := newHarness(t)
+	w, b := placed(t, h)
+	report(h, "n1")
+	if err := b.Crash("herd-web-1.service", 137); err != nil {
+		t.Fatal(err)
+	}
+	report(h, "n1") // a restart to write down
+	b.SetSilence(time.Second)
+	res := h.pass(w)
+	if !errors.Is(res.err, errSilent) {
+		t.Fatalf("pass = %+v, want it failed with errSilent", res)
+	}
+	var ps pacing
+	w.pace(context.Background(), &ps, res)
+	if ps.retrying {
+		t.Errorf("pacing after the pass = %+v, want a backoff a poke may cut short", ps)
+	}
 }
 
 // silentOnCall makes b's connection silent (for a second, as a keepalive
