@@ -22,7 +22,11 @@
 // placer.Reports that outlives its leadership terms), and the on_disconnect
 // loop (ondisconnect.go: on a systemd board an agent/disconnect Loop stops
 // the units whose template says on_disconnect stop_after once the board has
-// been cut off from a quorum of the servers that long). At start it reads the
+// been cut off from a quorum of the servers that long), and the standby of a
+// following server (standby.go: when the Raft leader has been silent for
+// 300 ms it warms its SSH connection to every live board, so that a new
+// leader's first placements and witnesses do not wait for dials, and it
+// closes the connections no one has used for two minutes). At start it reads the
 // board's facts (facts.go: FactsFrom derives them purely from /proc, /sys,
 // uname, `systemctl --version` samples and the names of the character
 // devices in /dev; gossip.TrimDevices drops the devices that do not fit in

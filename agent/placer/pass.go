@@ -11,6 +11,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/herd-dev/herd/agent/controller"
 	"github.com/herd-dev/herd/api"
@@ -101,7 +102,9 @@ func (w *worker) pass(ctx context.Context) (res passResult) {
 	if len(acts) > 0 {
 		res.acted, res.err = w.execute(ctx, acts)
 		if res.acted > 0 {
+			listStart := time.Now()
 			observed, err = w.listSSH(ctx)
+			w.log.Debug("listed after acting", "took", time.Since(listStart), "err", err)
 			if err != nil {
 				res.err = errors.Join(res.err, fmt.Errorf("listing units after acting: %w", err))
 				return res
@@ -121,7 +124,9 @@ func (w *worker) pass(ctx context.Context) (res passResult) {
 		res.skip = res.err == nil
 		return res
 	}
+	obsStart := time.Now()
 	writes, unsettled := w.observe(ctx, v, node, observed, res.err == nil)
+	w.log.Debug("observed", "took", time.Since(obsStart), "writes", len(writes))
 	res.unsettled = unsettled
 	if len(writes) > 0 {
 		if err := p.apply(ctx, writes); err != nil {
