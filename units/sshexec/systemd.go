@@ -441,7 +441,10 @@ func stateIndex(states *[]units.UnitState, byUnit map[string]int, name string) i
 // chosen and ordered by units.KeepInstances. An instance whose pod's
 // unit is not listed gets a UnitState of its own with only Unit and
 // Instances. Blocks that are not instances of a herd template are
-// skipped.
+// skipped, and so are instances systemd does not know (not-found) unless
+// they are still active or failed: a run that ends after its job's template was
+// removed stays loaded, not-found and failed, until it is reset, which
+// the plan for a unit no pod wants does.
 func addInstances(states []units.UnitState, byUnit map[string]int, out []byte) ([]units.UnitState, error) {
 	if len(bytes.TrimSpace(out)) == 0 {
 		return states, nil
@@ -453,7 +456,7 @@ func addInstances(states []units.UnitState, byUnit map[string]int, out []byte) (
 	touched := map[int]bool{}
 	for _, in := range is {
 		pod, _, ok := api.PodFromInstanceName(in.Unit)
-		if !ok || in.LoadState == "not-found" {
+		if !ok || in.LoadState == "not-found" && (in.ActiveState == "" || in.ActiveState == "inactive") {
 			continue
 		}
 		i := stateIndex(&states, byUnit, api.UnitName(pod))

@@ -121,10 +121,16 @@ func TestParseShowUnits(t *testing.T) {
 			"ExecMainStartTimestamp=Tue 2024-05-07 03:00:00 UTC", "ExecMainExitTimestamp=Tue 2024-05-07 03:00:12 UTC", "",
 			"Id=herd-gone@ccc.service", "LoadState=not-found", "",
 			"Id=herd-orph@ddd.service", "ActiveState=failed", "SubState=failed", "ExecMainStatus=3", "",
+			// A run that failed after its job's template was removed: not
+			// found, but loaded until reset, so listed to be reset.
+			"Id=herd-del@eee.service", "LoadState=not-found", "ActiveState=failed", "SubState=failed", "",
+			"Id=herd-del@fff.service", "LoadState=not-found", "ActiveState=inactive", "SubState=dead", "",
 			"Id=herd-tick.service", "ActiveState=active", "",
 			"Id=sshd@1.service", "ActiveState=active",
 			timerMarker, "Id=herd-tick.timer", "ActiveState=active", timerHashMarker),
 			want: []units.UnitState{
+				{Unit: "herd-del.service", Instances: []units.UnitState{
+					{Unit: "herd-del@eee.service", LoadState: "not-found", ActiveState: "failed", SubState: "failed"}}},
 				{Unit: "herd-orph.service", Instances: []units.UnitState{
 					{Unit: "herd-orph@ddd.service", ActiveState: "failed", SubState: "failed", ExecMainStatus: 3}}},
 				{Unit: "herd-tick.service", ActiveState: "inactive", FileHash: hashOf('a'), TimerActiveState: "active", Instances: []units.UnitState{
