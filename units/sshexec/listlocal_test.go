@@ -29,7 +29,7 @@ type listFixture struct {
 	bin, units, marks, status, seq string
 }
 
-func newListFixture(t *testing.T) *listFixture {
+func newListFixture(t testing.TB) *listFixture {
 	t.Helper()
 	root := t.TempDir()
 	f := &listFixture{
@@ -65,7 +65,7 @@ esac
 	return f
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // listUnits sets what list-units prints, a line each.
-func (f *listFixture) listUnits(t *testing.T, lines ...string) {
+func (f *listFixture) listUnits(t testing.TB, lines ...string) {
 	t.Helper()
 	var b strings.Builder
 	for _, l := range lines {
@@ -140,7 +140,7 @@ func (f *listFixture) calls(t *testing.T) string {
 // mixedBoard fills f with pods' units, instances of templates, stray
 // names, disconnect marks and artifact statuses; it returns the unit
 // files written.
-func mixedBoard(t *testing.T, f *listFixture) map[string]string {
+func mixedBoard(t testing.TB, f *listFixture) map[string]string {
 	t.Helper()
 	writeFile(t, f.seq, "1764700000000000000 42\nignored\n")
 	for name, content := range map[string]string{
@@ -384,4 +384,31 @@ func TestListLocalBounds(t *testing.T) {
 		t.Errorf("cancelled listing: %v, want context.Canceled", err)
 	}
 	waitFor(t, "systemctl to be killed", 10*time.Second, func() bool { return processGone(pid) })
+}
+
+// BenchmarkListingScript and BenchmarkListingGo list the mixed board
+// (mixedBoard: two pods, two instances, disconnect marks, an artifact
+// failure) with the script and with ListLocal; the fake systemctl is a
+// shell script in both, so the difference is the script's own
+// processes.
+func BenchmarkListingScript(b *testing.B) {
+	f := newListFixture(b)
+	mixedBoard(b, f)
+	for b.Loop() {
+		if _, stderr, err := f.runScript(); err != nil {
+			b.Fatalf("%v: %s", err, stderr)
+		}
+	}
+}
+
+func BenchmarkListingGo(b *testing.B) {
+	f := newListFixture(b)
+	mixedBoard(b, f)
+	l := f.lister()
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := l.list(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
