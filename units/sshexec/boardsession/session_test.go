@@ -415,3 +415,18 @@ func TestListCancel(t *testing.T) {
 		t.Fatal("the listing's context was not cancelled")
 	}
 }
+
+// TestHelloIsStrict: a client refuses a Hello with a field it does not
+// know, which is why the Hello announces no operations (a new field would
+// cut every older leader off the session): the list op is found out by
+// asking instead.
+func TestHelloIsStrict(t *testing.T) {
+	var in bytes.Buffer
+	body := `{"protocol":"` + Protocol + `","ops":["list"]}`
+	in.Write(binary.BigEndian.AppendUint32(nil, uint32(len(body))))
+	in.WriteString(body)
+	_, w := io.Pipe()
+	if _, err := NewClient(&in, w); err == nil || !strings.Contains(err.Error(), "unknown field") {
+		t.Errorf("NewClient with an extra Hello field = %v, want an unknown field error", err)
+	}
+}
