@@ -209,6 +209,7 @@ func (l lister) list(ctx context.Context) ([]byte, error) {
 // stdin /dev/null, and returns its stdout.
 func (l lister) systemctl(ctx context.Context, utc bool, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, l.Systemctl, args...)
+	cmd.Dir = "/"
 	if utc {
 		cmd.Env = append(os.Environ(), "TZ=UTC")
 	}
