@@ -24,6 +24,7 @@ import (
 	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/raftstore"
 	"github.com/herd-dev/herd/units/artifact"
+	"github.com/herd-dev/herd/units/sshexec"
 	"github.com/herd-dev/herd/units/sshexec/boardfs"
 	"github.com/herd-dev/herd/units/sshexec/boardsession"
 )
@@ -36,7 +37,7 @@ import (
 // is what a pod's unit runs to place its artifacts (package artifact).
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 2 && args[0] == "board" && args[1] == "session" {
-		return boardsession.Main(stderr)
+		return boardsession.Main(stderr, boardsession.Options{List: sshexec.ListLocal})
 	}
 	if len(args) > 0 && args[0] == "board" {
 		return boardfs.Main(args[1:], stderr)

@@ -27,7 +27,7 @@ type Report struct {
 	// Mark orders this report among the board's reports.
 	Mark Mark `json:"mark"`
 	// Units are the board's herd units, as the leader's SSH listing would
-	// give them (sshexec.ShowUnitsArgv run on the board).
+	// give them (sshexec.ListLocal run on the board).
 	Units []units.UnitState `json:"units"`
 }
 

@@ -11,7 +11,7 @@
 // then makes a report: it takes the next Mark, writes it to the seq file
 // (so the leader's SSH listing, which reads that file in the same round
 // trip, knows which reports it covers), collects the units with the very
-// listing the leader runs over SSH (sshexec.ShowUnitsArgv, run locally),
+// listing the leader gets over SSH (sshexec.ListLocal, in this process),
 // signs the report with the board's SSH host key (package
 // agent/unitreport) and hands it to Config.Send. It also reports at start,
 // when the source reconnects (signals may have been missed), and every

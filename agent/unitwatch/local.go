@@ -1,11 +1,9 @@
 package unitwatch
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -20,19 +18,16 @@ import (
 // collectTimeout bounds one local listing.
 const collectTimeout = 10 * time.Second
 
-// CollectLocal lists this board's herd units by running the leader's own
-// listing (sshexec.ShowUnitsArgv) here, so a report says exactly what an
-// SSH listing would.
+// CollectLocal lists this board's herd units with the leader's own
+// listing (sshexec.ListLocal, what the board session answers a list
+// with), in this process, so a report says exactly what an SSH listing
+// would.
 func CollectLocal(ctx context.Context) ([]units.UnitState, error) {
 	ctx, cancel := context.WithTimeout(ctx, collectTimeout)
 	defer cancel()
-	argv := sshexec.ShowUnitsArgv()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := sshexec.ListLocal(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%v: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		return nil, err
 	}
 	us, _, err := sshexec.ParseListing(out)
 	return us, err

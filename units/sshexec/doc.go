@@ -95,6 +95,17 @@
 // a UnitState with only Unit and FileHash. A failing systemctl or sha256sum makes the whole call
 // fail (*ExitError) rather than report a partial list.
 //
+// ListLocal is the same listing done in Go on the board: systemctl run
+// with fixed argv (list-units, then show of the services, the instances
+// and the timers: at most four processes, where the script starts about
+// a dozen, sha256sum and head included), the files hashed and read in
+// process, output ParseListing reads to exactly what it reads from the
+// script's on the same board (TestListLocalMatchesScript compares them
+// byte for byte). A board session that has the list op answers
+// ShowUnits with it; the board's agent lists its own units with it
+// (package agent/unitwatch). The script stays for boards whose session
+// predates the op, and as the reference ListLocal is checked against.
+//
 // # Files
 //
 // PutFile writes path.herd-tmp-<random> over SFTP (created exclusively,
@@ -131,6 +142,10 @@
 // line) is remembered for the connection's life and driven as above;
 // Stream (journalctl -f) always uses the wrapper. A session that ends
 // under a request gives ErrConnectionLost, like a dropped connection.
+// ShowUnits asks the session for the board's listing (its list op,
+// ListLocal there) instead of running the script; a session from before
+// the op answers it as unknown, and the script then runs through the
+// session's run op for as long as that session lives.
 //
 // # Readiness probes
 //

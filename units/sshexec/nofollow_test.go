@@ -17,10 +17,15 @@ import (
 
 // TestMain lets the test binary stand in for the board helper: run as
 // `sshexec.test board put-file ...` or `sshexec.test board session`
-// (through sshd) it is `herd board`.
+// (through sshd) it is `herd board`. With noListEnv set the session is
+// one from before the list op.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == "board" && os.Args[2] == "session" {
-		os.Exit(boardsession.Main(os.Stderr))
+		opts := boardsession.Options{List: ListLocal}
+		if os.Getenv(noListEnv) != "" {
+			opts = boardsession.Options{}
+		}
+		os.Exit(boardsession.Main(os.Stderr, opts))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "board" {
 		os.Exit(boardfs.Main(os.Args[2:], os.Stderr))

@@ -176,10 +176,34 @@ func (e *Executor) fileSession(ctx context.Context, node string, req boardsessio
 	return nil, true
 }
 
+// listSession asks node's board session for the listing of its herd
+// units (ListLocal there). ok is false when the board has no session, or
+// one from before the list op: the caller runs ShowUnitsArgv.
+func (e *Executor) listSession(ctx context.Context, node string) (out []byte, err error, ok bool) {
+	if !e.cfg.BoardSession {
+		return nil, nil, false
+	}
+	resp, err, ok := e.doSession(ctx, node, boardsession.List(e.cfg.MaxOutputBytes))
+	if !ok || err != nil {
+		return nil, err, ok
+	}
+	switch {
+	case resp.Exit != 0:
+		// A systemctl of the listing failed: as the script's status.
+		return nil, &ExitError{Node: node, Argv: []string{"board session", boardsession.OpList}, Status: resp.Exit, Stderr: []byte(resp.Error)}, true
+	case resp.Truncated:
+		return nil, fmt.Errorf("%w: node %s: list: %s", ErrOutputTooLarge, node, resp.Error), true
+	case resp.Error != "":
+		return nil, fmt.Errorf("sshexec: node %s: list: %s", node, resp.Error), true
+	}
+	return resp.Stdout, nil, true
+}
+
 // doSession sends req on node's board session, holding one of the node's
 // MaxSessionsPerNode slots meanwhile. ok is false when the board has no
 // session. A session that ends under the request is ErrConnectionLost: the
-// request may or may not have been carried out.
+// request may or may not have been carried out. An op the board's
+// session does not know (an older herd) is ok false too.
 func (e *Executor) doSession(ctx context.Context, node string, req boardsession.Request) (resp boardsession.Response, err error, ok bool) {
 	n, err := e.node(node)
 	if err != nil {
@@ -216,6 +240,9 @@ func (e *Executor) doSession(ctx context.Context, node string, req boardsession.
 	switch {
 	case err == nil:
 		return resp, nil, true
+	case errors.Is(err, boardsession.ErrUnknownOp):
+		// An older herd on the board: the caller does it another way.
+		return resp, nil, false
 	case ctx.Err() != nil:
 		return resp, ctx.Err(), true
 	case errors.Is(err, boardsession.ErrClosed):

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -207,4 +208,91 @@ func TestCloseIdle(t *testing.T) {
 	if got := e.Stats().Dials; got != 2 {
 		t.Errorf("dials = %d, want 2 (Warm, then the command after CloseIdle)", got)
 	}
+}
+
+// noListEnv, set in the board's environment, makes the test binary's
+// board session one from before the list op (TestMain).
+const noListEnv = "HERD_TEST_SESSION_NO_LIST"
+
+// TestBoardSessionList: a board session with the list op answers
+// ShowUnits itself (ListLocal: systemctl from the board's PATH, no
+// shell); one without it (an older herd) gets the script, through its
+// run op. A fake sh first in the board's PATH logs every `sh` run there.
+func TestBoardSessionList(t *testing.T) {
+	if m, _ := filepath.Glob(filepath.Join(UnitDir, "herd-*")); len(m) > 0 {
+		t.Skipf("this host has herd unit files in %s: %v", UnitDir, m)
+	}
+	bin := t.TempDir()
+	fakeSystemd(t, bin)
+	realSh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "sh"), []byte("#!"+realSh+"\n"+
+		`printf '%s\n' "$1" >> "$(dirname "$0")/sh.log"`+"\nexec "+realSh+` "$@"`+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := "PATH=" + bin + ":/usr/bin:/bin:/usr/sbin:/sbin"
+	wantNames := []string{"herd-crashy.service", "herd-dead.service", "herd-gone.service", "herd-web-1.service"}
+	show := func(t *testing.T, e *Executor) {
+		t.Helper()
+		os.Remove(filepath.Join(bin, "systemctl.log"))
+		os.Remove(filepath.Join(bin, "sh.log"))
+		got, err := e.ShowUnits(testCtx(t), "b1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, u := range got {
+			names = append(names, u.Unit)
+		}
+		if diff := cmp.Diff(wantNames, names); diff != "" {
+			t.Errorf("units (-want +got):\n%s", diff)
+		}
+		if n := len(calls(t, bin, "systemctl")); n != 2 {
+			t.Errorf("systemctl ran %d times, want 2 (list-units, show)", n)
+		}
+	}
+	shRuns := func(t *testing.T) []string {
+		b, err := os.ReadFile(filepath.Join(bin, "sh.log"))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	}
+
+	t.Run("a session that lists", func(t *testing.T) {
+		srv := sshdtest.StartWith(t, sshdtest.Options{SetEnv: []string{path}})
+		e := sessionExecutor(t, srv, nil)
+		show(t, e)
+		if runs := shRuns(t); len(runs) != 0 {
+			t.Errorf("sh ran on the board %d times (%q), want none", len(runs), runs)
+		}
+		t.Run("systemctl fails", func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(bin, "list-units.fail"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(filepath.Join(bin, "list-units.fail"))
+			got, err := e.ShowUnits(testCtx(t), "b1")
+			var ee *ExitError
+			if !errors.As(err, &ee) || ee.Status != 1 || !strings.Contains(err.Error(), "Failed to connect to bus") {
+				t.Errorf("ShowUnits = %v, %v; want *ExitError status 1 with systemctl's message", got, err)
+			}
+		})
+	})
+	t.Run("a session from before the list op", func(t *testing.T) {
+		srv := sshdtest.StartWith(t, sshdtest.Options{SetEnv: []string{path, noListEnv + "=1"}})
+		e := sessionExecutor(t, srv, nil)
+		show(t, e)
+		if diff := cmp.Diff([]string{"-c"}, shRuns(t)); diff != "" {
+			t.Errorf("sh runs on the board (-want +got):\n%s", diff)
+		}
+		n, _ := e.node("b1")
+		if c := n.live(); c == nil || c.bs == nil {
+			t.Error("the script did not run through the board session")
+		}
+	})
 }

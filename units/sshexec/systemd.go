@@ -242,22 +242,28 @@ const maxMark = 64
 // ShowUnitsMarked is ShowUnits plus the first line of the board's
 // ReportSeqFile as it was just before the listing ("" when there is none,
 // or when it is longer than 64 bytes), for the caller to parse.
+// Through a board session that has the list op the board lists in Go
+// (ListLocal, no process but systemctl's); else it runs ShowUnitsArgv.
 func (e *Executor) ShowUnitsMarked(ctx context.Context, node string) ([]units.UnitState, string, error) {
-	res, err := e.runChecked(ctx, node, ShowUnitsArgv())
+	out, err, ok := e.listSession(ctx, node)
+	if !ok {
+		var res Result
+		res, err = e.runChecked(ctx, node, ShowUnitsArgv())
+		out = res.Stdout
+	}
 	if err != nil {
 		return nil, "", err
 	}
-	states, mark, err := ParseListing(res.Stdout)
+	states, mark, err := ParseListing(out)
 	if err != nil {
 		return nil, "", fmt.Errorf("sshexec: node %s: %w", node, err)
 	}
 	return states, mark, nil
 }
 
-// ShowUnitsArgv is the command ShowUnits runs on a board. A board's own
-// agent runs it locally (package agent/unitwatch's Collect) so that what
-// it reports is exactly what the leader's listing would see; parse its
-// output with ParseListing.
+// ShowUnitsArgv is the command ShowUnits runs on a board whose session
+// does not list (ListLocal is the same listing in Go); parse its output
+// with ParseListing.
 func ShowUnitsArgv() []string {
 	return []string{"sh", "-c", showUnitsScript(), "herd-show-units"}
 }

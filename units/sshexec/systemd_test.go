@@ -15,7 +15,6 @@ import (
 
 	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units"
-	"github.com/herd-dev/herd/units/artifact"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
 
@@ -329,10 +328,6 @@ func TestBackoffDelay(t *testing.T) {
 	}
 }
 
-// TestShowUnitsScriptHashes runs the ShowUnits script locally (no ssh),
-// with its unit directory pointed at a temporary one, so the file listing
-// and hashing that TestSystemdOverSSH cannot reach on a real host are
-// exercised. The fake systemctl's show prints an Id block per unit asked.
 func TestCutMarkLine(t *testing.T) {
 	for _, tt := range []struct{ in, mark, rest string }{
 		{"", "", ""},
@@ -348,71 +343,15 @@ func TestCutMarkLine(t *testing.T) {
 	}
 }
 
+// TestShowUnitsScriptHashes runs the ShowUnits script locally (no ssh),
+// on a board in temporary directories (listFixture), so the file listing
+// and hashing that TestSystemdOverSSH cannot reach on a real host are
+// exercised, with each shell a board may have; ListLocal on the same
+// board must give the same. The fake systemctl's show prints an Id block
+// per unit asked.
 func TestShowUnitsScriptHashes(t *testing.T) {
-	dir, bin := t.TempDir(), t.TempDir()
-	script := showUnitsScript()
-	local := strings.Replace(script, "d="+UnitDir+"\n", "d='"+dir+"'\n", 1)
-	if local == script {
-		t.Fatal("script has no d=UnitDir line")
-	}
-	seq := filepath.Join(dir, "unitreport.seq")
-	if err := os.WriteFile(seq, []byte("1764700000000000000 42\nignored\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if local, script = strings.Replace(local, ReportSeqFile, seq, 1), local; local == script {
-		t.Fatal("script does not read ReportSeqFile")
-	}
-	status := t.TempDir()
-	if local, script = strings.ReplaceAll(local, artifact.StatusDir, status), local; local == script {
-		t.Fatal("script does not read artifact.StatusDir")
-	}
-	for name, content := range map[string]string{
-		"herd-web-1.service": "mismatch http://files.lan/x: sha256 of the 3 bytes downloaded is abc, want def\n2 1764700000 0123456789abcdef\n",
-		"herd-other.service": "unreachable not listed\n",
-	} {
-		if err := os.WriteFile(filepath.Join(status, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(`#!/bin/sh
-case "$1" in
-list-units) printf '%s\n' 'herd-web-1.service loaded active running web-1' 'herd-gone.service not-found inactive dead gone' 'herd-Up.service loaded active running x' \
-	'herd-web-1@abc1.service loaded active running web-1' 'herd-orph@2.service loaded failed failed orph' 'herd-x@y@z.service loaded active running x' \
-	'herd-web-1@A.service loaded active running x' 'herd-x_kick@1.service loaded active running x' ;;
-show) shift; while [ "$1" != -- ]; do shift; done; shift
-	sep=; for u; do printf '%sId=%s\nLoadState=loaded\n' "$sep" "$u"; sep='
-'; done ;;
-esac
-`), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{
-		"herd-web-1.service":      "[Service]\nExecStart=/bin/web\n",
-		"herd-web-1@.service":     "a template: not listed as a pod's unit",
-		"herd-web-1_kick.service": "a kick unit: not listed",
-		"herd-new.service":        "[Service]\nExecStart=/bin/new\n",
-		"herd-x y.service":        "stray",
-		"herd-[a].service":        "stray",
-		"herd-b*.service":         "stray",
-		"other.service":           "not herd",
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(filepath.Join(dir, "herd-dir.service"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	marks := t.TempDir()
-	if local, script = strings.Replace(local, units.DisconnectDir, marks, 1), local; local == script {
-		t.Fatal("script does not read units.DisconnectDir")
-	}
-	for _, name := range []string{"herd-new.service", "herd-other.service"} {
-		if err := os.WriteFile(filepath.Join(marks, name), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f := newListFixture(t)
+	files := mixedBoard(t, f)
 	want := []units.UnitState{
 		{Unit: "herd-gone.service", LoadState: "loaded"},
 		{Unit: "herd-new.service", LoadState: "loaded", FileHash: units.Hash([]byte(files["herd-new.service"])), DisconnectMark: true},
@@ -421,6 +360,19 @@ esac
 			ArtifactFailure: "mismatch http://files.lan/x: sha256 of the 3 bytes downloaded is abc, want def",
 			Instances:       []units.UnitState{{Unit: "herd-web-1@abc1.service", LoadState: "loaded"}}},
 	}
+	check := func(t *testing.T, out []byte) {
+		t.Helper()
+		got, mark, err := ParseListing(out)
+		if err != nil {
+			t.Fatalf("ParseListing: %v\noutput:\n%s", err, out)
+		}
+		if mark != "1764700000000000000 42" {
+			t.Errorf("mark = %q, want the seq file's first line", mark)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("listing (-want +got):\n%s\noutput:\n%s", diff, out)
+		}
+	}
 	// Boards run it with their sh: dash (Debian), bash, or BusyBox ash.
 	shells := [][]string{{"sh"}, {"bash", "--posix"}, {"busybox", "sh"}}
 	for _, sh := range shells {
@@ -428,28 +380,20 @@ esac
 			if _, err := exec.LookPath(sh[0]); err != nil {
 				t.Skipf("no %s here", sh[0])
 			}
-			cmd := exec.Command(sh[0], append(sh[1:], "-c", local, "herd-show-units")...)
-			cmd.Dir = bin // the glob must not depend on the working directory
-			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
+			out, stderr, err := f.runScript(sh...)
 			if err != nil {
-				t.Fatalf("script: %v\n%s", err, stderr.Bytes())
+				t.Fatalf("script: %v\n%s", err, stderr)
 			}
-			mark, rest := cutMarkLine(out)
-			if mark != "1764700000000000000 42" {
-				t.Errorf("mark line = %q, want the seq file's first line", mark)
-			}
-			got, err := ParseShowUnits(rest)
-			if err != nil {
-				t.Fatalf("ParseShowUnits: %v\noutput:\n%s", err, out)
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("ShowUnits script (-want +got):\n%s\noutput:\n%s", diff, out)
-			}
+			check(t, out)
 		})
 	}
+	t.Run("ListLocal", func(t *testing.T) {
+		out, err := f.lister().list(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, out)
+	})
 }
 
 // fakeSystemd installs a fake systemctl into dir. It logs its argv

@@ -5,9 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
+
+// ErrUnknownOp: the server does not know the request's operation (a herd
+// on the board from before it); nothing was done. The client remembers
+// it for the session's life and refuses that op at once afterwards.
+var ErrUnknownOp = errors.New("boardsession: operation unknown to the board's session")
 
 // ErrClosed: the session ended (closed, or its stream broke) before the
 // answer came; a run may or may not have happened.
@@ -22,7 +28,8 @@ type Client struct {
 	mu      sync.Mutex
 	next    uint64
 	pending map[uint64]chan Response
-	err     error // why the session ended; set once
+	unknown map[string]bool // ops the server answered as unknown
+	err     error           // why the session ended; set once
 	done    chan struct{}
 }
 
@@ -38,7 +45,7 @@ func NewClient(r io.Reader, w io.WriteCloser) (*Client, error) {
 	if h.Protocol != Protocol {
 		return nil, fmt.Errorf("boardsession: server speaks %q, want %q", h.Protocol, Protocol)
 	}
-	c := &Client{w: w, pending: map[uint64]chan Response{}, done: make(chan struct{})}
+	c := &Client{w: w, pending: map[uint64]chan Response{}, unknown: map[string]bool{}, done: make(chan struct{})}
 	go c.read(r)
 	return c, nil
 }
@@ -94,8 +101,10 @@ func (c *Client) Close() error {
 // Do sends req (its ID is assigned here) and waits for the answer. When
 // ctx ends first, a run is cancelled on the board and Do returns
 // ctx.Err() after waiting at most grace() (asked once ctx has ended; 0:
-// no wait) for the run to end. A session that
+// no wait) for the run to end (a list's likewise). A session that
 // ends first gives an error wrapping ErrClosed (or the stream's error).
+// An op the server does not know gives ErrUnknownOp, from then on
+// without asking.
 func (c *Client) Do(ctx context.Context, req Request, grace func() time.Duration) (Response, error) {
 	ch := make(chan Response, 1)
 	c.mu.Lock()
@@ -103,6 +112,10 @@ func (c *Client) Do(ctx context.Context, req Request, grace func() time.Duration
 		err := c.err
 		c.mu.Unlock()
 		return Response{}, closedErr(err)
+	}
+	if c.unknown[req.Op] {
+		c.mu.Unlock()
+		return Response{}, fmt.Errorf("%w: %q", ErrUnknownOp, req.Op)
 	}
 	c.next++
 	req.ID = c.next
@@ -115,13 +128,19 @@ func (c *Client) Do(ctx context.Context, req Request, grace func() time.Duration
 	}
 	select {
 	case resp := <-ch:
+		if unknownOp(req.Op, resp) {
+			c.mu.Lock()
+			c.unknown[req.Op] = true
+			c.mu.Unlock()
+			return resp, fmt.Errorf("%w: %s", ErrUnknownOp, resp.Error)
+		}
 		return resp, nil
 	case <-c.done:
 		c.forget(req.ID)
 		return Response{}, closedErr(c.Err())
 	case <-ctx.Done():
 	}
-	if req.Op == OpRun {
+	if req.Op == OpRun || req.Op == OpList {
 		if err := c.send(Request{ID: req.ID, Op: OpCancel}); err == nil {
 			t := time.NewTimer(grace())
 			defer t.Stop()
@@ -153,4 +172,10 @@ func closedErr(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrClosed, err)
+}
+
+// unknownOp reports whether resp is a server's refusal of op as unknown:
+// what every version of Serve answers to an op it does not know.
+func unknownOp(op string, resp Response) bool {
+	return strings.HasPrefix(resp.Error, fmt.Sprintf("unknown op %q ", op))
 }

@@ -17,7 +17,12 @@
 // most MaxFrame. The server speaks first (a Hello naming Protocol), so a
 // client that reaches a board without the session (an older herd, or a
 // sudoers drop-in from before it) sees no Hello and falls back to the
-// wrapper. Requests:
+// wrapper. The Hello announces no operations: frames are decoded
+// strictly (unknown fields refused), so a field added to it would make
+// every older client see no Hello at all and drop to the wrapper (during
+// `herdctl upgrade`, which upgrades the leader last, on every upgraded
+// board). An op newer than Protocol is found out by asking: an older
+// server answers it as unknown, and nothing is done. Requests:
 //
 //   - run: argv executed directly (no shell: argv stays data, as through
 //     the wrapper), stdin /dev/null, its own process group, stdout and
@@ -27,8 +32,17 @@
 //     link followed, temporary file and rename), so file writes need
 //     neither SFTP staging nor a helper process;
 //   - rm: boardfs.RemoveFile;
-//   - cancel: the run with that id gets SIGTERM on its process group, and
-//     SIGKILL KillGrace later if it still runs.
+//   - list: the board's listing of its herd units, produced by the
+//     function the caller gives in Options.List (`herd board session`
+//     gives sshexec.ListLocal: systemctl with fixed argv and fixed paths
+//     read, nothing taken from the request), at most the request's cap;
+//     it saves the dozen processes of the listing script. Serve without
+//     it answers a list as an unknown op, as a herd from before it does;
+//     the Client then remembers the op as unknown (ErrUnknownOp) and the
+//     caller lists another way;
+//   - cancel: the run (or list) with that id gets SIGTERM on its process
+//     group, and SIGKILL KillGrace later if it still runs (a list's
+//     context is cancelled, which kills its systemctl).
 //
 // Requests run concurrently, at most MaxRunning at once (more are answered
 // with an error at once). When the session's stdin ends (the leader closed

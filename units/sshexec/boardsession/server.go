@@ -25,12 +25,32 @@ import (
 // the leader that opened it is gone (its connection may linger on the
 // board for hours without traffic), or will start a new one when it next
 // needs the board.
+//
+// Serve knows run, put, rm and cancel; ServeWith adds what opts provides.
 func Serve(r io.Reader, w io.Writer) error {
-	return serve(r, w, IdleExit)
+	return serve(r, w, IdleExit, Options{})
 }
 
-func serve(r io.Reader, w io.Writer, idleExit time.Duration) error {
-	s := &server{w: w, running: map[uint64]context.CancelFunc{}}
+// Options are what a session can do beyond run, put and rm. The caller
+// provides them, since they live in packages that import this one.
+type Options struct {
+	// List produces the answer to a list request: the board's listing of
+	// its herd units (sshexec.ListLocal). It gets the request's context,
+	// cancelled by a cancel or the end of the session, and must run
+	// nothing that comes from the request (it gets nothing of it). An
+	// error that has an ExitCode() int method (a command of the listing
+	// that failed) passes its status on in Response.Exit. Nil: a list is
+	// an unknown op, as to a herd from before it.
+	List func(ctx context.Context) ([]byte, error)
+}
+
+// ServeWith is Serve with the operations opts provides.
+func ServeWith(r io.Reader, w io.Writer, opts Options) error {
+	return serve(r, w, IdleExit, opts)
+}
+
+func serve(r io.Reader, w io.Writer, idleExit time.Duration, opts Options) error {
+	s := &server{w: w, running: map[uint64]context.CancelFunc{}, opts: opts}
 	if err := s.send(Hello{Protocol: Protocol}); err != nil {
 		return err
 	}
@@ -88,8 +108,9 @@ func serve(r io.Reader, w io.Writer, idleExit time.Duration) error {
 }
 
 type server struct {
-	wmu sync.Mutex
-	w   io.Writer
+	wmu  sync.Mutex
+	w    io.Writer
+	opts Options
 
 	mu      sync.Mutex
 	running map[uint64]context.CancelFunc
@@ -131,7 +152,7 @@ func (s *server) handle(ctx context.Context, req Request) error {
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		resp := carryOut(rctx, req)
+		resp := s.carryOut(rctx, req)
 		s.mu.Lock()
 		delete(s.running, req.ID)
 		s.mu.Unlock()
@@ -142,23 +163,55 @@ func (s *server) handle(ctx context.Context, req Request) error {
 }
 
 // carryOut does one request.
-func carryOut(ctx context.Context, req Request) Response {
+func (s *server) carryOut(ctx context.Context, req Request) Response {
 	resp := Response{ID: req.ID}
 	var err error
-	switch req.Op {
-	case OpRun:
+	switch {
+	case req.Op == OpRun:
 		return run(ctx, req)
-	case OpPut:
+	case req.Op == OpList && s.opts.List != nil:
+		return s.list(ctx, req)
+	case req.Op == OpPut:
 		err = boardfs.PutFile(string(req.Path), bytes.NewReader(req.Content),
 			boardfs.PutOptions{Mode: req.Mode, ParentMode: req.ParentMode, AllowSetID: req.AllowSetID})
-	case OpRemove:
+	case req.Op == OpRemove:
 		err = boardfs.RemoveFile(string(req.Path))
 	default:
-		err = fmt.Errorf("unknown op %q (want %s, %s, %s or %s)", req.Op, OpRun, OpPut, OpRemove, OpCancel)
+		// The prefix is what a client recognises (unknownOp): keep it.
+		want := fmt.Sprintf("%s, %s, %s or %s", OpRun, OpPut, OpRemove, OpCancel)
+		if s.opts.List != nil {
+			want = fmt.Sprintf("%s, %s, %s, %s or %s", OpRun, OpPut, OpRemove, OpList, OpCancel)
+		}
+		err = fmt.Errorf("unknown op %q (want %s)", req.Op, want)
 	}
 	if err != nil {
 		resp.Error = err.Error()
 		resp.Refused = errors.Is(err, boardfs.ErrRefused)
+	}
+	return resp
+}
+
+// list answers a list request with what opts.List produces, refusing
+// one longer than the request's cap.
+func (s *server) list(ctx context.Context, req Request) Response {
+	resp := Response{ID: req.ID}
+	limit := req.MaxOutput
+	if limit <= 0 || limit > MaxOutput {
+		limit = MaxOutput
+	}
+	out, err := s.opts.List(ctx)
+	var ec interface{ ExitCode() int }
+	switch {
+	case err != nil:
+		resp.Error = err.Error()
+		if errors.As(err, &ec) && ec.ExitCode() > 0 {
+			resp.Exit = ec.ExitCode()
+		}
+	case len(out) > limit:
+		resp.Error = fmt.Sprintf("the listing is %d bytes, limit %d", len(out), limit)
+		resp.Truncated = true
+	default:
+		resp.Stdout = out
 	}
 	return resp
 }
@@ -246,10 +299,11 @@ func (c *capped) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Main is `herd board session`: Serve on stdin and stdout. It returns the
-// exit status: 0 at a clean end, 1 otherwise (the reason on stderr).
-func Main(stderr io.Writer) int {
-	if err := Serve(os.Stdin, os.Stdout); err != nil {
+// Main is `herd board session`: ServeWith(opts) on stdin and stdout. It
+// returns the exit status: 0 at a clean end, 1 otherwise (the reason on
+// stderr).
+func Main(stderr io.Writer, opts Options) int {
+	if err := ServeWith(os.Stdin, os.Stdout, opts); err != nil {
 		fmt.Fprintf(stderr, "herd board session: %v\n", err)
 		return 1
 	}

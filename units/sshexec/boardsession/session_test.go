@@ -23,11 +23,17 @@ import (
 // other, and the channel Serve's result arrives on.
 func pair(t *testing.T) (*Client, <-chan error) {
 	t.Helper()
+	return pairWith(t, Options{})
+}
+
+// pairWith is pair with a server that has opts (ServeWith).
+func pairWith(t *testing.T, opts Options) (*Client, <-chan error) {
+	t.Helper()
 	reqR, reqW := io.Pipe()
 	respR, respW := io.Pipe()
 	served := make(chan error, 1)
 	go func() {
-		err := Serve(reqR, respW)
+		err := ServeWith(reqR, respW, opts)
 		respW.Close()
 		reqR.Close()
 		served <- err
@@ -69,9 +75,6 @@ func TestRun(t *testing.T) {
 		{"output over the cap is cut and flagged",
 			Run([]string{"sh", "-c", "printf 0123456789abcdef"}, 10),
 			Response{Stdout: []byte("0123456789"), Truncated: true}},
-		{"unknown op",
-			Request{Op: "reboot"},
-			Response{Error: `unknown op "reboot" (want run, put, rm or cancel)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := c.Do(ctx, tc.req, wait(time.Second))
@@ -84,6 +87,13 @@ func TestRun(t *testing.T) {
 			}
 		})
 	}
+	t.Run("unknown op", func(t *testing.T) {
+		got, err := c.Do(ctx, Request{Op: "reboot"}, wait(time.Second))
+		want := `unknown op "reboot" (want run, put, rm or cancel)`
+		if !errors.Is(err, ErrUnknownOp) || got.Error != want {
+			t.Errorf("got %+v, %v; want ErrUnknownOp and %q", got, err, want)
+		}
+	})
 	t.Run("a command that does not exist", func(t *testing.T) {
 		got, err := c.Do(ctx, Run([]string{"/nonexistent/cmd"}, 0), wait(time.Second))
 		if err != nil {
@@ -281,7 +291,7 @@ func TestIdleSessionExits(t *testing.T) {
 	respR, respW := io.Pipe()
 	served := make(chan error, 1)
 	go func() {
-		err := serve(reqR, respW, 200*time.Millisecond)
+		err := serve(reqR, respW, 200*time.Millisecond, Options{})
 		respW.Close()
 		served <- err
 	}()
@@ -312,3 +322,111 @@ func TestIdleSessionExits(t *testing.T) {
 
 // wait is a constant grace for Client.Do.
 func wait(d time.Duration) func() time.Duration { return func() time.Duration { return d } }
+
+// exitErr is an error with an exit status, as sshexec.ListError.
+type exitErr int
+
+func (e exitErr) Error() string {
+	return "systemctl list-units exited with status " + strconv.Itoa(int(e))
+}
+func (e exitErr) ExitCode() int { return int(e) }
+
+// TestList: a list is answered with what Options.List produces (a
+// failure's exit status passed on, a listing over the request's cap
+// refused); a session without List answers it as an older herd would,
+// and the client then stops asking.
+func TestList(t *testing.T) {
+	ctx := ctxFor(t)
+	var fail error
+	c, _ := pairWith(t, Options{List: func(context.Context) ([]byte, error) {
+		if fail != nil {
+			return nil, fail
+		}
+		return []byte("@@herd-mark@@ 1 2\nId=herd-a.service\n"), nil
+	}})
+	for _, tc := range []struct {
+		name string
+		fail error
+		req  Request
+		want Response
+	}{
+		{"the listing", nil, List(0), Response{Stdout: []byte("@@herd-mark@@ 1 2\nId=herd-a.service\n")}},
+		{"over the cap", nil, List(10), Response{Truncated: true, Error: "the listing is 36 bytes, limit 10"}},
+		{"a failed command's status", exitErr(1), List(0), Response{Exit: 1, Error: "systemctl list-units exited with status 1"}},
+		{"another failure", errors.New("no"), List(0), Response{Error: "no"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fail = tc.fail // the server reads it only while Do waits
+			got, err := c.Do(ctx, tc.req, wait(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.ID = 0
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("response (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("a session without it", func(t *testing.T) {
+		old, _ := pair(t)
+		_, err := old.Do(ctx, List(0), wait(time.Second))
+		if !errors.Is(err, ErrUnknownOp) || !strings.Contains(err.Error(), `unknown op "list"`) {
+			t.Fatalf("list to a session without it: %v, want ErrUnknownOp", err)
+		}
+		old.mu.Lock()
+		remembered := old.unknown[OpList]
+		old.mu.Unlock()
+		if !remembered {
+			t.Error("the client does not remember that the session does not list")
+		}
+		if _, err := old.Do(ctx, List(0), wait(time.Second)); !errors.Is(err, ErrUnknownOp) {
+			t.Errorf("second list: %v, want ErrUnknownOp", err)
+		}
+		if got, err := old.Do(ctx, Run([]string{"true"}, 0), wait(time.Second)); err != nil || got.Error != "" {
+			t.Errorf("run after the unknown list = %+v, %v", got, err)
+		}
+	})
+}
+
+// TestListCancel: cancelling a list cancels the context Options.List got.
+func TestListCancel(t *testing.T) {
+	started, cancelled := make(chan struct{}), make(chan struct{})
+	c, _ := pairWith(t, Options{List: func(ctx context.Context) ([]byte, error) {
+		close(started)
+		<-ctx.Done()
+		close(cancelled)
+		return nil, ctx.Err()
+	}})
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Do(ctx, List(0), wait(5*time.Second))
+		errc <- err
+	}()
+	<-started
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do = %v, want context.Canceled", err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listing's context was not cancelled")
+	}
+}
+
+// TestHelloIsStrict: a client refuses a Hello with a field it does not
+// know, which is why the Hello announces no operations (a new field would
+// cut every older leader off the session): the list op is found out by
+// asking instead.
+func TestHelloIsStrict(t *testing.T) {
+	var in bytes.Buffer
+	body := `{"protocol":"` + Protocol + `","ops":["list"]}`
+	in.Write(binary.BigEndian.AppendUint32(nil, uint32(len(body))))
+	in.WriteString(body)
+	_, w := io.Pipe()
+	if _, err := NewClient(&in, w); err == nil || !strings.Contains(err.Error(), "unknown field") {
+		t.Errorf("NewClient with an extra Hello field = %v, want an unknown field error", err)
+	}
+}

@@ -43,6 +43,10 @@ const (
 	OpPut    = "put"
 	OpRemove = "rm"
 	OpCancel = "cancel"
+	// OpList answers with the board's listing of its herd units (what
+	// Options.List produces); a session served without one, like a herd
+	// from before the op, answers it as an unknown op.
+	OpList = "list"
 )
 
 // Hello is the server's first frame.
@@ -59,7 +63,8 @@ type Request struct {
 	// Argv is the command of a run, byte for byte (JSON strings would
 	// not keep bytes that are not UTF-8).
 	Argv [][]byte `json:"argv,omitempty"`
-	// MaxOutput caps what a run keeps of each stream (0: MaxOutput).
+	// MaxOutput caps what a run keeps of each stream, and a list's
+	// answer (0: MaxOutput).
 	MaxOutput int `json:"max_output,omitempty"`
 	// Path, Content, Mode, ParentMode and AllowSetID are a put's (Path
 	// also an rm's), as boardfs.PutOptions.
@@ -88,15 +93,23 @@ func Put(path string, content []byte, mode, parentMode uint32, allowSetID bool) 
 // Remove is the request to remove path (boardfs.RemoveFile).
 func Remove(path string) Request { return Request{Op: OpRemove, Path: []byte(path)} }
 
+// List is the request for the board's unit listing, at most maxOutput
+// bytes of it (0: MaxOutput); a longer one is an error, never cut.
+func List(maxOutput int) Request { return Request{Op: OpList, MaxOutput: maxOutput} }
+
 // Response is the server's answer to one request (none to a cancel).
 type Response struct {
 	ID uint64 `json:"id"`
 	// Exit is a run's exit status: 0–255, 128+N when killed by signal N.
-	Exit   int    `json:"exit"`
+	// For a list, the status of the command of the listing that failed
+	// (with Error), when one did.
+	Exit int `json:"exit"`
+	// Stdout is a run's standard output, or a list's listing.
 	Stdout []byte `json:"stdout,omitempty"`
 	Stderr []byte `json:"stderr,omitempty"`
 	// Truncated: a stream of the run went over its cap; the first bytes
-	// were kept.
+	// were kept. For a list: the listing went over the cap and is not
+	// sent (with Error).
 	Truncated bool `json:"truncated,omitempty"`
 	// Refused: boardfs refused a put or rm (a symbolic link in the path,
 	// setuid bits not allowed, ...); Error says why.
