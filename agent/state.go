@@ -225,6 +225,16 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 	witnessCh := make(chan string, 64)
 	s.wmu.Lock()
 	s.witnessSubs[witnessCh] = struct{}{}
+	// Witnesses taken before this watch began (a new leader's placer
+	// witnesses a dead board while its controllers make their first
+	// pass, before they watch) are news to it: their nodes are looked at
+	// again now, not at the next tick or witness, a second later.
+	for node := range s.witnesses {
+		select {
+		case witnessCh <- node:
+		default: // full: the tick looks again
+		}
+	}
 	s.wmu.Unlock()
 	tick := time.NewTicker(witnessTick)
 	out := make(chan controller.Change, 64)

@@ -287,3 +287,27 @@ func TestSnapshotDecodesOnlyChangedObjects(t *testing.T) {
 		t.Errorf("%d pods in the second snapshot, want 2", len(second.Pods))
 	}
 }
+
+// A witness recorded before the controllers watch (a new leader's placer
+// can witness a dead board while the controllers make their first pass)
+// wakes its node as soon as the watch begins, not a tick later.
+func TestWatchReplaysEarlierWitnesses(t *testing.T) {
+	f := newFleet(t, 1, 1)
+	f.leader()
+	a := f.agents[0].a
+	s := newClusterState(a.store, a.gossip, newNotifier())
+	// b9 is no gossip member: the periodic tick never wakes it.
+	s.recordWitness("b9", controller.Witness{At: time.Now(), Err: "no answer"})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ch, err := s.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := range ch {
+		if c.Kind == api.KindNode && c.Name == "b9" {
+			return
+		}
+	}
+	t.Fatal("the watch ended without waking b9")
+}
