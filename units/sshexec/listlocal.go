@@ -213,7 +213,7 @@ func (l lister) systemctl(ctx context.Context, utc bool, args ...string) ([]byte
 	if utc {
 		cmd.Env = append(os.Environ(), "TZ=UTC")
 	}
-	stdout, stderr := &capped{max: l.Max}, &capped{max: maxListStderr}
+	stdout, stderr := newCapBuffer(l.Max), newCapBuffer(maxListStderr)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A child of systemctl's holding its stdout open (a pager: there is
 	// none with --no-pager) does not hold the listing up.
@@ -233,7 +233,7 @@ func (l lister) systemctl(ctx context.Context, utc bool, args ...string) ([]byte
 		return nil, &ListError{Argv: argv, Status: status, Stderr: stderr.buf.Bytes()}
 	case err != nil:
 		return nil, fmt.Errorf("sshexec: list: %q: %w", argv[0], err)
-	case stdout.over:
+	case stdout.dropped:
 		return nil, fmt.Errorf("%w: %q wrote more than %d bytes", ErrOutputTooLarge, strings.Join(argv[:2], " "), l.Max)
 	}
 	return stdout.buf.Bytes(), nil
@@ -391,21 +391,4 @@ func onlyBytes(s, extra string) bool {
 func sortUnique(s []string) []string {
 	slices.Sort(s)
 	return slices.Compact(s)
-}
-
-// capped keeps the first max bytes written to it and notes the rest.
-type capped struct {
-	buf  bytes.Buffer
-	max  int
-	over bool
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	n := len(p)
-	if room := c.max - c.buf.Len(); n > room {
-		c.over = true
-		p = p[:max(room, 0)]
-	}
-	c.buf.Write(p)
-	return n, nil
 }
