@@ -39,6 +39,9 @@ var defaultStandby = standby{
 	warmFor:   5 * time.Second,
 }
 
+// standbyWarmers bounds a standby's warm-ups in flight.
+const standbyWarmers = 16
+
 // standbyExecutor is what standby needs of the agent's executor
 // (sshexec.Executor through boardExecutor).
 type standbyExecutor interface {
@@ -129,11 +132,20 @@ func standbyLoop(ctx, runCtx context.Context, wg *sync.WaitGroup, sb standby, st
 			}
 			targets := warmTargets(members())
 			log.Info("leader silent; warming SSH connections to the boards", "leader", leader,
-				"silence", silence.Round(time.Millisecond), "boards", targets)
+				"silence", silence.Round(time.Millisecond), "boards", len(targets))
+			// At most standbyWarmers handshakes at once: a large fleet's
+			// burst would otherwise land on a small follower all at once.
+			sem := make(chan struct{}, standbyWarmers)
 			for _, node := range targets {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
+					select {
+					case sem <- struct{}{}:
+						defer func() { <-sem }()
+					case <-runCtx.Done():
+						return
+					}
 					wctx, cancel := context.WithTimeout(runCtx, sb.warmFor)
 					defer cancel()
 					if err := ex.Warm(wctx, node); err != nil && runCtx.Err() == nil {
