@@ -171,14 +171,26 @@ func TestEndOfInputCancelsEverything(t *testing.T) {
 }
 
 func TestBusy(t *testing.T) {
-	c, _ := pair(t)
+	// The requests in flight are lists that wait for their cancel: the
+	// bound counts requests, and no process has to start (under qemu a
+	// process start once took over 10 s with other emulated tests beside).
+	entered := make(chan struct{}, MaxRunning)
+	c, _ := pairWith(t, Options{List: func(ctx context.Context) ([]byte, error) {
+		entered <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}})
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	defer cancel()
-	dir := t.TempDir()
+	for range MaxRunning {
+		go c.Do(ctx, Request{Op: OpList}, wait(time.Second))
+	}
 	for i := range MaxRunning {
-		p := filepath.Join(dir, strconv.Itoa(i))
-		go c.Do(ctx, Run([]string{"sh", "-c", `echo $$ > "$1"; exec sleep 60`, "x", p}, 0), wait(time.Second))
-		pidFrom(t, p)
+		select {
+		case <-entered:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d of %d requests in flight after 30s", i, MaxRunning)
+		}
 	}
 	got, err := c.Do(ctxFor(t), Run([]string{"true"}, 0), wait(time.Second))
 	if err != nil || !strings.Contains(got.Error, "busy") {
