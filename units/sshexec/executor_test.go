@@ -501,14 +501,7 @@ func TestStreamCancellation(t *testing.T) {
 				t.Fatal("no output within 20s")
 			}
 			cancel()
-			select {
-			case err := <-errc:
-				if !errors.Is(err, context.Canceled) {
-					t.Errorf("err = %v, want context.Canceled", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("Stream did not return after cancellation")
-			}
+			returnsWith(t, errc, context.Canceled, "Stream did not return after cancellation")
 			// The connection is still good for the next operation.
 			if _, err := e.Run(testCtx(t), "b1", []string{"true"}); err != nil {
 				t.Fatal(err)
@@ -531,14 +524,7 @@ func TestRunCancellation(t *testing.T) {
 	}()
 	waitFor(t, "the session to open", 20*time.Second, func() bool { return e.Stats().OpenSessions == 1 })
 	cancel()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("err = %v, want context.Canceled", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return after cancellation")
-	}
+	returnsWith(t, errc, context.Canceled, "Run did not return after cancellation")
 }
 
 func TestKeepaliveDetectsDeadPeer(t *testing.T) {

@@ -2,6 +2,7 @@ package sshexec
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -58,6 +59,20 @@ func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// returnsWith waits (up to 20 s) for the error an operation sends on
+// errc and checks that it is want; stuck is the failure when none comes.
+func returnsWith(t testing.TB, errc <-chan error, want error, stuck string) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, want) {
+			t.Errorf("err = %v, want %v", err, want)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal(stuck)
+	}
 }
 
 // waitFor polls cond until it holds or the deadline passes.

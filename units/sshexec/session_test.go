@@ -116,14 +116,7 @@ func TestBoardSession(t *testing.T) {
 		}()
 		waitFor(t, "the request to be in flight", 20*time.Second, func() bool { return e.Stats().OpenSessions == 1 })
 		cancel()
-		select {
-		case err := <-errc:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("err = %v, want context.Canceled", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("Run did not return after cancellation")
-		}
+		returnsWith(t, errc, context.Canceled, "Run did not return after cancellation")
 	})
 }
 

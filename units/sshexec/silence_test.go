@@ -155,14 +155,7 @@ func TestCancelOnASilentPeerDoesNotWait(t *testing.T) {
 			t.Cleanup(srv.ResumeConnections)
 			waitFor(t, "the silence to exceed cancelSilence", 20*time.Second, func() bool { return e.Silence("b1") > cancelSilence })
 			cancel()
-			select {
-			case err := <-errc:
-				if !errors.Is(err, context.Canceled) {
-					t.Errorf("Run = %v, want context.Canceled", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("Run cancelled on a silent board waited for the board (cancelGrace)")
-			}
+			returnsWith(t, errc, context.Canceled, "Run cancelled on a silent board waited for the board (cancelGrace)")
 		})
 	}
 }
@@ -190,14 +183,7 @@ func TestBoardSessionStartOnASilentPeer(t *testing.T) {
 		_, err := e.Run(dctx, "b1", []string{"true"})
 		errc <- err
 	}()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Run = %v, want context.DeadlineExceeded", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run kept waiting for the board session to start on a silent connection")
-	}
+	returnsWith(t, errc, context.DeadlineExceeded, "Run kept waiting for the board session to start on a silent connection")
 	srv.ResumeConnections()
 	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
 		t.Fatalf("Run after the peer answered again: %v", err)
