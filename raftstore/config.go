@@ -21,22 +21,24 @@ const ServerKeySize = 32
 // must be replaced in about one to two seconds:
 //
 //   - a follower that hears nothing from the leader for a random time in
-//     [HeartbeatTimeout, 2×HeartbeatTimeout] (0.5–1 s by default) starts an
-//     election (with pre-vote, so a flapping node cannot depose a healthy
-//     leader); an election round takes a LAN round trip and an fsync, and a
-//     split vote retries after [ElectionTimeout, 2×ElectionTimeout].
-//   - the leader sends heartbeats every HeartbeatTimeout/10 (50 ms), so a
-//     follower tolerates several lost packets before it suspects the leader.
+//     [HeartbeatTimeout, 1.5×HeartbeatTimeout] (0.5–0.75 s by default)
+//     starts an election (with pre-vote, so a flapping node cannot depose
+//     a healthy leader); an election round takes a LAN round trip and an
+//     fsync, and a split vote retries after [ElectionTimeout,
+//     2×ElectionTimeout]. The store itself watches the silence and tells
+//     raft (suspect.go), so that the heartbeats need not come ten times
+//     per timeout, as hashicorp/raft otherwise sends them.
+//   - the leader sends heartbeats every [HeartbeatInterval,
+//     2×HeartbeatInterval] (150–300 ms), and besides them each follower
+//     an AppendEntries every [CommitTimeout, 2×CommitTimeout] (100–200
+//     ms), new entries or not, so that a follower learns the commit index
+//     of the last write of a burst; a follower's reads (ReadBarrier) and
+//     its DNS answers see that write up to this late. Either keeps the
+//     follower's patience; the heartbeats go on while a slow disk holds
+//     the appends up. Idle, these two kinds of RPC are the leader's main
+//     cost (BENCHMARKS.md "Idle agents on the lab").
 //   - a leader that cannot reach a quorum for LeaderLeaseTimeout (400 ms)
 //     steps down, so a partitioned leader stops accepting writes quickly.
-//   - besides the heartbeats, the leader sends each follower an
-//     AppendEntries every [CommitTimeout, 2×CommitTimeout] (100–200 ms),
-//     new entries or not, so that a follower learns the commit index of
-//     the last write of a burst; a follower's reads (ReadBarrier) and its
-//     DNS answers see that write up to this late. Idle, these and the
-//     heartbeats are the leader's main cost (two RPCs per follower every
-//     50–100 ms with hashicorp/raft's default of 50 ms, BENCHMARKS.md
-//     "Idle agents on the lab"); 100 ms halves the first kind.
 //
 // Raise the timeouts for boards on Wi-Fi or under heavy load, where a
 // spurious election costs more than a slower failover.
@@ -77,8 +79,14 @@ type Config struct {
 	Clock clock.Clock
 
 	// HeartbeatTimeout: a follower without contact from the leader for this
-	// long (randomised up to twice as long) starts an election.
+	// long (randomised up to 1.5× as long) starts an election.
 	HeartbeatTimeout time.Duration
+	// HeartbeatInterval: the leader sends each follower a heartbeat every
+	// [HeartbeatInterval, 2×HeartbeatInterval]. Below HeartbeatTimeout/2
+	// and LeaderLeaseTimeout/2. 0 leaves the followers' patience to raft
+	// alone: heartbeats every HeartbeatTimeout/10 and elections after a
+	// random [HeartbeatTimeout, 2×HeartbeatTimeout] of silence.
+	HeartbeatInterval time.Duration
 	// ElectionTimeout: a candidate without a result for this long
 	// (randomised up to twice as long) starts a new election round.
 	ElectionTimeout time.Duration
@@ -133,6 +141,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		HeartbeatTimeout:   500 * time.Millisecond,
+		HeartbeatInterval:  150 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 400 * time.Millisecond,
 		CommitTimeout:      100 * time.Millisecond,
@@ -145,6 +154,23 @@ func DefaultConfig() Config {
 		WriteTimeout:       10 * time.Second,
 		HandshakeTimeout:   3 * time.Second,
 	}
+}
+
+// calmTimeouts are raft's HeartbeatTimeout and ElectionTimeout while a
+// leader is heard (suspect.go): 10×HeartbeatInterval, so that raft's
+// heartbeats come every HeartbeatInterval, and never below the
+// configured ones. Without a HeartbeatInterval they are the configured
+// ones.
+func (c Config) calmTimeouts() (heartbeat, election time.Duration) {
+	hb := max(10*c.HeartbeatInterval, c.HeartbeatTimeout)
+	return hb, max(hb, c.ElectionTimeout)
+}
+
+// watchesSilence reports whether the store watches the leader's silence
+// itself (suspect.go): raft's own timeout is then the calm one.
+func (c Config) watchesSilence() bool {
+	hb, _ := c.calmTimeouts()
+	return hb > c.HeartbeatTimeout
 }
 
 // Log stores (Config.LogStore).
@@ -200,6 +226,11 @@ func (c Config) Validate() error {
 	}
 	if c.LeaderLeaseTimeout < 5*time.Millisecond || c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		add("LeaderLeaseTimeout %s must be between 5ms and HeartbeatTimeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	}
+	if c.HeartbeatInterval < 0 || (c.HeartbeatInterval > 0 &&
+		(2*c.HeartbeatInterval >= c.HeartbeatTimeout || 2*c.HeartbeatInterval >= c.LeaderLeaseTimeout)) {
+		add("HeartbeatInterval %s must be 0 or below half of HeartbeatTimeout %s and of LeaderLeaseTimeout %s",
+			c.HeartbeatInterval, c.HeartbeatTimeout, c.LeaderLeaseTimeout)
 	}
 	if c.CommitTimeout < time.Millisecond {
 		add("CommitTimeout %s is below 1ms", c.CommitTimeout)

@@ -26,6 +26,10 @@
 //     (VerifyLeader), and every server, the leader too, waits until its
 //     copy has applied the read index: the last command the leader has
 //     committed (a follower may apply an entry before the leader does).
+//     The Store also watches the leader's silence itself (suspect.go) and
+//     gives raft short timeouts only once it passes Config.HeartbeatTimeout:
+//     raft would otherwise have the leader heartbeat ten times per timeout,
+//     the largest part of an idle leader's CPU.
 //
 // Board-to-board traffic needs the server key, which only servers hold
 // (workers have only the gossip key): the transport is TLS 1.3 in which

@@ -93,6 +93,9 @@ type Store struct {
 	// in that term only.
 	readyTerm atomic.Uint64
 	observer  *raft.Observer
+	// suspicions counts the silences after which this server gave raft
+	// its quick timeouts (suspect.go).
+	suspicions atomic.Uint64
 
 	closedCtx   context.Context // done once Close starts
 	closeCancel context.CancelFunc
@@ -174,6 +177,10 @@ func Open(cfg Config) (*Store, error) {
 	s.wg.Add(2)
 	go s.leaderLoop()
 	go s.observeLoop(obs)
+	if cfg.watchesSilence() {
+		s.wg.Add(1)
+		go s.suspectLoop(newSuspicion(cfg.HeartbeatTimeout, time.Now(), nil))
+	}
 	logger.Info("raft store open", "addr", s.mux.Addr().String(), "dataDir", cfg.DataDir)
 	return s, nil
 }
@@ -241,8 +248,7 @@ func (s *Store) openTransport(id *identity, hc *hclogAdapter) (func(), error) {
 func raftConfig(cfg Config, hc *hclogAdapter) (*raft.Config, error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
-	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.HeartbeatTimeout, rc.ElectionTimeout = cfg.calmTimeouts()
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
 	rc.CommitTimeout = cfg.CommitTimeout
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
@@ -529,8 +535,8 @@ func (s *Store) Leader() (id, addr string) {
 }
 
 // LeaderSilence returns how long ago this server last heard from a leader
-// (an AppendEntries or a heartbeat, which a live leader sends every
-// HeartbeatTimeout/10): 0 on the leader and on a server that has never
+// (an AppendEntries or a heartbeat: a live leader sends one at least every
+// 2×HeartbeatInterval): 0 on the leader and on a server that has never
 // heard from one. It keeps growing through an election this server takes
 // part in, until a leader is heard from again. Cheap.
 func (s *Store) LeaderSilence() time.Duration {

@@ -494,6 +494,9 @@ func TestConfigValidate(t *testing.T) {
 		{"short key", func(c *Config) { c.ServerKey = []byte("short") }, "ServerKey"},
 		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = 2 * c.HeartbeatTimeout }, "LeaderLeaseTimeout"},
 		{"election below heartbeat", func(c *Config) { c.ElectionTimeout = c.HeartbeatTimeout / 2 }, "ElectionTimeout"},
+		{"negative interval", func(c *Config) { c.HeartbeatInterval = -time.Millisecond }, "HeartbeatInterval"},
+		{"interval past half the timeout", func(c *Config) { c.HeartbeatInterval = c.HeartbeatTimeout / 2 }, "HeartbeatInterval"},
+		{"interval past half the lease", func(c *Config) { c.HeartbeatInterval = c.LeaderLeaseTimeout/2 + time.Millisecond }, "HeartbeatInterval"},
 		{"no history", func(c *Config) { c.WatchHistory = 0 }, "WatchHistory"},
 	}
 	for _, tt := range tests {

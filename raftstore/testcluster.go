@@ -64,6 +64,7 @@ func TestConfig(t TB, nodeID string, key []byte) Config {
 	cfg.Logger = testLogger(t)
 	// Fast enough for tests, slow enough for a loaded 2-core machine.
 	cfg.HeartbeatTimeout = 300 * time.Millisecond
+	cfg.HeartbeatInterval = 75 * time.Millisecond
 	cfg.ElectionTimeout = 300 * time.Millisecond
 	cfg.LeaderLeaseTimeout = 200 * time.Millisecond
 	cfg.CommitTimeout = 5 * time.Millisecond

@@ -301,8 +301,8 @@ func printReport(w io.Writer, o options, results []pull) {
 	fmt.Fprintf(w, "\n- gossip.LANTiming: ProbeInterval %v, ProbeTimeout %v, IndirectChecks %d, SuspicionMult %d, SuspicionMaxTimeoutMult %d, GossipInterval %v, GossipNodes %d, RetransmitMult %d, GossipToTheDeadTime %v, PushPullInterval %v, TCPTimeout %v\n",
 		lt.ProbeInterval, lt.ProbeTimeout, lt.IndirectChecks, lt.SuspicionMult, lt.SuspicionMaxTimeoutMult, lt.GossipInterval, lt.GossipNodes, lt.RetransmitMult, lt.GossipToTheDeadTime, lt.PushPullInterval, lt.TCPTimeout)
 	rc := raftstore.DefaultConfig()
-	fmt.Fprintf(w, "- raftstore.DefaultConfig: HeartbeatTimeout %v, ElectionTimeout %v, LeaderLeaseTimeout %v, CommitTimeout %v\n",
-		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.CommitTimeout)
+	fmt.Fprintf(w, "- raftstore.DefaultConfig: HeartbeatTimeout %v, HeartbeatInterval %v, ElectionTimeout %v, LeaderLeaseTimeout %v, CommitTimeout %v\n",
+		rc.HeartbeatTimeout, rc.HeartbeatInterval, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.CommitTimeout)
 	pc := placer.DefaultConfig()
 	var quick []string
 	for _, d := range pc.QuickObserve {
