@@ -34,9 +34,11 @@ type Config struct {
 	// and ready), one after the other; then ObserveInterval takes over.
 	// Only a pass that acts on the board starts the sequence again, so a
 	// pod that never becomes ready costs len(QuickObserve) quick passes.
-	// The default looks every 250 ms for the first second, when a new
-	// pod's readiness check is most likely to turn (a failover's endpoint
-	// waits for it), then backs off.
+	// The default looks every 100 ms for the first 300 ms and at most
+	// 250 ms apart for the first second, when a new pod's readiness check
+	// is most likely to turn (a failover's endpoint waits for it: the
+	// first check, right after the start, mostly finds the pod's server
+	// not listening yet), then backs off.
 	QuickObserve []time.Duration
 	// RetryBase is the pause after a failed pass (board unreachable, a
 	// command failed, a write conflicted); it doubles with every further
@@ -119,7 +121,7 @@ type Config struct {
 }
 
 // DefaultConfig returns a 5 s observation interval with 20 % jitter, quick
-// re-observations after 200 ms, 500 ms, 1 s and 2 s, retries from 200 ms
+// re-observations from 100 ms apart backing off to 2 s, retries from 200 ms
 // doubling up to 5 s, a 30 s resync, a 1 s rewatch delay, a 2-minute pass
 // timeout, a 2 s default probe timeout, 8 parallel probes,
 // /etc/systemd/system, and witnesses of 750 ms every second, failing at
@@ -127,9 +129,10 @@ type Config struct {
 // minutes is listed over SSH every 2 minutes.
 func DefaultConfig() Config {
 	return Config{
-		ObserveInterval:   5 * time.Second,
-		ObserveJitter:     0.2,
-		QuickObserve:      []time.Duration{200 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second},
+		ObserveInterval: 5 * time.Second,
+		ObserveJitter:   0.2,
+		QuickObserve: []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond,
+			150 * time.Millisecond, 200 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second},
 		RetryBase:         200 * time.Millisecond,
 		RetryMax:          5 * time.Second,
 		ResyncInterval:    30 * time.Second,

@@ -111,7 +111,8 @@
 // placer writes itself wakes a worker only when it makes a pod terminal or
 // a board Ready. After a pass that acted, or
 // while pods are still coming up or not ready, the worker re-observes after
-// Config.QuickObserve pauses (200 ms, three of 250 ms, 500 ms, 1 s, 2 s).
+// Config.QuickObserve pauses (three of 100 ms, 150, 200, 250, 500 ms, 1 s,
+// 2 s).
 // Otherwise a board
 // that reports its units (see "Reports") gets a pass when a report comes
 // and while a bound pod has a readiness check every Config.ObserveInterval

@@ -84,8 +84,9 @@ func TestRunPlacesOnBindAndObservesQuickly(t *testing.T) {
 		t.Fatalf("first park = %+v, want the 5 s steady interval", pk)
 	}
 	h.st.putPod(webPod("web-1", "n1"))
-	if pk := h.waitPark("n1", 2); pk.delay != 200*time.Millisecond {
-		t.Fatalf("park after placing = %+v, want 200ms", pk)
+	quick := DefaultConfig().QuickObserve
+	if pk := h.waitPark("n1", 2); pk.delay != quick[0] {
+		t.Fatalf("park after placing = %+v, want the first quick pause %v", pk, quick[0])
 	}
 	if got := b.ActiveUnits(); len(got) != 1 {
 		t.Fatalf("active units = %v", got)
@@ -93,14 +94,14 @@ func TestRunPlacesOnBindAndObservesQuickly(t *testing.T) {
 	if p := h.st.pod("web-1"); p.Status.Phase != api.PodStarting {
 		t.Fatalf("pod phase = %s, want Starting", p.Status.Phase)
 	}
-	h.clock.Advance(200 * time.Millisecond)
-	if pk := h.waitPark("n1", 3); pk.delay != 250*time.Millisecond {
-		t.Fatalf("park while starting = %+v, want 250ms", pk)
+	h.clock.Advance(quick[0])
+	if pk := h.waitPark("n1", 3); pk.delay != quick[1] {
+		t.Fatalf("park while starting = %+v, want the second quick pause %v", pk, quick[1])
 	}
 	if err := b.SetState("herd-web-1.service", "active", "running"); err != nil {
 		t.Fatal(err)
 	}
-	h.clock.Advance(250 * time.Millisecond)
+	h.clock.Advance(quick[1])
 	if pk := h.waitPark("n1", 4); pk.delay != 5*time.Second {
 		t.Fatalf("park once running = %+v, want 5s", pk)
 	}
@@ -120,8 +121,7 @@ func TestRunQuickObserveRunsOut(t *testing.T) {
 	h.st.putPod(webPod("web-1", "n1"))
 	h.fleet.Board("n1").StartAs("herd-web-1.service", "activating", "auto-restart")
 	h.run()
-	want := []time.Duration{200 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond,
-		500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 5 * time.Second}
+	want := append(DefaultConfig().QuickObserve, 5*time.Second, 5*time.Second)
 	var got []time.Duration
 	for n := 1; n <= len(want); n++ {
 		pk := h.waitPark("n1", n)
