@@ -20,7 +20,11 @@ const (
 	DefaultFileMode             = "0644"
 	DefaultProbePeriodSeconds   = 5
 	DefaultProbeTimeoutSeconds  = 2
-	DefaultTemplateLabelKey     = "app"
+	// DefaultProbeFailureThreshold is a readiness check's
+	// failure_threshold when it is left out (Probe.Failures): one lost
+	// packet must not take a ready pod out of its services.
+	DefaultProbeFailureThreshold = 3
+	DefaultTemplateLabelKey      = "app"
 	// defaultPortNamePrefix + index names a port left unnamed (PortName).
 	defaultPortNamePrefix = "p"
 )

@@ -215,12 +215,13 @@ type manifestResources struct {
 }
 
 type manifestProbe struct {
-	TCP            portRef  `toml:"tcp"`
-	HTTP           string   `toml:"http"`
-	HTTPPort       portRef  `toml:"http_port"`
-	Exec           []string `toml:"exec"`
-	PeriodSeconds  int      `toml:"period_seconds"`
-	TimeoutSeconds int      `toml:"timeout_seconds"`
+	TCP              portRef  `toml:"tcp"`
+	HTTP             string   `toml:"http"`
+	HTTPPort         portRef  `toml:"http_port"`
+	Exec             []string `toml:"exec"`
+	PeriodSeconds    int      `toml:"period_seconds"`
+	TimeoutSeconds   int      `toml:"timeout_seconds"`
+	FailureThreshold int      `toml:"failure_threshold"`
 }
 
 // manifestKinds lists the manifest tables, in the order EncodeManifest
@@ -346,12 +347,13 @@ func (m *manifestTemplate) toAPI() PodTemplate {
 	}
 	if p := m.Readiness; p != nil {
 		t.Readiness = &Probe{
-			TCP:            string(p.TCP),
-			HTTP:           p.HTTP,
-			HTTPPort:       string(p.HTTPPort),
-			Exec:           nilIfEmptySlice(p.Exec),
-			PeriodSeconds:  p.PeriodSeconds,
-			TimeoutSeconds: p.TimeoutSeconds,
+			TCP:              string(p.TCP),
+			HTTP:             p.HTTP,
+			HTTPPort:         string(p.HTTPPort),
+			Exec:             nilIfEmptySlice(p.Exec),
+			PeriodSeconds:    p.PeriodSeconds,
+			TimeoutSeconds:   p.TimeoutSeconds,
+			FailureThreshold: p.FailureThreshold,
 		}
 	}
 	return t
@@ -388,12 +390,13 @@ func templateToManifest(t PodTemplate) *manifestTemplate {
 	}
 	if p := t.Readiness; p != nil {
 		m.Readiness = &manifestProbe{
-			TCP:            portRef(p.TCP),
-			HTTP:           p.HTTP,
-			HTTPPort:       portRef(p.HTTPPort),
-			Exec:           p.Exec,
-			PeriodSeconds:  p.PeriodSeconds,
-			TimeoutSeconds: p.TimeoutSeconds,
+			TCP:              portRef(p.TCP),
+			HTTP:             p.HTTP,
+			HTTPPort:         portRef(p.HTTPPort),
+			Exec:             p.Exec,
+			PeriodSeconds:    p.PeriodSeconds,
+			TimeoutSeconds:   p.TimeoutSeconds,
+			FailureThreshold: p.FailureThreshold,
 		}
 	}
 	return m

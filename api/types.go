@@ -203,6 +203,22 @@ type Probe struct {
 	PeriodSeconds int `json:"periodSeconds,omitempty" toml:"period_seconds,omitempty"`
 	// TimeoutSeconds per check. Default 2.
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty" toml:"timeout_seconds,omitempty"`
+	// FailureThreshold is how many checks in a row must fail before a
+	// ready pod counts as not ready; 0 means
+	// DefaultProbeFailureThreshold (see Failures). A pod not yet ready
+	// becomes ready at its first passing check.
+	FailureThreshold int `json:"failureThreshold,omitempty" toml:"failure_threshold,omitempty"`
+}
+
+// Failures is how many checks in a row must fail before a ready pod counts
+// as not ready: FailureThreshold, or DefaultProbeFailureThreshold when it
+// is 0. The default is applied here, not stored: templates stored before
+// the field existed keep their hash, so an upgrade rolls no pod.
+func (p *Probe) Failures() int {
+	if p.FailureThreshold > 0 {
+		return p.FailureThreshold
+	}
+	return DefaultProbeFailureThreshold
 }
 
 // ---------------------------------------------------------------------------

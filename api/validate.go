@@ -20,6 +20,7 @@ const (
 	MaxUserNameLength  = 32
 	MaxFileSize        = 1 << 20 // bytes of content per file
 	MaxProbePeriod     = 3600    // seconds
+	MaxProbeFailures   = 100     // a readiness check's failure_threshold
 	MaxPort            = 65535
 	reservedEnvPort    = "PORT"
 	reservedEnvPortPfx = "PORT_"
@@ -772,5 +773,9 @@ func (v *validator) probe(p fieldPath, pr *Probe, portNames map[string]bool, has
 	}
 	if pr.TimeoutSeconds < 1 || pr.TimeoutSeconds > max(pr.PeriodSeconds, 1) {
 		v.addf(p.field("timeoutSeconds", "timeout_seconds"), "must be between 1 and period_seconds (%d), got %d", pr.PeriodSeconds, pr.TimeoutSeconds)
+	}
+	if pr.FailureThreshold < 0 || pr.FailureThreshold > MaxProbeFailures {
+		v.addf(p.field("failureThreshold", "failure_threshold"), "must be between 1 and %d (0 or left out: %d), got %d",
+			MaxProbeFailures, DefaultProbeFailureThreshold, pr.FailureThreshold)
 	}
 }

@@ -261,6 +261,8 @@ func TestValidateRules(t *testing.T) {
 		{"probe period", probe(func(p *Probe) { p.PeriodSeconds = -1 }), "spec.template.readiness.periodSeconds", "between 1 and 3600"},
 		{"probe period too long", probe(func(p *Probe) { p.PeriodSeconds = 3601 }), "spec.template.readiness.periodSeconds", "between 1 and 3600"},
 		{"probe timeout above period", probe(func(p *Probe) { p.PeriodSeconds = 2; p.TimeoutSeconds = 3 }), "spec.template.readiness.timeoutSeconds", "between 1 and period_seconds"},
+		{"probe failure threshold negative", probe(func(p *Probe) { p.FailureThreshold = -1 }), "spec.template.readiness.failureThreshold", "between 1 and 100"},
+		{"probe failure threshold too high", probe(func(p *Probe) { p.FailureThreshold = 101 }), "spec.template.readiness.failureThreshold", "between 1 and 100"},
 		// node selector
 		{"node selector key", tmpl(func(t *PodTemplate) { t.NodeSelector = map[string]string{"a=b": "c"} }), "spec.template.nodeSelector[\"a=b\"]", "invalid label key"},
 		{"node selector conflict", tmpl(func(t *PodTemplate) { t.NodeSelector = map[string]string{"arch": "arm64", "herd.dev/arch": "amd64"} }), "spec.template.nodeSelector[arch]", "different value"},

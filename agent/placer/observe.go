@@ -91,10 +91,9 @@ func (w *worker) observe(ctx context.Context, v *view, node *api.Node, observed 
 		listing = append(listing, o)
 	}
 	pods := v.ix.PodsOn(node.Metadata.Name)
-	ready := w.readiness(ctx, node, pods, byUnit, now)
+	ready, unsettled := w.readiness(ctx, node, pods, byUnit, now)
 
 	var acts []controller.Action
-	unsettled := false
 	for _, pod := range pods {
 		if !observable(pod.Status.Phase) {
 			continue
@@ -217,13 +216,16 @@ type probeMemo struct {
 
 // readiness runs the readiness checks of the bound pods whose unit is
 // active, and returns each result by pod name (pods without a check, or
-// whose unit is not active, have none). Until the worker has reached the
+// whose unit is not active, have none), and whether a ready pod failed a
+// check but stays ready until it has failed api.Probe.Failures in a row:
+// the pass is then unsettled, so the next check comes with the next quick
+// pass rather than a period later. Until the worker has reached the
 // board (worker.reached) it runs none and carries over each pod's Ready.
 // A check that passed within its period for the same main process is not
 // run again. tcp and http checks dial the board from here, up to
 // MaxParallelProbes at once; exec checks run on the board through the
 // Executor, one at a time.
-func (w *worker) readiness(ctx context.Context, node *api.Node, pods []*api.Pod, byUnit map[string]units.UnitState, now time.Time) map[string]*bool {
+func (w *worker) readiness(ctx context.Context, node *api.Node, pods []*api.Pod, byUnit map[string]units.UnitState, now time.Time) (map[string]*bool, bool) {
 	if !w.reached.Load() {
 		// A new worker (a new leader's) that has not reached the board
 		// yet keeps what the pods' status says: its view may come from a
@@ -237,7 +239,7 @@ func (w *worker) readiness(ctx context.Context, node *api.Node, pods []*api.Pod,
 				out[pod.Metadata.Name] = ptr(pod.Status.Ready)
 			}
 		}
-		return out
+		return out, false
 	}
 	type check struct {
 		pod   *api.Pod
@@ -255,6 +257,7 @@ func (w *worker) readiness(ctx context.Context, node *api.Node, pods []*api.Pod,
 		u, ok := byUnit[api.UnitName(pod.Metadata.Name)]
 		if pr == nil || !observable(pod.Status.Phase) || !ok || !(u.ActiveState == "active" || u.ActiveState == "reloading") {
 			delete(w.probes, pod.Metadata.Name)
+			delete(w.failures, pod.Metadata.Name)
 			continue
 		}
 		period := time.Duration(pr.PeriodSeconds) * time.Second
@@ -274,6 +277,11 @@ func (w *worker) readiness(ctx context.Context, node *api.Node, pods []*api.Pod,
 			delete(w.probes, name)
 		}
 	}
+	for name := range w.failures {
+		if !bound[name] {
+			delete(w.failures, name)
+		}
+	}
 
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.p.cfg.MaxParallelProbes)
@@ -289,17 +297,35 @@ func (w *worker) readiness(ctx context.Context, node *api.Node, pods []*api.Pod,
 	}
 	wg.Wait()
 
+	doubt := false
 	for _, c := range append(local, remote...) {
 		name := c.pod.Metadata.Name
-		out[name] = ptr(c.ok)
 		if c.ok {
+			out[name] = ptr(true)
 			w.probes[name] = probeMemo{at: now, pid: c.unit.MainPID, started: c.unit.ExecMainStartTimestamp}
-		} else {
-			delete(w.probes, name)
-			w.log.Debug("readiness check failed", "pod", name, "err", c.err)
+			delete(w.failures, name)
+			continue
 		}
+		delete(w.probes, name)
+		if !c.pod.Status.Ready {
+			out[name] = ptr(false)
+			w.log.Debug("readiness check failed", "pod", name, "err", c.err)
+			continue
+		}
+		w.failures[name]++
+		n, limit := w.failures[name], c.probe.Failures()
+		if n < limit {
+			out[name] = ptr(true)
+			doubt = true
+			w.log.Info("readiness check failed; the pod stays ready until it fails in a row", "pod", name,
+				"failed", n, "threshold", limit, "err", c.err)
+			continue
+		}
+		out[name] = ptr(false)
+		delete(w.failures, name)
+		w.log.Info("readiness check failed in a row: the pod is not ready", "pod", name, "failed", n, "err", c.err)
 	}
-	return out
+	return out, doubt
 }
 
 func ptr[T any](v T) *T { return &v }

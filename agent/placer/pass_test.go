@@ -532,7 +532,9 @@ func TestPassTCPReadiness(t *testing.T) {
 	}
 
 	// Within the probe period the passing check is not repeated; after
-	// it, the closed port makes the pod not ready.
+	// it, the closed port fails the check: the pod stays ready, the pass
+	// unsettled (so the next check comes soon), until the third failure
+	// in a row (the default threshold) makes it not ready.
 	l.Close()
 	h.clock.Advance(time.Second)
 	if res := h.pass(w); res.err != nil || res.unsettled {
@@ -542,11 +544,56 @@ func TestPassTCPReadiness(t *testing.T) {
 		t.Fatalf("pod turned not ready within the probe period")
 	}
 	h.clock.Advance(5 * time.Second)
-	if res := h.pass(w); res.err != nil || !res.unsettled {
-		t.Fatalf("pass = %+v, want unsettled", res)
+	for i := 1; i <= api.DefaultProbeFailureThreshold; i++ {
+		if res := h.pass(w); res.err != nil || !res.unsettled {
+			t.Fatalf("pass after failure %d = %+v, want unsettled", i, res)
+		}
+		p := h.st.pod("web-1")
+		if want := i < api.DefaultProbeFailureThreshold; p.Status.Phase != api.PodRunning || p.Status.Ready != want {
+			t.Fatalf("after %d failed checks: pod status = %+v, want Running, ready %v", i, p.Status, want)
+		}
 	}
-	if p := h.st.pod("web-1"); p.Status.Phase != api.PodRunning || p.Status.Ready {
-		t.Fatalf("pod status = %+v, want Running, not ready", p.Status)
+}
+
+// TestPassReadinessFailureThreshold: a ready pod leaves readiness only
+// after failure_threshold failed checks in a row; a passing check in
+// between starts the count again; a pod not yet ready gets no grace.
+func TestPassReadinessFailureThreshold(t *testing.T) {
+	h := newHarness(t)
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	fail := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fail {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	_, portStr, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	h.st.putPod(probePod(port, &api.Probe{HTTP: "/", HTTPPort: "http", FailureThreshold: 2}))
+	w := h.p.newWorker("n1")
+	ready := func() bool { return h.st.pod("web-1").Status.Ready }
+	step := func(failing bool) bool {
+		t.Helper()
+		fail = failing
+		h.clock.Advance(6 * time.Second) // past the period: the check runs
+		if res := h.pass(w); res.err != nil {
+			t.Fatalf("pass: %v", res.err)
+		}
+		return ready()
+	}
+
+	if !step(false) {
+		t.Fatal("not ready after a passing check")
+	}
+	var got []bool
+	for _, failing := range []bool{true, false, true, true, true, false} {
+		got = append(got, step(failing))
+	}
+	// fail (1 of 2: ready), pass (count starts again), fail (1), fail (2:
+	// not ready), fail (not ready, no grace once out), pass (ready).
+	if diff := cmp.Diff([]bool{true, true, true, false, false, true}, got); diff != "" {
+		t.Errorf("ready after each check (-want +got):\n%s", diff)
 	}
 }
 

@@ -313,7 +313,9 @@ func TestNewWorkerChecksReadinessOnceItReachedTheBoard(t *testing.T) {
 	t.Cleanup(srv.Close)
 	_, portStr, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	port, _ := strconv.Atoi(portStr)
-	pod := probePod(port, &api.Probe{HTTP: "/", HTTPPort: "http"})
+	// One failed check is enough to tell (TestPassReadinessFailureThreshold
+	// covers the threshold).
+	pod := probePod(port, &api.Probe{HTTP: "/", HTTPPort: "http", FailureThreshold: 1})
 	h.st.putPod(pod)
 	b := h.fleet.Board("n1")
 	if res := h.pass(h.p.newWorker("n1")); res.err != nil || res.acted == 0 { // the old leader places it

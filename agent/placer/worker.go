@@ -28,6 +28,9 @@ type worker struct {
 
 	// Owned by the worker goroutine.
 	probes map[string]probeMemo // by pod name
+	// failures counts each ready pod's readiness checks that failed in a
+	// row (api.Probe.Failures), by pod name.
+	failures map[string]int
 	// reached: the executor has reached the board in this worker's life
 	// (an SSH listing, or Warm); readiness checks wait for it. Set from
 	// the warm goroutine too.
@@ -73,6 +76,7 @@ func (p *Placer) newWorker(node string) *worker {
 		wake:        make(chan struct{}, 1),
 		done:        make(chan struct{}),
 		probes:      make(map[string]probeMemo),
+		failures:    make(map[string]int),
 		renderNoted: make(map[string]string),
 
 		pendingRestart: make(map[string]string),
