@@ -32,8 +32,10 @@ type Config struct {
 	// QuickObserve are the pauses before the passes that follow a pass
 	// that changed something on the board (or saw pods not yet running
 	// and ready), one after the other; then ObserveInterval takes over.
-	// Only a pass that acts on the board starts the sequence again, so a
-	// pod that never becomes ready costs len(QuickObserve) quick passes.
+	// Only a pass that acts on the board, or one whose readiness check of
+	// a ready pod failed short of its threshold, starts the sequence
+	// again, so a pod that never becomes ready costs len(QuickObserve)
+	// quick passes.
 	// The default looks every 100 ms for the first 300 ms and at most
 	// 250 ms apart for the first second, when a new pod's readiness check
 	// is most likely to turn (a failover's endpoint waits for it: the

@@ -71,13 +71,14 @@ func settled(o controller.UnitObservation) bool {
 // observe folds a listing of the board's units into status: ObservePod for
 // every bound pod (with its readiness check when its unit is active) and,
 // when fence is set, ObservedUnits for the node (a no-op unless the node
-// is being fenced). It returns the writes and whether a bound pod is not
-// settled yet.
+// is being fenced). It returns the writes, whether a bound pod is not
+// settled yet and whether a ready pod's check failed without making it
+// not ready yet (readiness).
 //
 // For ObservedUnits a unit counts as present when systemd has it loaded or
 // its file is on the board: an enabled unit file systemd has not loaded
 // yet would still start at the next boot.
-func (w *worker) observe(ctx context.Context, v *view, node *api.Node, observed []units.UnitState, fence bool) ([]controller.Action, bool) {
+func (w *worker) observe(ctx context.Context, v *view, node *api.Node, observed []units.UnitState, fence bool) ([]controller.Action, bool, bool) {
 	now := w.p.clock.Now()
 	byUnit := make(map[string]units.UnitState, len(observed))
 	listing := make([]controller.UnitObservation, 0, len(observed))
@@ -91,9 +92,10 @@ func (w *worker) observe(ctx context.Context, v *view, node *api.Node, observed 
 		listing = append(listing, o)
 	}
 	pods := v.ix.PodsOn(node.Metadata.Name)
-	ready, unsettled := w.readiness(ctx, node, pods, byUnit, now)
+	ready, doubt := w.readiness(ctx, node, pods, byUnit, now)
 
 	var acts []controller.Action
+	unsettled := false
 	for _, pod := range pods {
 		if !observable(pod.Status.Phase) {
 			continue
@@ -117,7 +119,7 @@ func (w *worker) observe(ctx context.Context, v *view, node *api.Node, observed 
 	if fence {
 		acts = append(acts, controller.ObservedUnits(now, node, pods, listing)...)
 	}
-	return acts, unsettled
+	return acts, unsettled, doubt
 }
 
 // ConditionFilesWritten is the pod condition the placer sets False (reason

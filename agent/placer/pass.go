@@ -32,6 +32,10 @@ type passResult struct {
 	acted int
 	// unsettled: a bound pod's unit is not yet running and ready.
 	unsettled bool
+	// doubt: a ready pod failed its readiness check but stays ready
+	// until it fails api.Probe.Failures in a row: the quick passes start
+	// again, so the next check comes soon.
+	doubt bool
 	// probing: a bound pod has a readiness check, which needs passes at
 	// Config.ObserveInterval even while the board reports its units.
 	probing bool
@@ -125,9 +129,9 @@ func (w *worker) pass(ctx context.Context) (res passResult) {
 		return res
 	}
 	obsStart := time.Now()
-	writes, unsettled := w.observe(ctx, v, node, observed, res.err == nil)
+	writes, unsettled, doubt := w.observe(ctx, v, node, observed, res.err == nil)
 	w.log.Debug("observed", "took", time.Since(obsStart), "writes", len(writes))
-	res.unsettled = unsettled
+	res.unsettled, res.doubt = unsettled || doubt, doubt
 	if len(writes) > 0 {
 		if err := p.apply(ctx, writes); err != nil {
 			res.err = errors.Join(res.err, fmt.Errorf("writing status: %w", err))

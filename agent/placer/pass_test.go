@@ -293,7 +293,7 @@ func TestPassRestartsUnitStoppedOnDisconnect(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				acts, _ := w.observe(context.Background(), v, v.ix.Node("n1"), listing, false)
+				acts, _, _ := w.observe(context.Background(), v, v.ix.Node("n1"), listing, false)
 				if err := h.st.Apply(context.Background(), acts); err != nil {
 					t.Fatal(err)
 				}

@@ -261,3 +261,42 @@ func TestRunNodeDeletedAndBack(t *testing.T) {
 	h.st.putPod(webPod("web-1", "n1"))
 	h.waitFor("web-1 running", func() bool { return h.st.pod("web-1").Status.Phase == api.PodRunning })
 }
+
+// TestRunFailedCheckOfAReadyPodIsRecheckedSoon: long after the quick
+// passes ran out, a ready pod's failed check starts them again, so the
+// checks that may take it out follow within the quick pauses, not a
+// period apart.
+func TestRunFailedCheckOfAReadyPodIsRecheckedSoon(t *testing.T) {
+	h := newHarness(t)
+	h.st.putNode(readyNode("n1", "127.0.0.1"))
+	l, port := listen(t)
+	h.st.putPod(probePod(port, &api.Probe{TCP: "http"}))
+	h.run()
+	quick := DefaultConfig().QuickObserve
+	n := 1
+	for ; ; n++ { // place, then the quick passes until the steady interval
+		pk := h.waitPark("n1", n)
+		if pk.delay >= 5*time.Second {
+			break
+		}
+		h.clock.Advance(pk.delay)
+	}
+	if p := h.st.pod("web-1"); !p.Status.Ready {
+		t.Fatalf("pod status = %+v, want ready before the check fails", p.Status)
+	}
+	l.Close()
+	h.clock.Advance(6 * time.Second)
+	var got []time.Duration
+	for range api.DefaultProbeFailureThreshold {
+		n++
+		pk := h.waitPark("n1", n)
+		got = append(got, pk.delay)
+		h.clock.Advance(pk.delay)
+	}
+	if diff := cmp.Diff(quick[:api.DefaultProbeFailureThreshold], got); diff != "" {
+		t.Errorf("pauses after the failed checks (-want +got):\n%s", diff)
+	}
+	if p := h.st.pod("web-1"); p.Status.Ready {
+		t.Errorf("pod still ready after %d failed checks", api.DefaultProbeFailureThreshold)
+	}
+}

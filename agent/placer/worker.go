@@ -236,7 +236,7 @@ func (w *worker) pace(ctx context.Context, ps *pacing, res passResult) {
 			w.log.Info("pass succeeded after failures", "failures", ps.failures)
 		}
 		ps.failures, ps.retrying, ps.idle = 0, false, false
-		if res.acted > 0 {
+		if res.acted > 0 || res.doubt {
 			ps.quick = 0
 		}
 		now := w.p.clock.Now()
