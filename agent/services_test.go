@@ -168,23 +168,7 @@ func TestWorkerAnswersFromItsView(t *testing.T) {
 		return nil
 	})
 	// The request shows in the proxy's metrics, by endpoint.
-	mfs, err := a.Metrics().Gatherer().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := -1.0
-	for _, mf := range mfs {
-		if mf.GetName() != "herd_service_proxy_connections_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "endpoint" && l.GetValue() == backend.Listener.Addr().String() {
-					conns = m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
+	conns := testMetric(t, a, "herd_service_proxy_connections_total", "endpoint", backend.Listener.Addr().String())
 	if conns < 1 {
 		t.Errorf("herd_service_proxy_connections_total for the endpoint = %v, want ≥ 1", conns)
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -16,6 +17,7 @@ import (
 	"github.com/herd-dev/herd/agent/placer/fakeboard"
 	"github.com/herd-dev/herd/agent/unitreport"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // hostKey writes an SSH host key pair the way sshd keeps one and returns
@@ -89,7 +91,7 @@ func TestUnitReportsReachThePlacer(t *testing.T) {
 	// The first report makes the board a reporting one.
 	send(signer)
 	waitFor(t, "the first report kept", 10*time.Second, func() error {
-		if n := testMetric(t, f.agents[lead].a, "herd_unit_reports_total", "kept"); n < 1 {
+		if n := testMetric(t, f.agents[lead].a, "herd_unit_reports_total", "result", "kept"); n < 1 {
 			return fmt.Errorf("kept = %v", n)
 		}
 		return nil
@@ -103,7 +105,7 @@ func TestUnitReportsReachThePlacer(t *testing.T) {
 	board.ResetCalls()
 	send(forger)
 	waitFor(t, "the forged report refused", 10*time.Second, func() error {
-		if n := testMetric(t, f.agents[lead].a, "herd_unit_reports_total", "refused"); n < 1 {
+		if n := testMetric(t, f.agents[lead].a, "herd_unit_reports_total", "result", "refused"); n < 1 {
 			return fmt.Errorf("refused = %v", n)
 		}
 		return nil
@@ -136,24 +138,17 @@ func podNamed(pods []*api.Pod, name string) *api.Pod {
 
 type fakeboardCall = fakeboard.Call
 
-// testMetric reads a counter of a's registry whose only label has value.
-func testMetric(t *testing.T, a *Agent, name, value string) float64 {
+// testMetric reads the first sample named name of a's registry, from its
+// text exposition, whose label has value (0 when none has).
+func testMetric(t *testing.T, a *Agent, name, label, value string) float64 {
 	t.Helper()
-	mfs, err := a.metrics.Gatherer().Gather()
+	var b bytes.Buffer
+	if err := a.metrics.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := testutil.MetricValue(b.String(), name, label, value)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return v
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/herd-dev/herd/agent/controller"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
+	"github.com/herd-dev/herd/internal/promtext"
 	"github.com/herd-dev/herd/raftstore"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // RaftSource is what the raft collector reads at scrape time;
@@ -33,17 +33,21 @@ type StateSource interface {
 
 // AddRaft adds the herd_raft_* gauges, read from src at scrape time.
 func (r *Registry) AddRaft(src RaftSource) {
-	r.reg.MustRegister(&raftCollector{src: src, now: time.Now})
+	c := &raftCollector{src: src, now: time.Now}
+	r.reg.Collect(c.collect, raftLeaderDesc, raftStateDesc, raftTermDesc, raftCommitDesc, raftAppliedDesc,
+		raftLastLogDesc, raftSnapshotDesc, raftLastContactDesc, raftObjectsDesc)
 }
 
 // AddGossip adds the herd_gossip_* metrics, read from src at scrape time.
-func (r *Registry) AddGossip(src GossipSource) { r.reg.MustRegister(&gossipCollector{src: src}) }
+func (r *Registry) AddGossip(src GossipSource) {
+	c := &gossipCollector{src: src}
+	r.reg.Collect(c.collect, gossipMembersDesc, gossipProbesDesc, gossipRTTDesc, gossipEventsDesc, gossipHealthDesc)
+}
 
 // AddState adds herd_pods and herd_nodes, counted in src at scrape time.
-func (r *Registry) AddState(src StateSource) { r.reg.MustRegister(&stateCollector{src: src}) }
-
-func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(name, help, labels, nil)
+func (r *Registry) AddState(src StateSource) {
+	c := &stateCollector{src: src}
+	r.reg.Collect(c.collect, podsDesc, nodesDesc, nodeConditionsDesc, stateErrorsDesc)
 }
 
 var (
@@ -65,20 +69,9 @@ type raftCollector struct {
 	now func() time.Time
 }
 
-// Describe implements prometheus.Collector.
-func (c *raftCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{raftLeaderDesc, raftStateDesc, raftTermDesc, raftCommitDesc, raftAppliedDesc,
-		raftLastLogDesc, raftSnapshotDesc, raftLastContactDesc, raftObjectsDesc} {
-		ch <- d
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *raftCollector) collect(out *promtext.Sink) {
 	st := c.src.Stats()
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
+	gauge := out.Add
 	leader := st.State == "Leader"
 	gauge(raftLeaderDesc, b2f(leader))
 	for _, s := range raftStates {
@@ -100,9 +93,9 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 
 var (
 	gossipMembersDesc  = desc("herd_gossip_members", "Gossip members as this agent sees them, by state (alive, dead, left; memberlist does not expose suspicion).", "state")
-	gossipProbesDesc   = desc("herd_gossip_probe_acks_total", "Direct gossip probes of other members that were acknowledged.")
-	gossipRTTDesc      = desc("herd_gossip_probe_rtt_seconds_total", "Sum of the round-trip times of the acknowledged direct probes.")
-	gossipEventsDesc   = desc("herd_gossip_member_events_total", "Membership events this agent saw, by type: join (or came back), leave (graceful), fail (declared dead).", "type")
+	gossipProbesDesc   = counterDesc("herd_gossip_probe_acks_total", "Direct gossip probes of other members that were acknowledged.")
+	gossipRTTDesc      = counterDesc("herd_gossip_probe_rtt_seconds_total", "Sum of the round-trip times of the acknowledged direct probes.")
+	gossipEventsDesc   = counterDesc("herd_gossip_member_events_total", "Membership events this agent saw, by type: join (or came back), leave (graceful), fail (declared dead).", "type")
 	gossipHealthDesc   = desc("herd_gossip_health_score", "memberlist's local health (Lifeguard awareness): 0 is healthy, higher means probes of others are late here.")
 	gossipMemberStates = []gossip.State{gossip.StateAlive, gossip.StateDead, gossip.StateLeft}
 )
@@ -110,29 +103,21 @@ var (
 // gossipCollector reads gossip.Members and gossip.Stats at scrape time.
 type gossipCollector struct{ src GossipSource }
 
-// Describe implements prometheus.Collector.
-func (c *gossipCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{gossipMembersDesc, gossipProbesDesc, gossipRTTDesc, gossipEventsDesc, gossipHealthDesc} {
-		ch <- d
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (c *gossipCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *gossipCollector) collect(out *promtext.Sink) {
 	count := map[gossip.State]int{}
 	for _, m := range c.src.Members() {
 		count[m.State]++
 	}
 	for _, s := range gossipMemberStates {
-		ch <- prometheus.MustNewConstMetric(gossipMembersDesc, prometheus.GaugeValue, float64(count[s]), string(s))
+		out.Add(gossipMembersDesc, float64(count[s]), string(s))
 	}
 	st := c.src.Stats()
-	ch <- prometheus.MustNewConstMetric(gossipProbesDesc, prometheus.CounterValue, float64(st.ProbeAcks))
-	ch <- prometheus.MustNewConstMetric(gossipRTTDesc, prometheus.CounterValue, st.ProbeRTT.Seconds())
+	out.Add(gossipProbesDesc, float64(st.ProbeAcks))
+	out.Add(gossipRTTDesc, st.ProbeRTT.Seconds())
 	for typ, n := range map[string]uint64{"join": st.Joins, "leave": st.Leaves, "fail": st.Failures} {
-		ch <- prometheus.MustNewConstMetric(gossipEventsDesc, prometheus.CounterValue, float64(n), typ)
+		out.Add(gossipEventsDesc, float64(n), typ)
 	}
-	ch <- prometheus.MustNewConstMetric(gossipHealthDesc, prometheus.GaugeValue, float64(st.HealthScore))
+	out.Add(gossipHealthDesc, float64(st.HealthScore))
 }
 
 var (
@@ -148,13 +133,6 @@ var (
 // stateCollector counts pods and nodes in the local store at scrape time.
 type stateCollector struct{ src StateSource }
 
-// Describe implements prometheus.Collector.
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{podsDesc, nodesDesc, nodeConditionsDesc, stateErrorsDesc} {
-		ch <- d
-	}
-}
-
 // statusOf is the part of a pod's or node's status the collector reads.
 type statusOf struct {
 	Phase      string          `json:"phase"`
@@ -166,15 +144,14 @@ type specOf struct {
 	Unschedulable bool `json:"unschedulable"`
 }
 
-// Collect implements prometheus.Collector.
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *stateCollector) collect(out *promtext.Sink) {
 	pods, _, perr := c.src.List(api.KindPod)
 	nodes, _, nerr := c.src.List(api.KindNode)
 	if perr != nil || nerr != nil {
-		ch <- prometheus.MustNewConstMetric(stateErrorsDesc, prometheus.GaugeValue, 1)
+		out.Add(stateErrorsDesc, 1)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(stateErrorsDesc, prometheus.GaugeValue, 0)
+	out.Add(stateErrorsDesc, 0)
 	byPhase := map[string]int{}
 	for _, p := range pods {
 		var st statusOf
@@ -182,7 +159,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		byPhase[st.Phase]++
 	}
 	for _, ph := range podPhases {
-		ch <- prometheus.MustNewConstMetric(podsDesc, prometheus.GaugeValue, float64(byPhase[string(ph)]), string(ph))
+		out.Add(podsDesc, float64(byPhase[string(ph)]), string(ph))
 	}
 	nodePhase, conds := map[string]int{}, map[string]int{}
 	for _, n := range nodes {
@@ -201,10 +178,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, ph := range nodePhases {
-		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(nodePhase[string(ph)]), string(ph))
+		out.Add(nodesDesc, float64(nodePhase[string(ph)]), string(ph))
 	}
 	for _, cd := range nodeConditions {
-		ch <- prometheus.MustNewConstMetric(nodeConditionsDesc, prometheus.GaugeValue, float64(conds[cd]), cd)
+		out.Add(nodeConditionsDesc, float64(conds[cd]), cd)
 	}
 }
 

@@ -1,8 +1,10 @@
 // Package metrics owns herd's Prometheus metrics: one Registry per agent
-// (never the process-global default registry, so a test can run several
-// agents in one process), the definitions of every herd_* metric, and the
-// exposition handler the agent serves at GET /metrics (package
-// agent/httpapi guards it).
+// (never a process-global one, so a test can run several agents in one
+// process), the definitions of every herd_* metric (name, help, type,
+// labels), and the exposition handler the agent serves at GET /metrics
+// (package agent/httpapi guards it). internal/promtext writes the text
+// format and the go_* and process_* families; testdata/herd.golden holds
+// every herd_* family as the exposition writes it.
 //
 // What a metric reads is cheap and read at scrape time where it can be:
 // the raft collector reads raftstore.Stats, the gossip collector

@@ -1,34 +1,33 @@
 package metrics
 
 import (
+	"io"
 	"net/http"
 	"runtime"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/herd-dev/herd/internal/promtext"
 )
 
-// Registry is one agent's metrics: the Prometheus registry and the
+// Registry is one agent's metrics: the families it writes and the
 // metrics observed as things happen. Its methods are safe for concurrent
 // use.
 type Registry struct {
-	reg *prometheus.Registry
+	reg *promtext.Registry
 
 	queue            *queueCollector
-	reconcile        *prometheus.HistogramVec
-	reconcileErrors  *prometheus.CounterVec
-	reconcileRetries *prometheus.CounterVec
+	reconcile        *promtext.HistogramVec
+	reconcileErrors  *promtext.CounterVec
+	reconcileRetries *promtext.CounterVec
 
-	placement    prometheus.Histogram
-	boardCalls   *prometheus.CounterVec
-	boardErrors  *prometheus.CounterVec
-	boardLatency *prometheus.HistogramVec
+	placement    *promtext.HistogramValue
+	boardCalls   *promtext.CounterVec
+	boardErrors  *promtext.CounterVec
+	boardLatency *promtext.HistogramVec
 
-	txn *prometheus.HistogramVec
+	txn *promtext.HistogramVec
 
-	unitReports *prometheus.CounterVec
+	unitReports *promtext.CounterVec
 }
 
 // Latency buckets: from a millisecond (a Raft commit on a LAN, an SSH
@@ -38,79 +37,73 @@ var (
 	slowBuckets = []float64{.1, .25, .5, 1, 2, 3, 5, 10, 20, 30, 60, 120}
 )
 
+func desc(name, help string, labels ...string) *promtext.Desc {
+	return promtext.NewDesc(name, help, promtext.Gauge, labels...)
+}
+
+func counterDesc(name, help string, labels ...string) *promtext.Desc {
+	return promtext.NewDesc(name, help, promtext.Counter, labels...)
+}
+
+func histogramDesc(name, help string, labels ...string) *promtext.Desc {
+	return promtext.NewDesc(name, help, promtext.Histogram, labels...)
+}
+
+var (
+	buildInfoDesc = desc("herd_build_info", "Always 1: the herd agent's version, Go version and architecture as labels.", "version", "goversion", "arch")
+	reconcileDesc = histogramDesc("herd_controller_reconcile_duration_seconds",
+		"Time to read state, reconcile one key and write its actions, by controller (leader only).", "controller")
+	reconcileErrorsDesc = counterDesc("herd_controller_reconcile_errors_total",
+		"Keys whose reconcile failed (state unreadable or a write refused), by controller.", "controller")
+	reconcileRetriesDesc = counterDesc("herd_controller_reconcile_retries_total",
+		"Failed keys queued again with backoff, by controller (terminal failures are not retried).", "controller")
+	placementDesc = histogramDesc("herd_placer_placement_duration_seconds",
+		"Time from a pod's binding to a board to the leader recording its unit active there.")
+	boardCallsDesc = counterDesc("herd_placer_ssh_requests_total",
+		"Requests the leader's placer made to a board over its SSH connection (one command session or file transfer each), by board.", "node")
+	boardErrorsDesc = counterDesc("herd_placer_ssh_errors_total",
+		"Placer requests to a board that failed (unreachable, command failed, file refused), by board.", "node")
+	boardLatencyDesc = histogramDesc("herd_placer_ssh_request_duration_seconds",
+		"Duration of the placer's requests to boards, by operation.", "op")
+	txnDesc = histogramDesc("herd_raft_apply_duration_seconds",
+		"Time from a write's start on this server to its transaction committed and applied here; forwarded is true when a follower sent it to the leader.", "forwarded")
+	unitReportsDesc = counterDesc("herd_unit_reports_total",
+		"Unit reports boards sent this server, by result: kept (newest of its board), stale (a newer one was kept or listed) or refused (malformed or not signed by the board's host key).", "result")
+)
+
 // New returns a Registry with herd_build_info (version, Go version and
-// architecture), the Go runtime and process collectors and the metrics
-// herd observes itself. AddRaft, AddGossip and AddState add the
-// collectors read at scrape time.
+// architecture), the Go runtime and process families and the metrics
+// herd observes itself. AddRaft, AddGossip, AddState and AddProxy add
+// the families read at scrape time.
 func New(version string) *Registry {
-	r := &Registry{reg: prometheus.NewRegistry()}
-	build := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "herd_build_info",
-		Help:        "Always 1: the herd agent's version, Go version and architecture as labels.",
-		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version(), "arch": runtime.GOARCH},
-	})
-	build.Set(1)
+	r := &Registry{reg: promtext.NewRegistry()}
+	r.reg.ConstGauge(buildInfoDesc, 1, version, runtime.Version(), runtime.GOARCH)
+	r.reg.AddGo()
+	r.reg.AddProcess()
 	r.queue = &queueCollector{}
-	r.reconcile = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "herd_controller_reconcile_duration_seconds",
-		Help:    "Time to read state, reconcile one key and write its actions, by controller (leader only).",
-		Buckets: fastBuckets,
-	}, []string{"controller"})
-	r.reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herd_controller_reconcile_errors_total",
-		Help: "Keys whose reconcile failed (state unreadable or a write refused), by controller.",
-	}, []string{"controller"})
-	r.reconcileRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herd_controller_reconcile_retries_total",
-		Help: "Failed keys queued again with backoff, by controller (terminal failures are not retried).",
-	}, []string{"controller"})
-	r.placement = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "herd_placer_placement_duration_seconds",
-		Help:    "Time from a pod's binding to a board to the leader recording its unit active there.",
-		Buckets: slowBuckets,
-	})
-	r.boardCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herd_placer_ssh_requests_total",
-		Help: "Requests the leader's placer made to a board over its SSH connection (one command session or file transfer each), by board.",
-	}, []string{"node"})
-	r.boardErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herd_placer_ssh_errors_total",
-		Help: "Placer requests to a board that failed (unreachable, command failed, file refused), by board.",
-	}, []string{"node"})
-	r.boardLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "herd_placer_ssh_request_duration_seconds",
-		Help:    "Duration of the placer's requests to boards, by operation.",
-		Buckets: fastBuckets,
-	}, []string{"op"})
-	r.txn = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "herd_raft_apply_duration_seconds",
-		Help:    "Time from a write's start on this server to its transaction committed and applied here; forwarded is true when a follower sent it to the leader.",
-		Buckets: fastBuckets,
-	}, []string{"forwarded"})
-	r.unitReports = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herd_unit_reports_total",
-		Help: "Unit reports boards sent this server, by result: kept (newest of its board), stale (a newer one was kept or listed) or refused (malformed or not signed by the board's host key).",
-	}, []string{"result"})
+	r.reg.Collect(r.queue.collect, queueDepthDesc, queueRetryingDesc)
+	r.reconcile = r.reg.HistogramVec(reconcileDesc, fastBuckets)
+	r.reconcileErrors = r.reg.CounterVec(reconcileErrorsDesc)
+	r.reconcileRetries = r.reg.CounterVec(reconcileRetriesDesc)
+	r.placement = r.reg.HistogramVec(placementDesc, slowBuckets).With()
+	r.boardCalls = r.reg.CounterVec(boardCallsDesc)
+	r.boardErrors = r.reg.CounterVec(boardErrorsDesc)
+	r.boardLatency = r.reg.HistogramVec(boardLatencyDesc, fastBuckets)
+	r.txn = r.reg.HistogramVec(txnDesc, fastBuckets)
+	r.unitReports = r.reg.CounterVec(unitReportsDesc)
 	r.initLabels()
-	r.reg.MustRegister(
-		build,
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		r.queue, r.reconcile, r.reconcileErrors, r.reconcileRetries,
-		r.placement, r.boardCalls, r.boardErrors, r.boardLatency, r.txn,
-		r.unitReports,
-	)
 	return r
 }
 
-// Handler serves the registry in the Prometheus text (or negotiated)
-// exposition format. It does no authentication: agent/httpapi guards it.
-func (r *Registry) Handler() http.Handler {
-	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
-}
+// Handler serves the registry in the Prometheus text exposition format
+// (0.0.4) to GET and HEAD. It does no authentication: agent/httpapi
+// guards it.
+func (r *Registry) Handler() http.Handler { return r.reg.Handler() }
 
-// Gatherer returns the underlying registry, for tests.
-func (r *Registry) Gatherer() prometheus.Gatherer { return r.reg }
+// Write writes the registry in the text exposition format, as the
+// Handler serves it; its error names samples a collector got wrong (left
+// out). Tests read values from it.
+func (r *Registry) Write(w io.Writer) error { return r.reg.Write(w) }
 
 // ObserveTxn records one successful store write; it is
 // raftstore.Config.ObserveTxn.
@@ -119,5 +112,5 @@ func (r *Registry) ObserveTxn(forwarded bool, took time.Duration) {
 	if forwarded {
 		l = "true"
 	}
-	r.txn.WithLabelValues(l).Observe(took.Seconds())
+	r.txn.With(l).Observe(took.Seconds())
 }

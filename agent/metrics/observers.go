@@ -6,7 +6,7 @@ import (
 
 	"github.com/herd-dev/herd/agent/controller"
 	"github.com/herd-dev/herd/agent/placer"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/herd-dev/herd/internal/promtext"
 )
 
 // A Registry is the controller Runner's and the placer's Observer.
@@ -25,12 +25,12 @@ func (r *Registry) QueueStopped() { r.queue.set(nil) }
 
 // Reconciled implements controller.Observer.
 func (r *Registry) Reconciled(ctrl string, took time.Duration, err error, retried bool) {
-	r.reconcile.WithLabelValues(ctrl).Observe(took.Seconds())
+	r.reconcile.With(ctrl).Observe(took.Seconds())
 	if err != nil {
-		r.reconcileErrors.WithLabelValues(ctrl).Inc()
+		r.reconcileErrors.With(ctrl).Inc()
 	}
 	if retried {
-		r.reconcileRetries.WithLabelValues(ctrl).Inc()
+		r.reconcileRetries.With(ctrl).Inc()
 	}
 }
 
@@ -43,11 +43,11 @@ func (r *Registry) Placed(_ string, latency time.Duration) {
 // the boards this agent's placer works on (Node objects), so its values
 // are bounded by the fleet.
 func (r *Registry) BoardCall(node, op string, took time.Duration, err error) {
-	r.boardCalls.WithLabelValues(node).Inc()
+	r.boardCalls.With(node).Inc()
 	if err != nil {
-		r.boardErrors.WithLabelValues(node).Inc()
+		r.boardErrors.With(node).Inc()
 	}
-	r.boardLatency.WithLabelValues(op).Observe(took.Seconds())
+	r.boardLatency.With(op).Observe(took.Seconds())
 }
 
 // UnitReportResults are the values of herd_unit_reports_total's result
@@ -56,24 +56,24 @@ var UnitReportResults = []string{"kept", "stale", "refused"}
 
 // UnitReport counts one unit report a server received, by result (one of
 // UnitReportResults).
-func (r *Registry) UnitReport(result string) { r.unitReports.WithLabelValues(result).Inc() }
+func (r *Registry) UnitReport(result string) { r.unitReports.With(result).Inc() }
 
 // initLabels creates every series of a bounded label set at 0, so that
 // queries find them before the first event.
 func (r *Registry) initLabels() {
 	for _, c := range controller.Controllers {
-		r.reconcile.WithLabelValues(c)
-		r.reconcileErrors.WithLabelValues(c)
-		r.reconcileRetries.WithLabelValues(c)
+		r.reconcile.With(c)
+		r.reconcileErrors.With(c)
+		r.reconcileRetries.With(c)
 	}
 	for _, op := range placer.BoardOps {
-		r.boardLatency.WithLabelValues(op)
+		r.boardLatency.With(op)
 	}
 	for _, res := range UnitReportResults {
-		r.unitReports.WithLabelValues(res)
+		r.unitReports.With(res)
 	}
-	r.txn.WithLabelValues("false")
-	r.txn.WithLabelValues("true")
+	r.txn.With("false")
+	r.txn.With("true")
 }
 
 // queueCollector reports the depth of the running Runner's queue, 0 when
@@ -84,10 +84,8 @@ type queueCollector struct {
 }
 
 var (
-	queueDepthDesc = prometheus.NewDesc("herd_controller_queue_depth",
-		"Keys ready in the controllers' work queue (leader only; 0 elsewhere).", nil, nil)
-	queueRetryingDesc = prometheus.NewDesc("herd_controller_queue_retrying",
-		"Keys in the controllers' work queue waiting out a retry backoff (leader only; 0 elsewhere).", nil, nil)
+	queueDepthDesc    = desc("herd_controller_queue_depth", "Keys ready in the controllers' work queue (leader only; 0 elsewhere).")
+	queueRetryingDesc = desc("herd_controller_queue_retrying", "Keys in the controllers' work queue waiting out a retry backoff (leader only; 0 elsewhere).")
 )
 
 func (q *queueCollector) set(depth func() (int, int)) {
@@ -96,14 +94,7 @@ func (q *queueCollector) set(depth func() (int, int)) {
 	q.mu.Unlock()
 }
 
-// Describe implements prometheus.Collector.
-func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- queueDepthDesc
-	ch <- queueRetryingDesc
-}
-
-// Collect implements prometheus.Collector.
-func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+func (q *queueCollector) collect(out *promtext.Sink) {
 	q.mu.Lock()
 	depth := q.depth
 	q.mu.Unlock()
@@ -111,6 +102,6 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	if depth != nil {
 		ready, retrying = depth()
 	}
-	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(ready))
-	ch <- prometheus.MustNewConstMetric(queueRetryingDesc, prometheus.GaugeValue, float64(retrying))
+	out.Add(queueDepthDesc, float64(ready))
+	out.Add(queueRetryingDesc, float64(retrying))
 }

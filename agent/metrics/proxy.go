@@ -1,9 +1,8 @@
 package metrics
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/herd-dev/herd/agent/svcproxy"
+	"github.com/herd-dev/herd/internal/promtext"
 )
 
 // ProxySource is what the service proxy collector reads at scrape time;
@@ -16,33 +15,28 @@ type ProxySource interface {
 // time: one series per service port and endpoint (endpoint "" counts the
 // connections refused before one was chosen: no ready endpoint, or the
 // connection limit).
-func (r *Registry) AddProxy(src ProxySource) { r.reg.MustRegister(&proxyCollector{src: src}) }
+func (r *Registry) AddProxy(src ProxySource) {
+	c := &proxyCollector{src: src}
+	r.reg.Collect(c.collect, proxyConnsDesc, proxyActiveDesc, proxyBytesDesc, proxyFailureDesc)
+}
 
 var (
 	proxyLabels      = []string{"service", "port", "protocol", "endpoint"}
-	proxyConnsDesc   = desc("herd_service_proxy_connections_total", "Connections (TCP) or sessions (UDP) this board's service proxy forwarded to the endpoint.", proxyLabels...)
+	proxyConnsDesc   = counterDesc("herd_service_proxy_connections_total", "Connections (TCP) or sessions (UDP) this board's service proxy forwarded to the endpoint.", proxyLabels...)
 	proxyActiveDesc  = desc("herd_service_proxy_active_connections", "Connections or sessions open now through this board's service proxy to the endpoint.", proxyLabels...)
-	proxyBytesDesc   = desc("herd_service_proxy_bytes_total", "Bytes forwarded, direction in (client to endpoint) or out.", append(proxyLabels, "direction")...)
-	proxyFailureDesc = desc("herd_service_proxy_failures_total", "Connections the proxy could not forward: dials to the endpoint that failed, or (endpoint \"\") refused for no ready endpoint or the limit.", proxyLabels...)
+	proxyBytesDesc   = counterDesc("herd_service_proxy_bytes_total", "Bytes forwarded, direction in (client to endpoint) or out.", append(proxyLabels, "direction")...)
+	proxyFailureDesc = counterDesc("herd_service_proxy_failures_total", "Connections the proxy could not forward: dials to the endpoint that failed, or (endpoint \"\") refused for no ready endpoint or the limit.", proxyLabels...)
 )
 
 type proxyCollector struct{ src ProxySource }
 
-// Describe implements prometheus.Collector.
-func (c *proxyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{proxyConnsDesc, proxyActiveDesc, proxyBytesDesc, proxyFailureDesc} {
-		ch <- d
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (c *proxyCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *proxyCollector) collect(out *promtext.Sink) {
 	for _, s := range c.src.Stats() {
 		l := []string{s.Service, s.Port, s.Protocol, s.Target}
-		ch <- prometheus.MustNewConstMetric(proxyConnsDesc, prometheus.CounterValue, float64(s.Conns), l...)
-		ch <- prometheus.MustNewConstMetric(proxyActiveDesc, prometheus.GaugeValue, float64(s.Active), l...)
-		ch <- prometheus.MustNewConstMetric(proxyBytesDesc, prometheus.CounterValue, float64(s.BytesIn), append(l, "in")...)
-		ch <- prometheus.MustNewConstMetric(proxyBytesDesc, prometheus.CounterValue, float64(s.BytesOut), append(l, "out")...)
-		ch <- prometheus.MustNewConstMetric(proxyFailureDesc, prometheus.CounterValue, float64(s.Failures), l...)
+		out.Add(proxyConnsDesc, float64(s.Conns), l...)
+		out.Add(proxyActiveDesc, float64(s.Active), l...)
+		out.Add(proxyBytesDesc, float64(s.BytesIn), append(l, "in")...)
+		out.Add(proxyBytesDesc, float64(s.BytesOut), append(l, "out")...)
+		out.Add(proxyFailureDesc, float64(s.Failures), l...)
 	}
 }
