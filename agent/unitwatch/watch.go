@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -104,7 +105,9 @@ func (c Config) validate() error {
 
 // Watcher reports a board's herd units to the servers. Run it once.
 type Watcher struct {
-	cfg  Config
+	cfg Config
+
+	mu   sync.Mutex      // guards mark: Mark may be called while Run reports
 	mark unitreport.Mark // the last mark taken
 }
 
@@ -135,8 +138,12 @@ func New(cfg Config) (*Watcher, error) {
 }
 
 // Mark returns the mark of the last report begun (Seq 0 before the
-// first).
-func (w *Watcher) Mark() unitreport.Mark { return w.mark }
+// first). Safe to call while Run runs.
+func (w *Watcher) Mark() unitreport.Mark {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mark
+}
 
 // Run reports at once, then after every change and every Resend, until
 // ctx ends; it returns ctx's error.
@@ -197,11 +204,14 @@ func (w *Watcher) settle(ctx context.Context, changed <-chan struct{}) bool {
 // Report makes one report now: the next mark into the seq file, the
 // units collected, signed, sent.
 func (w *Watcher) Report(ctx context.Context) error {
-	m := unitreport.Mark{Epoch: w.mark.Epoch, Seq: w.mark.Seq + 1}
+	last := w.Mark()
+	m := unitreport.Mark{Epoch: last.Epoch, Seq: last.Seq + 1}
 	if err := writeFileSynced(w.cfg.SeqFile, unitreport.FormatSeqFile(m), 0o644); err != nil {
 		return fmt.Errorf("unitwatch: seq file: %w", err)
 	}
+	w.mu.Lock()
 	w.mark = m
+	w.mu.Unlock()
 	us, err := w.cfg.Collect(ctx)
 	if err != nil {
 		return fmt.Errorf("unitwatch: listing units: %w", err)
