@@ -84,15 +84,7 @@ func TestLeaderSilence(t *testing.T) {
 	testutil.Until(t, 10*time.Second, "the follower's silence to pass 150ms", func() bool {
 		return c.Stores[f].LeaderSilence() >= 150*time.Millisecond
 	})
-	leader := -1
-	testutil.Until(t, 10*time.Second, "a new leader", func() bool {
-		for i, s := range c.Stores {
-			if i != old && s.IsLeader() {
-				leader = i
-			}
-		}
-		return leader >= 0
-	})
+	leader := c.NewLeader(old)
 	for i := range c.Stores {
 		if i == leader || i == old {
 			continue

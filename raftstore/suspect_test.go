@@ -97,15 +97,7 @@ func TestQuickElectionAfterSilence(t *testing.T) {
 		before[i] = s.suspicions.Load()
 	}
 	c.Isolate(old)
-	leader := -1
-	testutil.Until(t, 10*time.Second, "a new leader", func() bool {
-		for i, s := range c.Stores {
-			if i != old && s.IsLeader() {
-				leader = i
-			}
-		}
-		return leader >= 0
-	})
+	c.NewLeader(old)
 	suspected := 0
 	for i, s := range c.Stores {
 		if i != old && s.suspicions.Load() > before[i] {

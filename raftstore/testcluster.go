@@ -163,6 +163,24 @@ func (c *TestCluster) Leader() int {
 	return idx
 }
 
+// NewLeader waits (up to 10 s) until a running server other than old
+// leads, and returns its index: after old was cut off or told to hand
+// leadership over, while old may still believe it leads.
+func (c *TestCluster) NewLeader(old int) int {
+	c.t.Helper()
+	idx := -1
+	c.Eventually(10*time.Second, "a new leader", func() bool {
+		for i, s := range c.Stores {
+			if i != old && s != nil && s.IsLeader() {
+				idx = i
+				return true
+			}
+		}
+		return false
+	})
+	return idx
+}
+
 // Follower returns the index of a running server that is not the leader.
 func (c *TestCluster) Follower() int {
 	c.t.Helper()
