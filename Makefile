@@ -6,7 +6,12 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/herd-dev/herd/agent.Version=$(VERSION) -X github.com/herd-dev/herd/cli.Version=$(VERSION)
-GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
+# nethttpomithttp2 leaves net/http's bundled HTTP/2 out: herd speaks
+# HTTP/1.1 only (its API, metrics, readiness checks, artifact fetches),
+# and the bundle cost each agent 0.5 MB of binary and 0.6 MB of RSS
+# (BENCHMARKS.md "Idle and failover").
+BUILD_TAGS := nethttpomithttp2
+GOFLAGS_BUILD := -trimpath -tags $(BUILD_TAGS) -ldflags "$(LDFLAGS)"
 TEST_TIMEOUT ?= 8m
 
 .PHONY: all build test unit lint deps demo demo-local demo-pi bench clean
@@ -80,7 +85,7 @@ clean:
 ## SHA256SUMS and SIZES.txt (fails over the 20 MB budget). See docs/arm.md.
 .PHONY: release test-arm
 release:
-	VERSION="$(VERSION)" LDFLAGS="$(LDFLAGS)" scripts/release
+	VERSION="$(VERSION)" LDFLAGS="$(LDFLAGS)" BUILD_TAGS="$(BUILD_TAGS)" scripts/release
 
 ## test-arm: the -short tests built for arm64 and armv7, run under
 ## qemu-user (installs qemu-user-static + binfmt-support as root).
