@@ -243,13 +243,6 @@ func (w *worker) readiness(ctx context.Context, node *api.Node, pods []*api.Pod,
 		}
 		return out, false
 	}
-	type check struct {
-		pod   *api.Pod
-		probe *api.Probe
-		unit  units.UnitState
-		ok    bool
-		err   error
-	}
 	var remote, local []*check
 	out := make(map[string]*bool)
 	bound := make(map[string]bool, len(pods))
@@ -299,8 +292,27 @@ func (w *worker) readiness(ctx context.Context, node *api.Node, pods []*api.Pod,
 	}
 	wg.Wait()
 
+	return w.fold(append(local, remote...), out, now)
+}
+
+// check is one readiness check of a pass: its pod, probe and unit, and
+// the outcome.
+type check struct {
+	pod   *api.Pod
+	probe *api.Probe
+	unit  units.UnitState
+	ok    bool
+	err   error
+}
+
+// fold records the checks' outcomes into out (by pod name) and the
+// worker's memory (the passing check's memo, the failures in a row): a
+// pod not yet ready is ready at its first pass; a ready pod stays ready
+// until it has failed api.Probe.Failures checks in a row. It returns out
+// and whether a ready pod failed short of that (readiness's doubt).
+func (w *worker) fold(checks []*check, out map[string]*bool, now time.Time) (map[string]*bool, bool) {
 	doubt := false
-	for _, c := range append(local, remote...) {
+	for _, c := range checks {
 		name := c.pod.Metadata.Name
 		if c.ok {
 			out[name] = ptr(true)
