@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,15 +48,14 @@ func get(t *testing.T, url, token string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// sample returns the value of the series line that starts with series
-// (name and labels exactly as exposed), or an error.
-func sample(body, series string) (float64, error) {
-	for _, line := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
+// sample returns the value of the sample name whose labels include
+// labelPairs (name, value, ...), or an error when there is none.
+func sample(body, name string, labelPairs ...string) (float64, error) {
+	v, ok, err := testutil.MetricValue(body, name, labelPairs...)
+	if err == nil && !ok {
+		err = fmt.Errorf("no sample %s %q", name, labelPairs)
 	}
-	return 0, fmt.Errorf("no series %s", series)
+	return v, err
 }
 
 // promtoolCheck runs `promtool check metrics` on body, or skips when
@@ -105,22 +103,26 @@ func TestMetricsAfterPlacing(t *testing.T) {
 		}
 		return nil
 	})
-	for series, want := range map[string]func(float64) bool{
-		`herd_pods{phase="Running"}`:                                func(v float64) bool { return v == 2 },
-		`herd_pods{phase="Lost"}`:                                   func(v float64) bool { return v == 0 },
-		`herd_nodes{phase="Ready"}`:                                 func(v float64) bool { return v == 3 },
-		`herd_raft_leader`:                                          func(v float64) bool { return v == 1 },
-		`herd_raft_last_contact_seconds`:                            func(v float64) bool { return v == 0 },
-		`herd_raft_applied_index`:                                   func(v float64) bool { return v > 0 },
-		`herd_gossip_members{state="alive"}`:                        func(v float64) bool { return v == 3 },
-		`herd_raft_apply_duration_seconds_count{forwarded="false"}`: func(v float64) bool { return v > 0 },
-		`herd_controller_reconcile_duration_seconds_count{controller="deployment"}`: func(v float64) bool { return v > 0 },
-		`herd_controller_queue_depth`:                                     func(v float64) bool { return v >= 0 },
-		`herd_placer_ssh_request_duration_seconds_count{op="show_units"}`: func(v float64) bool { return v > 0 },
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   func(float64) bool
+	}{
+		{"herd_pods", []string{"phase", "Running"}, func(v float64) bool { return v == 2 }},
+		{"herd_pods", []string{"phase", "Lost"}, func(v float64) bool { return v == 0 }},
+		{"herd_nodes", []string{"phase", "Ready"}, func(v float64) bool { return v == 3 }},
+		{"herd_raft_leader", nil, func(v float64) bool { return v == 1 }},
+		{"herd_raft_last_contact_seconds", nil, func(v float64) bool { return v == 0 }},
+		{"herd_raft_applied_index", nil, func(v float64) bool { return v > 0 }},
+		{"herd_gossip_members", []string{"state", "alive"}, func(v float64) bool { return v == 3 }},
+		{"herd_raft_apply_duration_seconds_count", []string{"forwarded", "false"}, func(v float64) bool { return v > 0 }},
+		{"herd_controller_reconcile_duration_seconds_count", []string{"controller", "deployment"}, func(v float64) bool { return v > 0 }},
+		{"herd_controller_queue_depth", nil, func(v float64) bool { return v >= 0 }},
+		{"herd_placer_ssh_request_duration_seconds_count", []string{"op", "show_units"}, func(v float64) bool { return v > 0 }},
 	} {
-		v, err := sample(body, series)
-		if err != nil || !want(v) {
-			t.Errorf("%s = %v (%v)", series, v, err)
+		v, err := sample(body, c.name, c.labels...)
+		if err != nil || !c.want(v) {
+			t.Errorf("%s%q = %v (%v)", c.name, c.labels, v, err)
 		}
 	}
 	if !regexp.MustCompile(`(?m)^herd_placer_ssh_requests_total\{node="a[123]"\} [1-9]`).MatchString(body) {
@@ -155,7 +157,7 @@ func TestMetricsListenerOnWorker(t *testing.T) {
 	base := "http://" + w.MetricsAddr()
 	waitFor(t, "worker sees the server", 10*time.Second, func() error {
 		body := scrape(t, base+httpapi.MetricsPath, tok)
-		if v, err := sample(body, `herd_gossip_members{state="alive"}`); err != nil || v != 2 {
+		if v, err := sample(body, "herd_gossip_members", "state", "alive"); err != nil || v != 2 {
 			return fmt.Errorf("alive members %v (%v)", v, err)
 		}
 		if strings.Contains(body, "herd_pods") || strings.Contains(body, "herd_raft_leader") {
