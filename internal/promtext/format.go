@@ -25,7 +25,7 @@ var (
 	valueEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
 )
 
-// appendHelp appends the # HELP and # TYPE lines of d.
+// appendHeader appends the # HELP and # TYPE lines of d.
 func appendHeader(b []byte, d *Desc) []byte {
 	b = append(b, "# HELP "...)
 	b = append(b, d.name...)
