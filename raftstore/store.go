@@ -61,6 +61,11 @@ type Stats struct {
 	Objects int `json:"objects"`
 	// Watchers is how many watches are running.
 	Watchers int `json:"watchers"`
+	// Suspicions counts the leader's silences after which this server
+	// started an election of its own watch (suspect.go) since it opened:
+	// real leader losses, and on a lossy link false alarms (whose
+	// pre-vote the others refuse).
+	Suspicions uint64 `json:"suspicions"`
 }
 
 // Store is the replicated object store of one server. Reads (Get, List,
@@ -94,7 +99,7 @@ type Store struct {
 	readyTerm atomic.Uint64
 	observer  *raft.Observer
 	// suspicions counts the silences after which this server gave raft
-	// its quick timeouts (suspect.go).
+	// its quick timeouts (suspect.go; Stats.Suspicions).
 	suspicions atomic.Uint64
 
 	closedCtx   context.Context // done once Close starts
@@ -721,6 +726,7 @@ func (s *Store) Stats() Stats {
 		AppliedIndex: s.raft.AppliedIndex(),
 		StoreIndex:   s.fsm.appliedIndex(),
 		Watchers:     s.hub.watchers(),
+		Suspicions:   s.suspicions.Load(),
 	}
 	if st.State != raft.Leader.String() {
 		st.LastContact = s.raft.LastContact()

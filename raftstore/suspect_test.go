@@ -94,13 +94,13 @@ func TestQuickElectionAfterSilence(t *testing.T) {
 	}
 	before := map[int]uint64{}
 	for i, s := range c.Stores {
-		before[i] = s.suspicions.Load()
+		before[i] = s.Stats().Suspicions
 	}
 	c.Isolate(old)
 	c.NewLeader(old)
 	suspected := 0
 	for i, s := range c.Stores {
-		if i != old && s.suspicions.Load() > before[i] {
+		if i != old && s.Stats().Suspicions > before[i] {
 			suspected++
 		}
 	}

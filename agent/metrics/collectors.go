@@ -35,7 +35,7 @@ type StateSource interface {
 func (r *Registry) AddRaft(src RaftSource) {
 	c := &raftCollector{src: src, now: time.Now}
 	r.reg.Collect(c.collect, raftLeaderDesc, raftStateDesc, raftTermDesc, raftCommitDesc, raftAppliedDesc,
-		raftLastLogDesc, raftSnapshotDesc, raftLastContactDesc, raftObjectsDesc)
+		raftLastLogDesc, raftSnapshotDesc, raftLastContactDesc, raftObjectsDesc, raftSuspicionsDesc)
 }
 
 // AddGossip adds the herd_gossip_* metrics, read from src at scrape time.
@@ -60,6 +60,7 @@ var (
 	raftSnapshotDesc    = desc("herd_raft_last_snapshot_index", "The Raft log index of this server's latest snapshot.")
 	raftLastContactDesc = desc("herd_raft_last_contact_seconds", "Seconds since this follower last heard from the leader (0 on the leader; absent before any contact).")
 	raftObjectsDesc     = desc("herd_raft_objects", "Objects in this server's copy of the store.")
+	raftSuspicionsDesc  = counterDesc("herd_raft_leader_silences_total", "Silences of the Raft leader after which this server started an election of its own watch: leader losses, or on a lossy link false alarms the others refuse.")
 	raftStates          = []string{"Follower", "Candidate", "Leader", "Shutdown"}
 )
 
@@ -83,6 +84,7 @@ func (c *raftCollector) collect(out *promtext.Sink) {
 	gauge(raftLastLogDesc, float64(st.LastLogIndex))
 	gauge(raftSnapshotDesc, float64(st.LastSnapshotIndex))
 	gauge(raftObjectsDesc, float64(st.Objects))
+	out.Add(raftSuspicionsDesc, float64(st.Suspicions))
 	switch {
 	case leader:
 		gauge(raftLastContactDesc, 0)

@@ -116,7 +116,8 @@ func scrape(t *testing.T, r *metrics.Registry) string {
 // TestExposition: every herd_* family, its HELP, TYPE, label names and
 // series, as testdata/herd.golden holds them. The golden file was written
 // by the client_golang registry this package used before
-// internal/promtext: the port changed no name, label, help or type.
+// internal/promtext: the port changed no name, label, help or type
+// (herd_raft_leader_silences_total came after, with raftstore's watch).
 func TestExposition(t *testing.T) {
 	r := fullRegistry(t)
 	if err := r.Write(io.Discard); err != nil {
