@@ -69,6 +69,11 @@ type Loop struct {
 	// cut (crashed, failed, stopped by hand): left alone, and not listed
 	// for again, until the cut ends.
 	down map[string]bool
+	// unmarked: the last read of the marks found none, and the loop has
+	// marked nothing since. Only this loop marks (the marks live under
+	// /run, gone with a reboot), so a connected board need not read them
+	// again: one directory read at start instead of two a second.
+	unmarked bool
 }
 
 // New returns a Loop, or Config.Validate's error.
@@ -114,10 +119,15 @@ func (l *Loop) Step(ctx context.Context) error {
 	case !cut && wasCut:
 		c.Logger.Info("servers in sight again; the leader restarts or removes the units stopped meanwhile")
 	}
+	if !cut && l.unmarked {
+		l.down = nil
+		return nil
+	}
 	marks, err := c.Marks()
 	if err != nil {
 		return fmt.Errorf("reading marks: %w", err)
 	}
+	l.unmarked = len(marks) == 0
 	if !cut {
 		l.down = nil
 		return l.clear(ctx, marks)
@@ -150,6 +160,7 @@ func (l *Loop) Step(ctx context.Context) error {
 		return nil
 	}
 	for _, u := range stop {
+		l.unmarked = false
 		if err := c.Mark(u); err != nil {
 			return fmt.Errorf("marking %s: %w", u, err)
 		}

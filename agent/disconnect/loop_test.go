@@ -23,6 +23,7 @@ type fakeBoard struct {
 	marks     []string
 	stops     [][]string // every Stop call
 	lists     int
+	markReads int
 }
 
 func (b *fakeBoard) config(c *clocktest.Clock) Config {
@@ -36,7 +37,7 @@ func (b *fakeBoard) config(c *clocktest.Clock) Config {
 		}
 		return us, nil
 	}
-	cfg.Marks = func() ([]string, error) { return slices.Clone(b.marks), nil }
+	cfg.Marks = func() ([]string, error) { b.markReads++; return slices.Clone(b.marks), nil }
 	cfg.Mark = func(u string) error { b.marks = append(b.marks, u); return nil }
 	cfg.Unmark = func(u string) error {
 		b.marks = slices.DeleteFunc(b.marks, func(m string) bool { return m == u })
@@ -91,8 +92,12 @@ func TestLoopStep(t *testing.T) {
 		}
 	}
 	step(0)
+	step(time.Second)
 	if b.lists != 0 {
 		t.Errorf("a connected board without marks listed its units %d times", b.lists)
+	}
+	if b.markReads != 1 {
+		t.Errorf("a connected board without marks read them %d times in two steps, want once", b.markReads)
 	}
 	b.connected = false
 	step(time.Second) // the cut begins
@@ -130,6 +135,12 @@ func TestLoopStep(t *testing.T) {
 	step(time.Second)
 	if len(b.marks) != 0 {
 		t.Errorf("marks left once the unit runs again: %v", b.marks)
+	}
+	reads := b.markReads
+	step(time.Second)
+	step(time.Second)
+	if b.markReads != reads+1 {
+		t.Errorf("read the marks %d times in two steps after the last went, want once (to see none are left)", b.markReads-reads)
 	}
 	// A new cut starts the count again.
 	b.connected = false
