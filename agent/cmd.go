@@ -224,14 +224,29 @@ func runAgent(cmd *cobra.Command, stderr io.Writer, configFile string, dev bool,
 // "Idle agents on the lab").
 const DefaultGCPercent = 50
 
+// DefaultMaxProcs is how many threads at once run the agent's Go code
+// (GOMAXPROCS) unless the environment sets GOMAXPROCS: one. An agent is
+// idle almost always and then wakes for a packet or a timer a few hundred
+// times a second; with one P each wake-up runs where it lands, where with
+// one P per core the runtime also wakes a second thread to look for work
+// (and a Pi Zero has one core anyway). Measured on the lab: about a fifth
+// less CPU on every idle agent (BENCHMARKS.md, "Idle agents on the lab").
+// Work that needs a second core (a TLS handshake beside a placer pass) is
+// rare and short.
+const DefaultMaxProcs = 1
+
 // tuneRuntime sets the Go runtime for a long-running agent: the GC target
-// (DefaultGCPercent, unless getenv("GOGC") is set) and, unless cfg.Pprof,
-// no heap profile sampling: linking net/http/pprof turns it on for the
-// whole process (a stack walk every ~512 KB allocated and its bucket
-// table), which only an agent that serves profiles needs.
+// (DefaultGCPercent, unless getenv("GOGC") is set), GOMAXPROCS
+// (DefaultMaxProcs, unless getenv("GOMAXPROCS") is set) and, unless
+// cfg.Pprof, no heap profile sampling: linking net/http/pprof turns it on
+// for the whole process (a stack walk every ~512 KB allocated and its
+// bucket table), which only an agent that serves profiles needs.
 func tuneRuntime(cfg Config, getenv func(string) string) {
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(DefaultGCPercent)
+	}
+	if getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(DefaultMaxProcs)
 	}
 	if !cfg.Pprof {
 		runtime.MemProfileRate = 0

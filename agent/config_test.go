@@ -67,41 +67,59 @@ func TestPprofConfig(t *testing.T) {
 }
 
 // TestTuneRuntime: the agent's GC target is DefaultGCPercent unless GOGC
-// is set, and heap profile sampling is on only with pprof.
+// is set, GOMAXPROCS is DefaultMaxProcs unless GOMAXPROCS is set, and heap
+// profile sampling is on only with pprof.
 func TestTuneRuntime(t *testing.T) {
 	prevGC := debug.SetGCPercent(100)
 	prevRate := runtime.MemProfileRate
+	prevProcs := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() {
 		debug.SetGCPercent(prevGC)
 		runtime.MemProfileRate = prevRate
+		runtime.GOMAXPROCS(prevProcs)
 	})
-	env := func(gogc string) func(string) string {
+	env := func(gogc, maxprocs string) func(string) string {
 		return func(k string) string {
-			if k == "GOGC" {
+			switch k {
+			case "GOGC":
 				return gogc
+			case "GOMAXPROCS":
+				return maxprocs
 			}
 			return ""
 		}
 	}
 	for _, c := range []struct {
-		name     string
-		pprof    bool
-		gogc     string
-		wantGC   int
-		wantRate int
+		name         string
+		pprof        bool
+		gogc         string
+		maxprocs     string
+		wantGC       int
+		wantMaxProcs int // 0: left as it was
+		wantRate     int
 	}{
-		{"defaults", false, "", DefaultGCPercent, 0},
-		{"pprof", true, "", DefaultGCPercent, 512 * 1024},
-		{"GOGC set", false, "200", 100, 0},
+		{"defaults", false, "", "", DefaultGCPercent, DefaultMaxProcs, 0},
+		{"pprof", true, "", "", DefaultGCPercent, DefaultMaxProcs, 512 * 1024},
+		{"GOGC set", false, "200", "", 100, DefaultMaxProcs, 0},
+		{"GOMAXPROCS set", false, "", "3", DefaultGCPercent, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			debug.SetGCPercent(100)
 			runtime.MemProfileRate = 512 * 1024
+			const sentinel = 7 // what GOMAXPROCS was before, to see it left alone
+			runtime.GOMAXPROCS(sentinel)
 			cfg := DefaultConfig()
 			cfg.Pprof = c.pprof
-			tuneRuntime(cfg, env(c.gogc))
+			tuneRuntime(cfg, env(c.gogc, c.maxprocs))
 			if got := debug.SetGCPercent(100); got != c.wantGC {
 				t.Errorf("GC percent %d, want %d", got, c.wantGC)
+			}
+			wantProcs := c.wantMaxProcs
+			if wantProcs == 0 {
+				wantProcs = sentinel
+			}
+			if got := runtime.GOMAXPROCS(0); got != wantProcs {
+				t.Errorf("GOMAXPROCS %d, want %d", got, wantProcs)
 			}
 			if runtime.MemProfileRate != c.wantRate {
 				t.Errorf("MemProfileRate %d, want %d", runtime.MemProfileRate, c.wantRate)
