@@ -213,6 +213,17 @@ func (s *clusterState) awaitingWitness(now time.Time) []string {
 	return out
 }
 
+// anyDead reports whether gossip calls any member dead: only then may a
+// witness be awaited (awaitingWitness).
+func anyDead(states map[string]gossip.State) bool {
+	for _, st := range states {
+		if st == gossip.StateDead {
+			return true
+		}
+	}
+	return false
+}
+
 // Watch implements controller.State: store events and gossip member
 // changes, as keys to look at; witnesses recorded by the placer, and
 // every witnessTick the nodes awaiting one, as their nodes' keys.
@@ -280,6 +291,9 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 					return
 				}
 			case now := <-tick.C:
+				if !anyDead(last) {
+					continue // no witness awaited: spare the members' copy
+				}
 				for _, node := range s.awaitingWitness(now) {
 					if !send(controller.Change{Kind: api.KindNode, Name: node}) {
 						return

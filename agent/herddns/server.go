@@ -77,7 +77,10 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 		return func() { close(c) }
 	}
 	if pc != nil {
-		srv := &dns.Server{PacketConn: pc, Handler: s, UDPSize: dns.DefaultMsgSize, NotifyStartedFunc: notify()}
+		// miekg/dns's UDP loop wakes every ReadTimeout (2 s by default)
+		// just to read again; an idle agent need not. A UDP read holds
+		// nothing per client, and Shutdown unblocks it.
+		srv := &dns.Server{PacketConn: pc, Handler: s, UDPSize: dns.DefaultMsgSize, ReadTimeout: time.Hour, NotifyStartedFunc: notify()}
 		s.servers = append(s.servers, srv)
 		n++
 		go func() { errc <- srv.ActivateAndServe() }()
