@@ -101,8 +101,6 @@ type Store struct {
 	// suspicions counts the silences after which this server gave raft
 	// its quick timeouts (suspect.go; Stats.Suspicions).
 	suspicions atomic.Uint64
-	// committed wakes noticeLoop when a write committed here (notice.go).
-	committed chan struct{}
 
 	closedCtx   context.Context // done once Close starts
 	closeCancel context.CancelFunc
@@ -139,7 +137,6 @@ func Open(cfg Config) (*Store, error) {
 		hub:           newHub(cfg.WatchHistory, cfg.WatchBuffer),
 		leadership:    newLeadership(),
 		leaderChanged: newBroadcaster(),
-		committed:     make(chan struct{}, 1),
 	}
 	s.fsm = newFSM(s.hub)
 	s.closedCtx, s.closeCancel = context.WithCancel(context.Background())
@@ -182,10 +179,9 @@ func Open(cfg Config) (*Store, error) {
 		return ok
 	})
 	r.RegisterObserver(s.observer)
-	s.wg.Add(3)
+	s.wg.Add(2)
 	go s.leaderLoop()
 	go s.observeLoop(obs)
-	go s.noticeLoop()
 	if cfg.watchesSilence() {
 		s.wg.Add(1)
 		go s.suspectLoop(newSuspicion(cfg.HeartbeatTimeout, time.Now(), nil))
@@ -502,7 +498,6 @@ func (s *Store) leaderTxn(ctx context.Context, ops []Op, id string) (*applyResul
 		// entry may still commit, so nobody may retry blindly.
 		return nil, fmt.Errorf("%w: txn: %w", ErrOutcomeUnknown, err)
 	}
-	s.noteCommit()
 	res, ok := f.Response().(*applyResult)
 	if !ok {
 		return nil, fmt.Errorf("raftstore: txn: unexpected apply response %T", f.Response())

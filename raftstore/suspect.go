@@ -15,8 +15,8 @@ import (
 // an RPC to every follower every 50–100 ms, the largest part of an idle
 // leader's CPU (BENCHMARKS.md "Idle agents on the lab"). So when
 // Config.HeartbeatInterval is set, raft runs with a calm timeout,
-// 10×HeartbeatInterval (1.5 s by default: heartbeats every 150–300 ms),
-// and
+// 10×HeartbeatInterval (1.5 s by default: heartbeats every 150–300 ms,
+// besides the AppendEntries the leader sends every CommitTimeout), and
 // the store watches the leader's silence itself. When the silence reaches
 // Config.HeartbeatTimeout, stretched by a random 0–50 % per silence so
 // that followers do not all start at once (raft itself stretches by
