@@ -230,7 +230,7 @@ const DefaultGCPercent = 50
 // times a second; with one P each wake-up runs where it lands, where with
 // one P per core the runtime also wakes a second thread to look for work
 // (and a Pi Zero has one core anyway). Measured on the lab: about a fifth
-// less CPU on every idle agent (BENCHMARKS.md, "Idle agents on the lab").
+// less CPU on every idle agent (BENCHMARKS.md, "Idle: one P").
 // Work that needs a second core (a TLS handshake beside a placer pass) is
 // rare and short.
 const DefaultMaxProcs = 1
