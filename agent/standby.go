@@ -16,14 +16,14 @@ import (
 // and on a leader's power pull they used to come after the election.
 // So while a server follows:
 //
-//   - when the Raft leader has been silent for 300 ms (heartbeats and
-//     appends come every 100–200 ms), it warms its connection to every
-//     live board, once per silence: the dials overlap with gossip's
-//     verdict and the election instead of following them. The silent
-//     leader's own board is among them: if it lost power, that connect
-//     stays unanswered, and the executor counts the board's silence from
-//     it, so a new leader's witness finds the board silent at once
-//     instead of waiting 300 ms on a connect of its own;
+//   - when the Raft leader has been silent for 300 ms (appends come
+//     every 100–200 ms, heartbeats every 150–300 ms), it warms its
+//     connection to every live board, once per silence: the dials overlap
+//     with gossip's verdict and the election instead of following them.
+//     The silent leader's own board is among them: if it lost power, that
+//     connect stays unanswered, and the executor counts the board's
+//     silence from it, so a new leader's witness finds the board silent
+//     at once instead of waiting 300 ms on a connect of its own;
 //   - every 30 s it closes the connections nobody has used for two
 //     minutes: those it warmed for an election it did not win, and those
 //     kept from a term of its own that ended, which would otherwise hold an
