@@ -54,138 +54,207 @@ func reconcileJob(now time.Time, j *api.Job, pods []*api.Pod, taken func(string)
 	}
 	sorted := slices.Clone(pods)
 	slices.SortFunc(sorted, compareByName)
-	st := j.Status
-	st.ObservedGeneration = j.Metadata.Generation
-	st.Runs = slices.Clone(st.Runs)
+	jp := &jobPass{st: j.Status}
+	jp.st.ObservedGeneration = j.Metadata.Generation
+	jp.st.Runs = slices.Clone(jp.st.Runs)
 	for _, p := range sorted {
 		if !p.Status.Phase.Terminal() {
-			st.Runs = recordPodRuns(st.Runs, p)
+			jp.st.Runs = recordPodRuns(jp.st.Runs, p)
 		}
 	}
-	owner := api.OwnerRef{Kind: api.KindJob, Name: j.Metadata.Name}
 	rev, refs := api.PodRevision(j.Spec.Template, secrets)
-	var acts []Action
-	del := func(p *api.Pod, why string) { acts = append(acts, newAction(ActionDelete, p, "%s", why)) }
-	var live *api.Pod
-	create := false
-
+	var create bool
 	if j.Spec.Schedule != "" {
-		for _, p := range sorted {
-			switch {
-			case p.Status.Phase.Terminal():
-				st.Runs = recordPodRuns(st.Runs, p)
-				del(p, fmt.Sprintf("pod is %s: the job moves to another board", p.Status.Phase))
-			case p.Spec.Revision != rev || p.Spec.Schedule != j.Spec.Schedule || p.Spec.Concurrency != j.Spec.Concurrency:
-				del(p, "the job's template, schedule or concurrency changed")
-			case live != nil:
-				del(p, "the job has a pod already")
-			default:
-				live = p
-			}
-		}
-		create = live == nil
-		st.Phase, st.Message = api.JobPending, ""
-		if live != nil && live.Status.Phase == api.PodRunning {
-			st.Phase = api.JobScheduled
-		}
-		st.NextAttempt = time.Time{}
+		create = jp.keepScheduled(j, sorted, rev)
 	} else {
-		retries := api.DefaultJobRetries
-		if j.Spec.Retries != nil {
-			retries = *j.Spec.Retries
-		}
-		failedNow := false
-		var kept []*api.Pod // terminal pods
-		for _, p := range sorted {
-			if !p.Status.Phase.Terminal() {
-				if st.Phase.Final() || live != nil {
-					del(p, fmt.Sprintf("the job is %s", st.Phase))
-				} else {
-					live = p
-				}
-				continue
-			}
-			// A terminal pod's run is counted when it is recorded, once.
-			// The newest run's pod is kept (it has no unit; its journal
-			// stays on its board for herdctl logs job/NAME), older ones
-			// go.
-			run := syntheticRun(p)
-			if p.Status.LastRun != nil {
-				run = *p.Status.LastRun
-			}
-			var added bool
-			st.Runs, added = api.RecordRun(st.Runs, run)
-			switch {
-			case !added || st.Phase.Final():
-			case p.Status.Phase == api.PodSucceeded:
-				st.Phase, st.Message = api.JobSucceeded, ""
-			default:
-				st.Failures++
-				failedNow = true
-			}
-			kept = append(kept, p)
-		}
-		for _, p := range kept {
-			if len(st.Runs) == 0 || st.Runs[0].Pod != p.Metadata.Name {
-				del(p, fmt.Sprintf("pod is %s; its run is recorded", p.Status.Phase))
-			}
-		}
-		switch {
-		case st.Phase.Final():
-			live = nil
-		case st.Failures > retries:
-			st.Phase = api.JobFailed
-			st.Message = fmt.Sprintf("failed %d times (retries %d)", st.Failures, retries)
-			if live != nil {
-				del(live, "the job failed")
-				live = nil
-			}
-		case live != nil:
-			st.Phase, st.Message = api.JobPending, ""
-			if live.Status.Phase == api.PodRunning || live.Status.Phase == api.PodStarting {
-				st.Phase = api.JobRunning
-			}
-		case failedNow:
-			st.Phase = api.JobBackingOff
-			st.NextAttempt = now.Add(api.JobBackoff(st.Failures))
-			st.Message = fmt.Sprintf("run %d of %d failed; next attempt at %s", st.Failures, retries+1, st.NextAttempt.UTC().Format(time.RFC3339))
-		case !st.NextAttempt.IsZero() && now.Before(st.NextAttempt):
-			st.Phase = api.JobBackingOff
-			st.Message = fmt.Sprintf("run %d of %d failed; next attempt at %s", st.Failures, retries+1, st.NextAttempt.UTC().Format(time.RFC3339))
-		default:
-			create = true
-			st.Phase, st.Message = api.JobPending, ""
-			st.NextAttempt = time.Time{}
-		}
-		if st.Phase.Final() {
-			st.NextAttempt = time.Time{}
-		}
+		create = jp.keepRunOnce(now, j, sorted)
 	}
-
 	if create && createsThatFit(&j.Spec.Template) > 0 {
-		names := newNamer(nameKey(api.KindJob, j.Metadata.Name, j.Metadata.Created), j.Status.PodsCreated, taken)
-		if name := names.name(deploymentPodPrefix(j.Metadata.Name)); name != "" {
-			p := newPod(name, owner, j.Spec.Template, rev, refs)
-			p.Spec.Schedule = j.Spec.Schedule
-			if j.Spec.Schedule != "" {
-				p.Spec.Concurrency = j.Spec.Concurrency
-			}
-			live = p
-			why := "the job's run"
-			if j.Spec.Schedule != "" {
-				why = "the pod that holds the job's timer"
-			}
-			acts = append(acts, newAction(ActionCreate, p, "%s", why))
-		}
-		st.PodsCreated = names.next
+		jp.createPod(j, taken, rev, refs)
 	}
+	return jp.actions(j)
+}
+
+// jobPass is what one reconcileJob pass builds: the job's new status, the
+// actions in the order they apply, and the live pod, the one that holds
+// the job's run or timer once the pass's actions are applied (nil: none).
+type jobPass struct {
+	st   api.JobStatus
+	acts []Action
+	live *api.Pod
+}
+
+// del deletes a pod of the job, for the reason why.
+func (jp *jobPass) del(p *api.Pod, why string) {
+	jp.acts = append(jp.acts, newAction(ActionDelete, p, "%s", why))
+}
+
+// keepScheduled decides which pods of a scheduled job stay: terminal pods
+// (their runs recorded) and pods of an older template, schedule or
+// concurrency are deleted, the first current one is the live pod and any
+// other is deleted. The job is Scheduled once its live pod is Running,
+// Pending before, and never waits for a next attempt. It reports whether
+// a pod is to be created: when no live pod is left.
+func (jp *jobPass) keepScheduled(j *api.Job, sorted []*api.Pod, rev string) bool {
+	st := &jp.st
+	for _, p := range sorted {
+		switch {
+		case p.Status.Phase.Terminal():
+			st.Runs = recordPodRuns(st.Runs, p)
+			jp.del(p, fmt.Sprintf("pod is %s: the job moves to another board", p.Status.Phase))
+		case p.Spec.Revision != rev || p.Spec.Schedule != j.Spec.Schedule || p.Spec.Concurrency != j.Spec.Concurrency:
+			jp.del(p, "the job's template, schedule or concurrency changed")
+		case jp.live != nil:
+			jp.del(p, "the job has a pod already")
+		default:
+			jp.live = p
+		}
+	}
+	st.Phase, st.Message = api.JobPending, ""
+	if jp.live != nil && jp.live.Status.Phase == api.PodRunning {
+		st.Phase = api.JobScheduled
+	}
+	st.NextAttempt = time.Time{}
+	return jp.live == nil
+}
+
+// keepRunOnce decides the pods and the phase of a job without schedule:
+// it records the runs of the terminal pods (recordFinished), then sets the
+// phase from them and spec.retries (runOncePhase); a final job waits for
+// no next attempt. It reports whether a pod is to be created.
+func (jp *jobPass) keepRunOnce(now time.Time, j *api.Job, sorted []*api.Pod) bool {
+	retries := api.DefaultJobRetries
+	if j.Spec.Retries != nil {
+		retries = *j.Spec.Retries
+	}
+	failedNow := jp.recordFinished(sorted)
+	create := jp.runOncePhase(now, retries, failedNow)
+	if jp.st.Phase.Final() {
+		jp.st.NextAttempt = time.Time{}
+	}
+	return create
+}
+
+// recordFinished goes through a run-once job's pods in name order. The
+// first live pod is the job's, unless the job is final by then; other live
+// pods are deleted. A terminal pod's run is recorded, once; unless the job
+// is final already, a newly recorded success makes it Succeeded and a
+// newly recorded failure or loss counts in status.failures. The terminal
+// pod of the newest run is kept, the others are deleted. It reports
+// whether a failure was counted.
+func (jp *jobPass) recordFinished(sorted []*api.Pod) (failedNow bool) {
+	st := &jp.st
+	var kept []*api.Pod // terminal pods
+	for _, p := range sorted {
+		if !p.Status.Phase.Terminal() {
+			if st.Phase.Final() || jp.live != nil {
+				jp.del(p, fmt.Sprintf("the job is %s", st.Phase))
+			} else {
+				jp.live = p
+			}
+			continue
+		}
+		// A terminal pod's run is counted when it is recorded, once.
+		// The newest run's pod is kept (it has no unit; its journal
+		// stays on its board for herdctl logs job/NAME), older ones
+		// go.
+		run := syntheticRun(p)
+		if p.Status.LastRun != nil {
+			run = *p.Status.LastRun
+		}
+		var added bool
+		st.Runs, added = api.RecordRun(st.Runs, run)
+		switch {
+		case !added || st.Phase.Final():
+		case p.Status.Phase == api.PodSucceeded:
+			st.Phase, st.Message = api.JobSucceeded, ""
+		default:
+			st.Failures++
+			failedNow = true
+		}
+		kept = append(kept, p)
+	}
+	for _, p := range kept {
+		if len(st.Runs) == 0 || st.Runs[0].Pod != p.Metadata.Name {
+			jp.del(p, fmt.Sprintf("pod is %s; its run is recorded", p.Status.Phase))
+		}
+	}
+	return failedNow
+}
+
+// runOncePhase sets a run-once job's phase once its runs are recorded: a
+// final job keeps no live pod; more failures than retries make it Failed
+// (its live pod is deleted); a live pod makes it Running once the pod
+// starts, Pending before; a failure counted in this pass, or a next
+// attempt still ahead, makes it BackingOff. Otherwise the job is Pending
+// and runOncePhase reports that a pod is to be created.
+func (jp *jobPass) runOncePhase(now time.Time, retries int, failedNow bool) (create bool) {
+	st := &jp.st
+	switch {
+	case st.Phase.Final():
+		jp.live = nil
+	case st.Failures > retries:
+		st.Phase = api.JobFailed
+		st.Message = fmt.Sprintf("failed %d times (retries %d)", st.Failures, retries)
+		if jp.live != nil {
+			jp.del(jp.live, "the job failed")
+			jp.live = nil
+		}
+	case jp.live != nil:
+		st.Phase, st.Message = api.JobPending, ""
+		if jp.live.Status.Phase == api.PodRunning || jp.live.Status.Phase == api.PodStarting {
+			st.Phase = api.JobRunning
+		}
+	case failedNow:
+		st.Phase = api.JobBackingOff
+		st.NextAttempt = now.Add(api.JobBackoff(st.Failures))
+		st.Message = fmt.Sprintf("run %d of %d failed; next attempt at %s", st.Failures, retries+1, st.NextAttempt.UTC().Format(time.RFC3339))
+	case !st.NextAttempt.IsZero() && now.Before(st.NextAttempt):
+		st.Phase = api.JobBackingOff
+		st.Message = fmt.Sprintf("run %d of %d failed; next attempt at %s", st.Failures, retries+1, st.NextAttempt.UTC().Format(time.RFC3339))
+	default:
+		create = true
+		st.Phase, st.Message = api.JobPending, ""
+		st.NextAttempt = time.Time{}
+	}
+	return create
+}
+
+// createPod creates the job's next pod, named like a deployment's pods and
+// counted in status.podsCreated, and makes it the live pod; a scheduled
+// job's pod carries its schedule and concurrency. When the namer has no
+// name left, nothing is created.
+func (jp *jobPass) createPod(j *api.Job, taken func(string) bool, rev string, refs []api.PodSecret) {
+	names := newNamer(nameKey(api.KindJob, j.Metadata.Name, j.Metadata.Created), j.Status.PodsCreated, taken)
+	if name := names.name(deploymentPodPrefix(j.Metadata.Name)); name != "" {
+		owner := api.OwnerRef{Kind: api.KindJob, Name: j.Metadata.Name}
+		p := newPod(name, owner, j.Spec.Template, rev, refs)
+		p.Spec.Schedule = j.Spec.Schedule
+		why := "the job's run"
+		if j.Spec.Schedule != "" {
+			p.Spec.Concurrency = j.Spec.Concurrency
+			why = "the pod that holds the job's timer"
+		}
+		jp.live = p
+		jp.acts = append(jp.acts, newAction(ActionCreate, p, "%s", why))
+	}
+	jp.st.PodsCreated = names.next
+}
+
+// actions ends the pass: the status names the live pod, its board and its
+// active runs (none: all empty), an empty run list is nil, and the status
+// is written, after the pass's other actions, only if it changed. The
+// actions share one Txn, keyed by the job.
+func (jp *jobPass) actions(j *api.Job) []Action {
+	st := jp.st
 	st.Pod, st.Node, st.ActiveRuns = "", "", 0
-	if live != nil {
-		st.Pod, st.Node, st.ActiveRuns = live.Metadata.Name, live.Spec.Node, live.Status.ActiveRuns
+	if jp.live != nil {
+		st.Pod, st.Node, st.ActiveRuns = jp.live.Metadata.Name, jp.live.Spec.Node, jp.live.Status.ActiveRuns
 	}
 	if len(st.Runs) == 0 {
 		st.Runs = nil
 	}
+	acts := jp.acts
 	if !reflect.DeepEqual(st, j.Status) {
 		nj := *j
 		nj.Status = st
