@@ -178,15 +178,28 @@ var sandboxOptions = [][2]string{
 
 // render writes the options of a pod that passed check.
 func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
+	restart := restartValue(p.Spec.Template.RestartPolicy)
+	r.unitSection(p, restart)
+	r.serviceSection(p, restart)
+	// [Install]: a job's run is not enabled (a reboot does not run it
+	// again; a scheduled one is installed through its timer).
+	if !p.Spec.RunsToCompletion() {
+		r.add(sectionInstall, "WantedBy", "multi-user.target")
+	}
+	return r.opts
+}
+
+// unitSection writes the [Unit] options: the description (with the
+// owner), the ordering after the network, no start rate limit for a unit
+// that restarts, and herd's bookkeeping keys.
+func (r *renderer) unitSection(p *api.Pod, restart string) {
 	t := &p.Spec.Template
-	// [Unit]
 	desc := "herd pod " + p.Metadata.Name
 	owner := ""
 	if p.Spec.Owner.Kind != "" || p.Spec.Owner.Name != "" {
 		owner = string(p.Spec.Owner.Kind) + "/" + p.Spec.Owner.Name
 		desc += " (" + owner + ")"
 	}
-	restart := restartValue(t.RestartPolicy)
 	r.add(sectionUnit, "Description", desc)
 	r.add(sectionUnit, "After", "network-online.target")
 	r.add(sectionUnit, "Wants", "network-online.target")
@@ -203,33 +216,49 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 		r.add(sectionUnit, keyRevision, rev)
 	}
 	r.add(sectionUnit, keyGeneration, strconv.FormatInt(p.Metadata.Generation, 10))
-	kicks := p.Spec.ReplacesRuns() || p.Spec.OverlapsRuns()
-	if len(t.Files)+len(t.Artifacts) > 0 || kicks {
-		words := make([]string, 0, len(t.Files)+len(t.Artifacts)+2)
-		for _, f := range t.Files {
-			words = append(words, api.QuoteUnitWord(f.Path, api.UnitQuoting{}))
-		}
-		// An overlapping job's template and the kick unit of a replacing
-		// or overlapping job are written and removed like files of the
-		// pod.
-		if p.Spec.OverlapsRuns() {
-			words = append(words, api.QuoteUnitWord(TemplatePath(p.Metadata.Name), api.UnitQuoting{}))
-		}
-		if kicks {
-			words = append(words, api.QuoteUnitWord(KickPath(p.Metadata.Name), api.UnitQuoting{}))
-		}
-		// Artifacts are placed by the board, but removed with the unit
-		// like the files.
-		for _, a := range t.Artifacts {
-			words = append(words, api.QuoteUnitWord(a.Path, api.UnitQuoting{}))
-		}
+	if words := fileWords(p); words != nil {
 		r.add(sectionUnit, keyFiles, joinWords(keyFiles, words))
 	}
 	if o := t.OnDisconnect; o != nil {
 		r.add(sectionUnit, keyStopAfter, o.StopAfter)
 	}
+}
 
-	// [Service]
+// fileWords are the quoted paths of keyFiles: what is written or placed
+// on the board for a pod and removed with its unit, in file order. nil
+// means the pod has none and its unit no keyFiles.
+func fileWords(p *api.Pod) []string {
+	t := &p.Spec.Template
+	kicks := p.Spec.ReplacesRuns() || p.Spec.OverlapsRuns()
+	if len(t.Files)+len(t.Artifacts) == 0 && !kicks {
+		return nil
+	}
+	words := make([]string, 0, len(t.Files)+len(t.Artifacts)+2)
+	for _, f := range t.Files {
+		words = append(words, api.QuoteUnitWord(f.Path, api.UnitQuoting{}))
+	}
+	// An overlapping job's template and the kick unit of a replacing
+	// or overlapping job are written and removed like files of the
+	// pod.
+	if p.Spec.OverlapsRuns() {
+		words = append(words, api.QuoteUnitWord(TemplatePath(p.Metadata.Name), api.UnitQuoting{}))
+	}
+	if kicks {
+		words = append(words, api.QuoteUnitWord(KickPath(p.Metadata.Name), api.UnitQuoting{}))
+	}
+	// Artifacts are placed by the board, but removed with the unit
+	// like the files.
+	for _, a := range t.Artifacts {
+		words = append(words, api.QuoteUnitWord(a.Path, api.UnitQuoting{}))
+	}
+	return words
+}
+
+// serviceSection writes the [Service] options: a job's unit that stays
+// loaded after its run, the fetch of the artifacts, the pod's process,
+// restarts and stops, and the sandbox unless the template turns it off.
+func (r *renderer) serviceSection(p *api.Pod, restart string) {
+	t := &p.Spec.Template
 	r.add(sectionService, "Type", "exec")
 	if p.Spec.RunsToCompletion() && !p.Spec.Scheduled() {
 		// A run-once job's unit stays active (exited) after exit 0:
@@ -249,6 +278,24 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 	if len(t.Artifacts) > 0 {
 		r.artifacts(p)
 	}
+	r.process(p)
+	r.add(sectionService, "Restart", restart)
+	r.add(sectionService, "RestartSec", "1")
+	r.add(sectionService, "KillMode", "mixed")
+	r.add(sectionService, "TimeoutStopSec", "10")
+	r.add(sectionService, "SyslogIdentifier", p.Metadata.Name)
+	if t.Sandbox != api.SandboxNone {
+		for _, o := range sandboxOptions {
+			r.add(sectionService, o[0], o[1])
+		}
+	}
+}
+
+// process writes the [Service] options of the pod's process: its
+// command, environment file and credentials, user and working directory,
+// memory and CPU limits, and the devices it may use.
+func (r *renderer) process(p *api.Pod) {
+	t := &p.Spec.Template
 	q := api.ExecQuoting(t)
 	words := make([]string, 0, len(t.Exec))
 	for _, a := range t.Exec {
@@ -282,23 +329,6 @@ func (r *renderer) render(p *api.Pod) []*unit.UnitOption {
 			r.add(sectionService, "DeviceAllow", d+" rw")
 		}
 	}
-	r.add(sectionService, "Restart", restart)
-	r.add(sectionService, "RestartSec", "1")
-	r.add(sectionService, "KillMode", "mixed")
-	r.add(sectionService, "TimeoutStopSec", "10")
-	r.add(sectionService, "SyslogIdentifier", p.Metadata.Name)
-	if t.Sandbox != api.SandboxNone {
-		for _, o := range sandboxOptions {
-			r.add(sectionService, o[0], o[1])
-		}
-	}
-
-	// [Install]: a job's run is not enabled (a reboot does not run it
-	// again; a scheduled one is installed through its timer).
-	if !p.Spec.RunsToCompletion() {
-		r.add(sectionInstall, "WantedBy", "multi-user.target")
-	}
-	return r.opts
 }
 
 // KickDir is where a replacing or overlapping job's kick unit
