@@ -260,107 +260,137 @@ func keyPos(path string, data []byte, k toml.Key) string {
 
 // Validate checks the configuration and names every problem.
 func (c *Config) Validate() error {
-	var errs []string
-	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	var errs problems
+	c.validateNode(&errs)
+	c.validateAddresses(&errs)
+	c.validateAPIListen(&errs)
+	if err := checkMetricsListen(c.MetricsListen, c.MetricsTokenFile); err != nil {
+		errs.add("metrics_listen %q: %v", c.MetricsListen, err)
+	}
+	switch c.RaftLogStore {
+	case "", raftstore.LogStoreWAL, raftstore.LogStoreBolt:
+	default:
+		errs.add("raft_log_store %q: want %q (the default) or %q", c.RaftLogStore, raftstore.LogStoreWAL, raftstore.LogStoreBolt)
+	}
+	if err := checkServiceProxy(c.ServiceProxy); err != nil {
+		errs.add("service_proxy %q: %v", c.ServiceProxy, err)
+	}
+	switch c.UnitReports {
+	case "", "off":
+	default:
+		errs.add("unit_reports %q: want \"\" (the default: on where systemd runs) or \"off\"", c.UnitReports)
+	}
+	switch c.BoardSession {
+	case "", "off":
+	default:
+		errs.add("board_session %q: want \"\" (the default: on) or \"off\"", c.BoardSession)
+	}
+	if err := checkDNSListen(c.DNSListen); err != nil {
+		errs.add("dns_listen %q: %v", c.DNSListen, err)
+	}
+	for i, h := range c.APIHosts {
+		if h == "" || strings.ContainsAny(h, "/ \t") {
+			errs.add("api_hosts[%d] %q: want a host name or host:port", i, h)
+		}
+	}
+	for _, j := range c.Join {
+		if j == "" {
+			errs.add("join: empty address")
+		}
+	}
+	c.validateLabels(&errs)
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs.add("log_level %q: must be debug, info, warn or error", c.LogLevel)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("agent: invalid config:\n  %s", strings.Join(errs, "\n  "))
+	}
+	return nil
+}
+
+// problems are what Validate finds wrong, one message each, in the order
+// found.
+type problems []string
+
+func (p *problems) add(format string, a ...any) {
+	*p = append(*p, fmt.Sprintf(format, a...))
+}
+
+// validateNode checks what makes the board itself: its name, its data
+// directory (an absolute path) and bootstrap_expect (0-7, servers only).
+func (c *Config) validateNode(errs *problems) {
 	if err := api.ValidateName(c.Name); err != nil {
-		add("%v (1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit)", err)
+		errs.add("%v (1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit)", err)
 	}
 	if c.DataDir == "" {
-		add("data_dir: must be set")
+		errs.add("data_dir: must be set")
 	} else if !filepath.IsAbs(c.DataDir) {
-		add("data_dir %q: must be an absolute path", c.DataDir)
+		errs.add("data_dir %q: must be an absolute path", c.DataDir)
 	}
 	if c.BootstrapExpect < 0 || c.BootstrapExpect > 7 {
-		add("bootstrap_expect %d: must be 0-7 (3 or 5 voters are usual)", c.BootstrapExpect)
+		errs.add("bootstrap_expect %d: must be 0-7 (3 or 5 voters are usual)", c.BootstrapExpect)
 	}
 	if c.BootstrapExpect > 0 && !c.Server {
-		add("bootstrap_expect: only servers bootstrap; set server = true or drop bootstrap_expect")
+		errs.add("bootstrap_expect: only servers bootstrap; set server = true or drop bootstrap_expect")
 	}
+}
+
+// validateAddresses checks the gossip and Raft addresses: the binds are
+// host:port, the advertised addresses (and ssh_address) as
+// checkAdvertise wants them.
+func (c *Config) validateAddresses(errs *problems) {
 	for _, kv := range []struct{ key, val string }{
 		{"gossip_bind", c.GossipBind}, {"raft_bind", c.RaftBind},
 	} {
 		if err := checkHostPort(kv.val, false); err != nil {
-			add("%s %q: %v", kv.key, kv.val, err)
+			errs.add("%s %q: %v", kv.key, kv.val, err)
 		}
 	}
 	for _, kv := range []struct{ key, val string }{
 		{"gossip_advertise", c.GossipAdvertise}, {"raft_advertise", c.RaftAdvertise}, {"ssh_address", c.SSHAddress},
 	} {
 		if err := checkAdvertise(kv.val); err != nil {
-			add("%s %q: %v", kv.key, kv.val, err)
+			errs.add("%s %q: %v", kv.key, kv.val, err)
 		}
 	}
+}
+
+// validateAPIListen checks each api_listen address: a unix socket's path
+// is absolute; any other is host:port, and one that is not a loopback IP
+// needs api_token_file.
+func (c *Config) validateAPIListen(errs *problems) {
 	for i, l := range c.APIListen {
 		if strings.HasPrefix(l, "unix://") {
 			if p := strings.TrimPrefix(l, "unix://"); !filepath.IsAbs(p) {
-				add("api_listen[%d] %q: unix socket path must be absolute", i, l)
+				errs.add("api_listen[%d] %q: unix socket path must be absolute", i, l)
 			}
 			continue
 		}
 		if err := checkHostPort(l, false); err != nil {
-			add("api_listen[%d] %q: %v", i, l, err)
+			errs.add("api_listen[%d] %q: %v", i, l, err)
 			continue
 		}
 		host, _, _ := net.SplitHostPort(l)
 		if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && c.APITokenFile == "" {
-			add("api_listen[%d] %q: a non-loopback API needs api_token_file", i, l)
+			errs.add("api_listen[%d] %q: a non-loopback API needs api_token_file", i, l)
 		}
 	}
-	if err := checkMetricsListen(c.MetricsListen, c.MetricsTokenFile); err != nil {
-		add("metrics_listen %q: %v", c.MetricsListen, err)
+}
+
+// validateLabels checks the board's labels (validLabel), in key order.
+func (c *Config) validateLabels(errs *problems) {
+	keys := make([]string, 0, len(c.Labels))
+	for k := range c.Labels {
+		keys = append(keys, k)
 	}
-	switch c.RaftLogStore {
-	case "", raftstore.LogStoreWAL, raftstore.LogStoreBolt:
-	default:
-		add("raft_log_store %q: want %q (the default) or %q", c.RaftLogStore, raftstore.LogStoreWAL, raftstore.LogStoreBolt)
-	}
-	if err := checkServiceProxy(c.ServiceProxy); err != nil {
-		add("service_proxy %q: %v", c.ServiceProxy, err)
-	}
-	switch c.UnitReports {
-	case "", "off":
-	default:
-		add("unit_reports %q: want \"\" (the default: on where systemd runs) or \"off\"", c.UnitReports)
-	}
-	switch c.BoardSession {
-	case "", "off":
-	default:
-		add("board_session %q: want \"\" (the default: on) or \"off\"", c.BoardSession)
-	}
-	if err := checkDNSListen(c.DNSListen); err != nil {
-		add("dns_listen %q: %v", c.DNSListen, err)
-	}
-	for i, h := range c.APIHosts {
-		if h == "" || strings.ContainsAny(h, "/ \t") {
-			add("api_hosts[%d] %q: want a host name or host:port", i, h)
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := validLabel(k, c.Labels[k]); err != nil {
+			errs.add("labels.%s = %q: %v", k, c.Labels[k], err)
 		}
 	}
-	for _, j := range c.Join {
-		if j == "" {
-			add("join: empty address")
-		}
-	}
-	if c.Labels != nil {
-		keys := make([]string, 0, len(c.Labels))
-		for k := range c.Labels {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if err := validLabel(k, c.Labels[k]); err != nil {
-				add("labels.%s = %q: %v", k, c.Labels[k], err)
-			}
-		}
-	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		add("log_level %q: must be debug, info, warn or error", c.LogLevel)
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("agent: invalid config:\n  %s", strings.Join(errs, "\n  "))
-	}
-	return nil
 }
 
 // validLabel checks one board label with api's label rules.
