@@ -189,121 +189,185 @@ type Verdict struct {
 // overcount, pods active on two boards at once and dips below the declared
 // count on the reachable boards once they had converged.
 func Check(tr Truth, from, to time.Time) Verdict {
-	var v Verdict
-	var overAllOpen, overReachOpen *Episode
-	last := map[string]*UnitSample{}
-	dups := map[string]*Episode{}
-	var dip *Episode
-	converged := false
-	di := 0
-	for len(tr.Disrupted) > di && !tr.Disrupted[di].After(from) {
-		di++
-	}
-	var prev time.Time
+	r := newReplay(tr, from)
 	for i := range tr.Samples {
 		s := &tr.Samples[i]
 		if s.At.After(to) {
 			break
 		}
-		last[s.Board] = s
+		r.last[s.Board] = s
 		if s.At.Before(from) {
 			continue
 		}
-		t := s.At
-		v.Moments++
-		for di < len(tr.Disrupted) && !tr.Disrupted[di].After(t) {
-			converged = false
-			di++
-		}
-		all, reach := 0, 0
-		unknown := false
-		where := map[string][]string{}
-		for _, b := range tr.Boards {
-			ls := last[b]
-			var units []UnitInfo
-			switch {
-			case ls != nil && t.Sub(ls.At) <= tr.Stale:
-				units = ls.Of(tr.Owner)
-			case tr.Off != nil && tr.Off(b, t):
-			default:
-				unknown = true
-				continue
-			}
-			all += len(units)
-			if tr.Away == nil || !tr.Away(b, t) {
-				reach += len(units)
-			}
-			for _, u := range units {
-				where[u.Pod] = append(where[u.Pod], b)
-			}
-		}
-		if unknown && !prev.IsZero() {
-			v.Unknown += t.Sub(prev)
-		}
-		prev = t
-		lo, hi := tr.Declared(t)
-		v.MaxReach = max(v.MaxReach, reach)
-		track := func(open **Episode, eps *[]Episode, over int, what string) {
-			switch {
-			case over > 0 && *open == nil:
-				*open = &Episode{From: t, To: t, What: what, Depth: over}
-			case over > 0:
-				(*open).To = t
-				(*open).Depth = max((*open).Depth, over)
-			case *open != nil:
-				(*open).To = t
-				*eps = append(*eps, **open)
-				*open = nil
-			}
-		}
-		track(&overAllOpen, &v.OverAllEps, all-hi, fmt.Sprintf("%d active on all boards, declared %d", all, hi))
-		track(&overReachOpen, &v.OverReachEps, reach-hi, fmt.Sprintf("%d active on reachable boards, declared %d", reach, hi))
-		v.OverAll = max(v.OverAll, all-hi)
-		v.OverReach = max(v.OverReach, reach-hi)
-		for pod, bs := range where {
-			if len(bs) > 1 {
-				if e := dups[pod]; e != nil {
-					e.To = t
-				} else {
-					slices.Sort(bs)
-					dups[pod] = &Episode{From: t, To: t, What: pod + " on " + strings.Join(bs, ","), Depth: len(bs) - 1}
-				}
-			}
-		}
-		for pod, e := range dups {
-			if len(where[pod]) < 2 {
-				e.To = t
-				v.Duplicates = append(v.Duplicates, *e)
-				delete(dups, pod)
-			}
-		}
-		if lo != hi {
-			converged = false
-		} else if !unknown && reach == hi {
-			converged = true
-		}
+		r.moment(s.At)
+	}
+	return r.finish()
+}
+
+// replay is Check's state from one moment to the next: the latest sample
+// of each board, the episodes still open, and whether the reachable boards
+// have reached the declared count since the last fault.
+type replay struct {
+	tr                 Truth
+	v                  Verdict
+	last               map[string]*UnitSample
+	overAll, overReach *Episode
+	dups               map[string]*Episode
+	dip                *Episode
+	converged          bool
+	// di is the index of the first fault in tr.Disrupted not yet replayed.
+	di int
+	// prev is the previous moment (zero before the first).
+	prev time.Time
+}
+
+// newReplay starts a replay at from: the faults injected by then are
+// already past.
+func newReplay(tr Truth, from time.Time) *replay {
+	r := &replay{tr: tr, last: map[string]*UnitSample{}, dups: map[string]*Episode{}}
+	for len(tr.Disrupted) > r.di && !tr.Disrupted[r.di].After(from) {
+		r.di++
+	}
+	return r
+}
+
+// moment checks the boards at t, a sample's time, against the declared
+// count and carries the episodes on.
+func (r *replay) moment(t time.Time) {
+	r.v.Moments++
+	for r.di < len(r.tr.Disrupted) && !r.tr.Disrupted[r.di].After(t) {
+		r.converged = false
+		r.di++
+	}
+	c := countAt(r.tr, r.last, t)
+	if c.unknown && !r.prev.IsZero() {
+		r.v.Unknown += t.Sub(r.prev)
+	}
+	r.prev = t
+	lo, hi := r.tr.Declared(t)
+	r.v.MaxReach = max(r.v.MaxReach, c.reach)
+	trackOver(&r.overAll, &r.v.OverAllEps, t, c.all-hi, fmt.Sprintf("%d active on all boards, declared %d", c.all, hi))
+	trackOver(&r.overReach, &r.v.OverReachEps, t, c.reach-hi, fmt.Sprintf("%d active on reachable boards, declared %d", c.reach, hi))
+	r.v.OverAll = max(r.v.OverAll, c.all-hi)
+	r.v.OverReach = max(r.v.OverReach, c.reach-hi)
+	r.trackDuplicates(t, c.where)
+	r.trackDip(t, c, lo, hi)
+}
+
+// tally is what the boards ran at one moment.
+type tally struct {
+	// all and reach are the owner's active units on all boards and on
+	// the reachable ones.
+	all, reach int
+	// unknown: some board had no fresh sample and was not off.
+	unknown bool
+	// where are the boards each pod's unit was active on.
+	where map[string][]string
+}
+
+// countAt counts the owner's units at t on each board by its latest
+// sample: a board with no sample fresher than tr.Stale runs nothing if
+// it is off, else it is unknown and not counted.
+func countAt(tr Truth, last map[string]*UnitSample, t time.Time) tally {
+	c := tally{where: map[string][]string{}}
+	for _, b := range tr.Boards {
+		ls := last[b]
+		var units []UnitInfo
 		switch {
-		case converged && !unknown && reach < lo && dip == nil:
-			dip = &Episode{From: t, To: t, What: fmt.Sprintf("%d active on reachable boards, declared %d", reach, lo), Depth: lo - reach}
-		case converged && !unknown && reach < lo:
-			dip.To = t
-			dip.Depth = max(dip.Depth, lo-reach)
-		case dip != nil && !unknown:
-			dip.To = t
-			v.Dips = append(v.Dips, *dip)
-			dip = nil
+		case ls != nil && t.Sub(ls.At) <= tr.Stale:
+			units = ls.Of(tr.Owner)
+		case tr.Off != nil && tr.Off(b, t):
+		default:
+			c.unknown = true
+			continue
+		}
+		c.all += len(units)
+		if tr.Away == nil || !tr.Away(b, t) {
+			c.reach += len(units)
+		}
+		for _, u := range units {
+			c.where[u.Pod] = append(c.where[u.Pod], b)
 		}
 	}
-	for _, e := range dups {
+	return c
+}
+
+// trackOver carries an overcount episode on at t: over > 0 opens *open
+// or extends it, over <= 0 closes it into eps.
+func trackOver(open **Episode, eps *[]Episode, t time.Time, over int, what string) {
+	switch {
+	case over > 0 && *open == nil:
+		*open = &Episode{From: t, To: t, What: what, Depth: over}
+	case over > 0:
+		(*open).To = t
+		(*open).Depth = max((*open).Depth, over)
+	case *open != nil:
+		(*open).To = t
+		*eps = append(*eps, **open)
+		*open = nil
+	}
+}
+
+// trackDuplicates opens or extends an episode for each pod active on more
+// than one board at t and closes those of the pods no longer so.
+func (r *replay) trackDuplicates(t time.Time, where map[string][]string) {
+	for pod, bs := range where {
+		if len(bs) > 1 {
+			if e := r.dups[pod]; e != nil {
+				e.To = t
+			} else {
+				slices.Sort(bs)
+				r.dups[pod] = &Episode{From: t, To: t, What: pod + " on " + strings.Join(bs, ","), Depth: len(bs) - 1}
+			}
+		}
+	}
+	for pod, e := range r.dups {
+		if len(where[pod]) < 2 {
+			e.To = t
+			r.v.Duplicates = append(r.v.Duplicates, *e)
+			delete(r.dups, pod)
+		}
+	}
+}
+
+// trackDip decides whether the reachable boards have converged (every
+// board known and the declared count reached while it is settled; an
+// unsettled count, lo < hi, or a fault undoes it) and, once they have,
+// opens or extends a dip while fewer than lo run there; the next moment
+// with every board known and no dip closes it.
+func (r *replay) trackDip(t time.Time, c tally, lo, hi int) {
+	if lo != hi {
+		r.converged = false
+	} else if !c.unknown && c.reach == hi {
+		r.converged = true
+	}
+	switch {
+	case r.converged && !c.unknown && c.reach < lo && r.dip == nil:
+		r.dip = &Episode{From: t, To: t, What: fmt.Sprintf("%d active on reachable boards, declared %d", c.reach, lo), Depth: lo - c.reach}
+	case r.converged && !c.unknown && c.reach < lo:
+		r.dip.To = t
+		r.dip.Depth = max(r.dip.Depth, lo-c.reach)
+	case r.dip != nil && !c.unknown:
+		r.dip.To = t
+		r.v.Dips = append(r.v.Dips, *r.dip)
+		r.dip = nil
+	}
+}
+
+// finish closes the episodes still open at the last moment and orders
+// the duplicates by when they began.
+func (r *replay) finish() Verdict {
+	v := r.v
+	for _, e := range r.dups {
 		v.Duplicates = append(v.Duplicates, *e)
 	}
-	if dip != nil {
-		v.Dips = append(v.Dips, *dip)
+	if r.dip != nil {
+		v.Dips = append(v.Dips, *r.dip)
 	}
 	for _, open := range []struct {
 		e   *Episode
 		eps *[]Episode
-	}{{overAllOpen, &v.OverAllEps}, {overReachOpen, &v.OverReachEps}} {
+	}{{r.overAll, &v.OverAllEps}, {r.overReach, &v.OverReachEps}} {
 		if open.e != nil {
 			*open.eps = append(*open.eps, *open.e)
 		}
