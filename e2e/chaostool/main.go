@@ -171,24 +171,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "chaos:", err)
 		return 2
 	}
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(stderr, "chaos: needs root (network namespaces, systemd-nspawn)")
-		return 2
-	}
-	root, err := repoRoot()
+	root, err := prepare(o)
 	if err != nil {
 		fmt.Fprintln(stderr, "chaos:", err)
 		return 2
-	}
-	if err := os.MkdirAll(o.dir, 0o700); err != nil {
-		fmt.Fprintln(stderr, "chaos:", err)
-		return 2
-	}
-	// Journals saved by an earlier run would pass for this one's.
-	if old, err := filepath.Glob(filepath.Join(o.dir, "journals-cycle-*")); err == nil {
-		for _, d := range old {
-			_ = os.RemoveAll(d)
-		}
 	}
 	start := time.Now()
 	logf := func(format string, args ...any) {
@@ -201,13 +187,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		s := <-sigs
-		logf("%v: stopping", s)
-		cancel()
-	}()
+	cancelOnSignal(cancel, logf)
 
 	sctx, scancel := context.WithTimeout(ctx, 5*time.Minute)
 	err = f.Start(sctx)
@@ -220,7 +200,69 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// One replica a board: every victim runs a pod when the fault hits.
 	w := e2e.Web
 	w.Replicas = o.boards
+	if out, err := deploy(ctx, f, root, w); err != nil {
+		logf("apply examples/web.toml: %v\n%s", err, out)
+		return 2
+	}
+	logf("examples/web.toml running: %d replicas on %d boards (%d servers)", w.Replicas, o.boards, o.servers)
+
+	nm := &nemesis{o: o, f: f, w: w, logf: logf, writes: &e2e.WriteLog{}}
+	nm.gt = f.WatchUnits(ctx, f.Boards, o.interval)
+	runStart := time.Now()
+	cycles, failed := nm.runCycles(ctx)
+	runEnd := time.Now()
+	nm.gt.Stop()
+	total := e2e.Check(nm.truth(), runStart, runEnd)
+	broken := printReport(stdout, o, cycles, total, nm.writes.Writes(), runEnd.Sub(runStart))
+	switch {
+	case broken:
+		return 1
+	case failed || len(cycles) < o.n:
+		return 2
+	}
+	return 0
+}
+
+// prepare checks that the run can start (as root, from the repository)
+// and clears the journals an earlier run saved in o.dir; it returns the
+// repository's root.
+func prepare(o options) (string, error) {
+	if os.Geteuid() != 0 {
+		return "", errors.New("needs root (network namespaces, systemd-nspawn)")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return "", err
+	}
+	// Journals saved by an earlier run would pass for this one's.
+	if old, err := filepath.Glob(filepath.Join(o.dir, "journals-cycle-*")); err == nil {
+		for _, d := range old {
+			_ = os.RemoveAll(d)
+		}
+	}
+	return root, nil
+}
+
+// cancelOnSignal calls cancel on the first SIGINT or SIGTERM.
+func cancelOnSignal(cancel context.CancelFunc, logf func(string, ...any)) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		logf("%v: stopping", s)
+		cancel()
+	}()
+}
+
+// deploy applies examples/web.toml scaled to w.Replicas and the writes'
+// deployment, and waits (at most 3 minutes) for a converged fleet; on an
+// error it also returns the output of the last herdctl run.
+func deploy(ctx context.Context, f *e2e.Fleet, root string, w e2e.Workload) ([]byte, error) {
 	actx, acancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer acancel()
 	out, err := f.Herdctl(actx, f.ServerBoards()[0], "", "apply", "-f", filepath.Join(root, "examples", "web.toml"), "--wait", "--timeout", "2m")
 	if err == nil {
 		out, err = f.Herdctl(actx, f.ServerBoards()[0], "", "scale", "deployment", w.Deployment, "--replicas", strconv.Itoa(w.Replicas))
@@ -231,18 +273,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		_, _, err = f.WaitConverged(actx, f.ServerBoards()[0], w)
 	}
-	acancel()
-	if err != nil {
-		logf("apply examples/web.toml: %v\n%s", err, out)
-		return 2
-	}
-	logf("examples/web.toml running: %d replicas on %d boards (%d servers)", w.Replicas, o.boards, o.servers)
+	return out, err
+}
 
-	nm := &nemesis{o: o, f: f, w: w, logf: logf, writes: &e2e.WriteLog{}}
-	nm.gt = f.WatchUnits(ctx, f.Boards, o.interval)
-	runStart := time.Now()
-	var cycles []cycle
-	failed := false
+// runCycles runs the o.n fault cycles, the kinds in turn, until ctx ends or
+// the lab cannot be restored after a cycle that went wrong; failed says
+// whether a cycle went wrong.
+func (nm *nemesis) runCycles(ctx context.Context) (cycles []cycle, failed bool) {
+	o, logf := nm.o, nm.logf
 	for i := range o.n {
 		if ctx.Err() != nil {
 			break
@@ -259,17 +297,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	runEnd := time.Now()
-	nm.gt.Stop()
-	total := e2e.Check(nm.truth(), runStart, runEnd)
-	broken := printReport(stdout, o, cycles, total, nm.writes.Writes(), runEnd.Sub(runStart))
-	switch {
-	case broken:
-		return 1
-	case failed || len(cycles) < o.n:
-		return 2
-	}
-	return 0
+	return cycles, failed
 }
 
 func (nm *nemesis) truth() e2e.Truth {
