@@ -279,6 +279,11 @@ func (f *Fleet) PartitionAway(ctx context.Context, victim, via string, wasLeader
 	})
 }
 
+// watchFault runs fault (which takes victim down) and meanwhile polls
+// through via every interval until every stage of the failover of w has
+// been seen after the fault returned, the fault failed, or ctx ended; the
+// stages are timed from the link cut when the fault's output says when it
+// was.
 func (f *Fleet) watchFault(ctx context.Context, victim, via string, wasLeader bool, w Workload, interval time.Duration, fault func(context.Context) (string, error)) (Failover, error) {
 	r := Failover{Victim: victim, WasLeader: wasLeader}
 	if via == victim {
@@ -308,60 +313,17 @@ func (f *Fleet) watchFault(ctx context.Context, victim, via string, wasLeader bo
 		r.Polls++
 		pollStart := time.Now()
 		defer func() { r.PollTime += time.Since(pollStart) }()
-		var leader string
-		var leaderErr error
-		leaderDone := make(chan struct{})
-		go func() {
-			defer close(leaderDone)
-			if wasLeader && r.NewLeader == 0 {
-				leader, leaderErr = f.Leader(ctx, via)
-			}
-		}()
-		s, err := f.Snapshot(ctx, via)
-		<-leaderDone
+		s, newLeader, err := f.pollFailover(ctx, via, victim, wasLeader && r.NewLeader == 0)
 		at := time.Since(start)
 		if err != nil {
 			r.PollErrors++
 			r.LastError = err.Error()
 			return false, err.Error()
 		}
-		if wasLeader && r.NewLeader == 0 && leaderErr == nil && leader != "" && leader != victim {
+		if newLeader {
 			r.NewLeader = time.Since(start)
 		}
-		if n := s.Node(victim); r.NotReady == 0 && n != nil && n.Status.Phase != api.NodeReady {
-			r.NotReady = at
-		}
-		placed, running := 0, 0
-		for _, p := range w.Live(s) {
-			if p.Spec.Node == "" || p.Spec.Node == victim {
-				continue
-			}
-			switch p.Status.Phase {
-			case api.PodScheduled, api.PodStarting:
-				placed++
-			case api.PodRunning:
-				placed++
-				running++
-			}
-		}
-		if r.Placed == 0 && placed >= w.Replicas {
-			r.Placed = at
-		}
-		if r.Running == 0 && running >= w.Replicas {
-			r.Running = at
-		}
-		if svc := s.Service(w.Service); r.Endpoints == 0 && svc != nil && len(svc.Status.Endpoints) == w.Replicas {
-			clean := true
-			for _, e := range svc.Status.Endpoints {
-				host, _, _ := net.SplitHostPort(e.Address)
-				if e.Node == victim || host == victimIP {
-					clean = false
-				}
-			}
-			if clean {
-				r.Endpoints = at
-			}
-		}
+		r.observe(s, w, victimIP, at)
 		if r.Done() && !faultDone.IsZero() {
 			return true, ""
 		}
@@ -381,6 +343,66 @@ func (f *Fleet) watchFault(ctx context.Context, victim, via string, wasLeader bo
 		return r, fmt.Errorf("e2e: fault on %s: %w", victim, failed)
 	}
 	return r, err
+}
+
+// pollFailover reads a snapshot through via and, when watchLeader, the
+// leader at the same time; newLeader says whether a leader other than
+// victim was read.
+func (f *Fleet) pollFailover(ctx context.Context, via, victim string, watchLeader bool) (s Snapshot, newLeader bool, err error) {
+	var leader string
+	var leaderErr error
+	leaderDone := make(chan struct{})
+	go func() {
+		defer close(leaderDone)
+		if watchLeader {
+			leader, leaderErr = f.Leader(ctx, via)
+		}
+	}()
+	s, err = f.Snapshot(ctx, via)
+	<-leaderDone
+	return s, watchLeader && leaderErr == nil && leader != "" && leader != victim, err
+}
+
+// observe records at as the time of each stage of the failover that s
+// shows for the first time: the victim not Ready, w's replicas placed and
+// running on other boards, and the service's endpoints all off the victim
+// (whose IP is victimIP).
+func (r *Failover) observe(s Snapshot, w Workload, victimIP string, at time.Duration) {
+	victim := r.Victim
+	if n := s.Node(victim); r.NotReady == 0 && n != nil && n.Status.Phase != api.NodeReady {
+		r.NotReady = at
+	}
+	placed, running := 0, 0
+	for _, p := range w.Live(s) {
+		if p.Spec.Node == "" || p.Spec.Node == victim {
+			continue
+		}
+		switch p.Status.Phase {
+		case api.PodScheduled, api.PodStarting:
+			placed++
+		case api.PodRunning:
+			placed++
+			running++
+		}
+	}
+	if r.Placed == 0 && placed >= w.Replicas {
+		r.Placed = at
+	}
+	if r.Running == 0 && running >= w.Replicas {
+		r.Running = at
+	}
+	if svc := s.Service(w.Service); r.Endpoints == 0 && svc != nil && len(svc.Status.Endpoints) == w.Replicas {
+		clean := true
+		for _, e := range svc.Status.Endpoints {
+			host, _, _ := net.SplitHostPort(e.Address)
+			if e.Node == victim || host == victimIP {
+				clean = false
+			}
+		}
+		if clean {
+			r.Endpoints = at
+		}
+	}
 }
 
 // Percentile is the nearest-rank p-th percentile (0 < p <= 100) of ds; 0
