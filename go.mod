@@ -12,8 +12,8 @@ require (
 	github.com/hashicorp/go-metrics v0.7.0
 	github.com/hashicorp/go-sockaddr v1.0.7
 	github.com/hashicorp/memberlist v0.7.0
-	github.com/hashicorp/raft v1.8.0
-	github.com/hashicorp/raft-boltdb/v2 v2.3.0
+	github.com/hashicorp/raft v1.7.2
+	github.com/hashicorp/raft-boltdb/v2 v2.3.1
 	github.com/hashicorp/raft-wal v0.4.1
 	github.com/kevinburke/ssh_config v1.6.0
 	github.com/miekg/dns v1.1.73
@@ -51,3 +51,12 @@ require (
 	golang.org/x/exp v0.0.0-20220827204233-334a2380cb91 // indirect
 	golang.org/x/net v0.62.0 // indirect
 )
+
+// go-metrics is held at v0.6.0. raft v1.7.2 and raft-boltdb v2.3.1 (the
+// approved releases) import its compat package, which v0.7.0 removed;
+// memberlist v0.7.0 asks for v0.7.0 but uses only the root package, whose
+// API v0.6.0 has as well. Without this, the approved raft could only sit
+// beside memberlist v0.6.0, which lacks v0.7.0's bounds on what a gossip
+// peer sends (decompressed size, user message length, version fields):
+// a worker board, which holds the gossip key, could then crash every agent.
+replace github.com/hashicorp/go-metrics => github.com/hashicorp/go-metrics v0.6.0
