@@ -132,7 +132,9 @@ const (
 	// UpgradeInstall: upload, rename over the binary, restart.
 	UpgradeInstall UpgradeAction = "install"
 	// UpgradeRestart: the binary is in place but the agent runs another
-	// version (a run stopped after the rename): restart only.
+	// version (a run stopped after the rename), or it runs the target
+	// version under a herd.service this herdctl renders otherwise: restart
+	// only.
 	UpgradeRestart UpgradeAction = "restart"
 )
 
@@ -150,6 +152,9 @@ type UpgradeCheck struct {
 	Next api.VersionInfo
 	// Installed says BinaryPath already holds the new binary.
 	Installed bool
+	// UnitChanged says the board's herd.service is not the one this
+	// herdctl renders (RenderUnit): it is rewritten before the restart.
+	UnitChanged bool
 }
 
 // Decide says what to do with a board, and why in words; an error (ErrDowngrade)
@@ -166,6 +171,9 @@ func Decide(c UpgradeCheck) (UpgradeAction, string, error) {
 			ErrDowngrade, c.Next.Version, next, have, orUnknown(c.Running), have)
 	}
 	if c.Running == c.Next.Version {
+		if c.UnitChanged {
+			return UpgradeRestart, "already on " + c.Next.Version + ", but herd.service changed: restarting", nil
+		}
 		return UpgradeSkip, "already on " + c.Next.Version, nil
 	}
 	why := fmt.Sprintf("%s → %s", orUnknown(c.Running), c.Next.Version)
@@ -410,15 +418,19 @@ func (o Options) upgradeBoard(ctx context.Context, uo UpgradeOptions, st *State,
 	if selfErr == nil {
 		ub.From = self.Version
 	}
-	sums, err := runTolerant(ctx, r, node, []string{"sha256sum", root + BinaryPath, root + SudoersPath})
+	out, err := runTolerant(ctx, r, node, []string{"sha256sum", root + BinaryPath, root + SudoersPath, root + UnitPath})
 	if err != nil {
 		return fail(err)
 	}
-	if err := refreshSudoers(ctx, r, node, root, ParseSums(sums, root), say); err != nil {
+	sums := ParseSums(out, root)
+	if err := refreshSudoers(ctx, r, node, root, sums, say); err != nil {
 		return fail(err)
 	}
-	_, installed := ParseSums(sums, root)[BinaryPath]
-	installed = installed && ParseSums(sums, root)[BinaryPath] == bin.Sum
+	have, installed := sums[BinaryPath]
+	installed = installed && have == bin.Sum
+	unit := NewFile(UnitPath, RenderUnit(), 0o644)
+	unitHave, ok := sums[UnitPath]
+	unitChanged := ok && unitHave != unit.Sum
 	candidate := NewBinaryPath
 	if installed {
 		candidate = BinaryPath
@@ -433,7 +445,7 @@ func (o Options) upgradeBoard(ctx context.Context, uo UpgradeOptions, st *State,
 		return fail(err)
 	}
 	ub.To = next.Version
-	action, why, err := Decide(UpgradeCheck{Running: ub.From, RunningFormat: self.StateFormat, ClusterFormat: cst.StateFormat, Next: next, Installed: installed})
+	action, why, err := Decide(UpgradeCheck{Running: ub.From, RunningFormat: self.StateFormat, ClusterFormat: cst.StateFormat, Next: next, Installed: installed, UnitChanged: unitChanged})
 	ub.Action = action
 	if err != nil || action == UpgradeSkip {
 		if !installed {
@@ -453,6 +465,15 @@ func (o Options) upgradeBoard(ctx context.Context, uo UpgradeOptions, st *State,
 	}
 	if !installed {
 		if err := runOK(ctx, r, node, []string{"mv", "-f", "--", root + NewBinaryPath, root + BinaryPath}); err != nil {
+			return fail(err)
+		}
+	}
+	if unitChanged {
+		say("rewriting " + UnitPath + " (its settings changed)")
+		if err := r.PutFile(ctx, node, root+UnitPath, unit.Content, unit.Mode); err != nil {
+			return fail(err)
+		}
+		if err := runOK(ctx, r, node, []string{"systemctl", "daemon-reload"}); err != nil {
 			return fail(err)
 		}
 	}

@@ -89,6 +89,9 @@ func TestDecide(t *testing.T) {
 	}{
 		{"upgrade", UpgradeCheck{Running: "v1.0.0", RunningFormat: 1, ClusterFormat: 1, Next: next("v1.1.0", 1)}, UpgradeInstall, "v1.0.0 → v1.1.0", ""},
 		{"same version", UpgradeCheck{Running: "v1.1.0", RunningFormat: 1, ClusterFormat: 1, Next: next("v1.1.0", 1)}, UpgradeSkip, "already on v1.1.0", ""},
+		{"same version, unit changed", UpgradeCheck{Running: "v1.1.0", RunningFormat: 1, ClusterFormat: 1, Next: next("v1.1.0", 1), Installed: true, UnitChanged: true}, UpgradeRestart, "already on v1.1.0, but herd.service changed: restarting", ""},
+		{"unit changed too", UpgradeCheck{Running: "v1.0.0", RunningFormat: 1, ClusterFormat: 1, Next: next("v1.1.0", 1), UnitChanged: true}, UpgradeInstall, "v1.0.0 → v1.1.0", ""},
+		{"downgrade across formats, unit changed", UpgradeCheck{Running: "v2.0.0", RunningFormat: 2, ClusterFormat: 2, Next: next("v1.1.0", 1), UnitChanged: true}, "", "", "herd v1.1.0 reads state format 1, the cluster runs format 2"},
 		{"binary in place", UpgradeCheck{Running: "v1.0.0", ClusterFormat: 1, Next: next("v1.1.0", 1), Installed: true}, UpgradeRestart, "v1.0.0 → v1.1.0: binary in place, restarting", ""},
 		{"downgrade same format", UpgradeCheck{Running: "v1.1.0", RunningFormat: 1, ClusterFormat: 1, Next: next("v1.0.0", 1)}, UpgradeInstall, "v1.1.0 → v1.0.0 (a downgrade, same state format 1)", ""},
 		{"format up", UpgradeCheck{Running: "v1.1.0", RunningFormat: 1, ClusterFormat: 1, Next: next("v2.0.0", 2)}, UpgradeInstall, "v1.1.0 → v2.0.0 (state format 1 → 2)", ""},

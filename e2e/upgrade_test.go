@@ -29,8 +29,9 @@ import (
 // leader last; afterwards every agent reports the new version, every herd
 // unit on every board kept its MainPID and NRestarts, and every board's
 // systemd ran exactly 3 web pods throughout (sampled); a second run
-// changes nothing. Boards start with the sudoers drop-in of an older
-// bootstrap (no board session line) and end with the current one. Then
+// changes nothing. Boards start with the sudoers drop-in and herd.service
+// of an older bootstrap (no board session line; no GODEBUG) and end with
+// the current ones, the agents running with the unit's environment. Then
 // `herdctl bootstrap --remove b4` leaves nothing of
 // herd on b4 (no /etc/herd, binary, unit, cluster key line, herd-* unit)
 // and its pods run on the other boards.
@@ -71,6 +72,18 @@ func TestUpgrade(t *testing.T) {
 		}
 	}
 
+	// herd.service as an older bootstrap wrote it, without the runtime
+	// setting: the upgrade rewrites it before the restart.
+	oldUnit := strings.Replace(string(bootstrap.RenderUnit()), "Environment="+bootstrap.RuntimeEnv+"\n", "", 1)
+	if oldUnit == string(bootstrap.RenderUnit()) {
+		t.Fatal("herd.service has no Environment line to take out")
+	}
+	for _, b := range fleet.Boards {
+		if out, err := fleet.SSH(ctx, b, oldUnit, "cat > "+bootstrap.UnitPath+" && systemctl daemon-reload"); err != nil {
+			t.Fatalf("%s: planting the old herd.service: %v\n%s", b, err, out)
+		}
+	}
+
 	before := map[string]map[string]string{}
 	for _, b := range fleet.Boards {
 		before[b] = unitRestarts(t, ctx, b)
@@ -104,6 +117,12 @@ func TestUpgrade(t *testing.T) {
 		}
 		if got, err := fleet.SSH(ctx, b, "", "cat "+bootstrap.SudoersPath); err != nil || got != string(bootstrap.RenderSudoers()) {
 			t.Errorf("%s: sudoers drop-in after the upgrade = %q, %v; want the current one", b, got, err)
+		}
+		if got, err := fleet.SSH(ctx, b, "", "cat "+bootstrap.UnitPath); err != nil || got != string(bootstrap.RenderUnit()) {
+			t.Errorf("%s: herd.service after the upgrade = %q, %v; want the current one", b, got, err)
+		}
+		if got, err := fleet.SSH(ctx, b, "", `tr '\0' '\n' </proc/"$(systemctl show -p MainPID --value herd)"/environ | grep '^GODEBUG='`); err != nil || strings.TrimSpace(got) != bootstrap.RuntimeEnv {
+			t.Errorf("%s: the agent's GODEBUG after the upgrade = %q, %v; want %s", b, got, err, bootstrap.RuntimeEnv)
 		}
 	}
 	v := Check(Truth{Samples: gt.Samples(), Boards: fleet.Boards, Owner: Web.Owner(), Stale: 4 * sampleEvery,
