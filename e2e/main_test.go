@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -90,14 +89,11 @@ func runMain(m *testing.M) int {
 	}
 	defer stopLab()
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		s := <-sigs
+	OnInterrupt(func(s os.Signal) {
 		logf("%v: taking the lab down", s)
 		stopLab()
 		os.Exit(130)
-	}()
+	})
 	// -timeout panics without running deferred functions: take the lab
 	// down a minute before it fires.
 	if tf := flag.Lookup("test.timeout"); tf != nil {

@@ -16,12 +16,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/herd-dev/herd/agent/placer"
@@ -120,14 +118,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		})
 	}
 	defer stop()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		s := <-sigs
+	e2e.OnInterrupt(func(s os.Signal) {
 		logf("%v: stopping", s)
 		stop()
 		os.Exit(130)
-	}()
+	})
 
 	ctx := context.Background()
 	if o.reuse {

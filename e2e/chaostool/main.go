@@ -37,13 +37,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/herd-dev/herd/api"
@@ -187,7 +185,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cancelOnSignal(cancel, logf)
+	e2e.OnInterrupt(func(s os.Signal) {
+		logf("%v: stopping", s)
+		cancel()
+	})
 
 	sctx, scancel := context.WithTimeout(ctx, 5*time.Minute)
 	err = f.Start(sctx)
@@ -244,17 +245,6 @@ func prepare(o options) (string, error) {
 		}
 	}
 	return root, nil
-}
-
-// cancelOnSignal calls cancel on the first SIGINT or SIGTERM.
-func cancelOnSignal(cancel context.CancelFunc, logf func(string, ...any)) {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		s := <-sigs
-		logf("%v: stopping", s)
-		cancel()
-	}()
 }
 
 // deploy applies examples/web.toml scaled to w.Replicas and the writes'
