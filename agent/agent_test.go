@@ -213,6 +213,13 @@ func TestFleetReplicatesAndSurvivesLeaderLoss(t *testing.T) {
 		t.Errorf("voters (-want +got):\n%s", diff)
 	}
 
+	// The leader's recorder has listed the state once it records its
+	// election; a change committed before that list would be part of the
+	// state it starts from, with no event (a slow board, qemu under load).
+	waitFor(t, "the leader's election event", 10*time.Second, func() error {
+		return f.hasEvents(lead, "LeaderElected node/a"+strconv.Itoa(lead+1))
+	})
+
 	// Apply through a follower: forwarded to the leader, seen everywhere.
 	follower := (lead + 1) % 3
 	ctx := context.Background()
