@@ -106,10 +106,11 @@ func TestLogsFollowInterrupt(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 0 and the line only", code, stdout.String(), stderr.String())
 	}
 
-	// --timeout ends a follow normally too.
+	// --timeout ends a follow normally too. It must leave the line time
+	// to arrive: one API round trip took 50 ms under qemu (make test-arm).
 	h2 := newHarness(t, withLogs(followUntilCancelled))
 	putPlacedPod(h2, "web-1")
-	out, _ := h2.mustRun(0, "logs", "web-1", "--follow", "--timeout", "20ms")
+	out, _ := h2.mustRun(0, "logs", "web-1", "--follow", "--timeout", "1s")
 	if out != "web-1: started\n" {
 		t.Errorf("stdout %q", out)
 	}
