@@ -334,11 +334,11 @@ func TestApplyWaitTimeout(t *testing.T) {
 	h.stdin = deploymentTOML("web", "")
 	// Nothing ever sets status: the wait must end at --timeout with a
 	// clear message.
-	out, errOut := h.mustRun(1, "apply", "-f", "-", "--wait", "--timeout", "50ms")
+	out, errOut := h.mustRun(1, "apply", "-f", "-", "--wait", "--timeout", "1s")
 	if !strings.HasPrefix(out, "deployment/web created\n") {
 		t.Errorf("stdout %q", out)
 	}
-	want := "error: timed out after 50ms waiting for deployment/web: waiting for generation 1 to be observed (observed 0)\n"
+	want := "error: timed out after 1s waiting for deployment/web: waiting for generation 1 to be observed (observed 0)\n"
 	if errOut != want {
 		t.Errorf("stderr %q, want %q", errOut, want)
 	}
@@ -589,7 +589,7 @@ func TestCompletion(t *testing.T) {
 func TestWatchTimeout(t *testing.T) {
 	h := newHarness(t)
 	h.loadFixtures()
-	out, _ := h.mustRun(0, "get", "nodes", "-w", "--timeout", "20ms")
+	out, _ := h.mustRun(0, "get", "nodes", "-w", "--timeout", "1s")
 	golden(t, "get_nodes.golden", out)
 }
 

@@ -106,8 +106,8 @@ func TestDrainDaemonsCountsDaemonPods(t *testing.T) {
 func TestDrainTimeoutWithdraws(t *testing.T) {
 	h := newHarness(t)
 	moveFleet(t, h, "web-a:pi1")
-	_, errOut := h.mustRun(1, "drain", "pi1", "--timeout", "50ms")
-	want := "error: timed out after 50ms draining node/pi1, 1 pod left: web-a; the drain request was withdrawn and the board stays cordoned (herdctl drain to try again, herdctl uncordon to undo)\n"
+	_, errOut := h.mustRun(1, "drain", "pi1", "--timeout", "1s")
+	want := "error: timed out after 1s draining node/pi1, 1 pod left: web-a; the drain request was withdrawn and the board stays cordoned (herdctl drain to try again, herdctl uncordon to undo)\n"
 	if errOut != want {
 		t.Errorf("stderr %q\nwant   %q", errOut, want)
 	}

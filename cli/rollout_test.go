@@ -126,11 +126,11 @@ func TestRolloutStatusFailures(t *testing.T) {
 		h := newHarness(t)
 		putWebRollout(h)
 		h.put(setStatus(webRollout(), 3, 3, 1))
-		out, errOut := h.mustRun(1, "rollout", "status", "deploy", "web", "--timeout", "50ms")
+		out, errOut := h.mustRun(1, "rollout", "status", "deploy", "web", "--timeout", "1s")
 		if out != "Waiting for deployment \"web\" rollout to finish: 1 of 3 updated replicas are available...\n" {
 			t.Errorf("stdout %q", out)
 		}
-		if want := "error: timed out after 50ms waiting for deployment \"web\" rollout to finish: 1 of 3 updated replicas are available\n"; errOut != want {
+		if want := "error: timed out after 1s waiting for deployment \"web\" rollout to finish: 1 of 3 updated replicas are available\n"; errOut != want {
 			t.Errorf("stderr %q, want %q", errOut, want)
 		}
 	})
