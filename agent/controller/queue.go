@@ -281,9 +281,20 @@ func (q *Queue) ShuttingDown() bool {
 }
 
 // delayLoop moves delayed keys into the queue when they are due. It arms
-// one timer, for the earliest due key, at a time.
+// one timer, for the earliest due key, at a time, and keeps it while that
+// due time stays the earliest (a key added behind it changes nothing).
 func (q *Queue) delayLoop() {
 	defer close(q.loopDone)
+	var timer clock.Timer
+	var fire <-chan time.Time
+	var armed time.Time // the due time timer is armed for
+	disarm := func() {
+		if timer != nil {
+			timer.Stop()
+			timer, fire = nil, nil
+		}
+	}
+	defer disarm()
 	for {
 		q.mu.Lock()
 		now := q.clock.Now()
@@ -292,25 +303,23 @@ func (q *Queue) delayLoop() {
 			delete(q.waitIdx, it.key)
 			q.addLocked(it.key)
 		}
-		var timer clock.Timer
-		var fire <-chan time.Time
-		if len(q.waiting) > 0 {
-			timer = q.clock.NewTimer(q.waiting[0].at.Sub(now))
+		switch {
+		case len(q.waiting) == 0:
+			disarm()
+		case timer == nil || !q.waiting[0].at.Equal(armed):
+			disarm()
+			armed = q.waiting[0].at
+			timer = q.clock.NewTimer(armed.Sub(now))
 			fire = timer.C()
 		}
 		q.mu.Unlock()
 
 		select {
 		case <-q.stop:
-			if timer != nil {
-				timer.Stop()
-			}
 			return
 		case <-q.kick:
 		case <-fire:
-		}
-		if timer != nil {
-			timer.Stop()
+			timer, fire = nil, nil // spent
 		}
 	}
 }
