@@ -108,6 +108,10 @@ type Config struct {
 	// WatchHistory is how many events are kept for watches that resume from
 	// a resourceVersion.
 	WatchHistory int
+	// WatchHistoryBytes bounds the same history by what its events hold on
+	// to (their objects' JSON, names and labels): a watch resuming from
+	// before the oldest kept event relists. Default 1 MiB.
+	WatchHistoryBytes int
 	// WatchBuffer is the channel buffer of each watch.
 	WatchBuffer int
 	// MaxTxnBytes bounds the encoded size of one transaction, locally and
@@ -149,6 +153,7 @@ func DefaultConfig() Config {
 		SnapshotInterval:   2 * time.Minute,
 		TrailingLogs:       4096,
 		WatchHistory:       4096,
+		WatchHistoryBytes:  1 << 20,
 		WatchBuffer:        128,
 		MaxTxnBytes:        1 << 20,
 		WriteTimeout:       10 * time.Second,
@@ -243,6 +248,9 @@ func (c Config) Validate() error {
 	}
 	if c.WatchHistory < 1 {
 		add("WatchHistory %d is below 1", c.WatchHistory)
+	}
+	if c.WatchHistoryBytes < 1 {
+		add("WatchHistoryBytes %d is below 1", c.WatchHistoryBytes)
 	}
 	if c.WatchBuffer < 1 {
 		add("WatchBuffer %d is below 1", c.WatchBuffer)

@@ -13,9 +13,10 @@
 //     that applies completely or not at all; every written object's
 //     resourceVersion is the log index of the write. No clock, no map-order
 //     dependence: two FSMs fed the same log are equal.
-//   - the watch hub (watch.go): a bounded history of events that watchers
-//     replay from a resourceVersion and then follow live, without ever
-//     blocking the FSM.
+//   - the watch hub (watch.go): a history of events that watchers replay
+//     from a resourceVersion and then follow live, without ever blocking
+//     the FSM; bounded by a number of events (Config.WatchHistory) and by
+//     the bytes they hold on to (Config.WatchHistoryBytes).
 //   - the Store (store.go): Raft wiring, leadership notifications, cluster
 //     membership (PlanMembership, membership.go, decides which servers
 //     gossip sees join or leave the configuration; the agent applies the

@@ -37,8 +37,7 @@ func NewMemStore(clk clock.Clock) *MemStore {
 	if clk == nil {
 		clk = clock.RealClock()
 	}
-	d := DefaultConfig()
-	h := newHub(d.WatchHistory, d.WatchBuffer)
+	h := hubFor(DefaultConfig())
 	return &MemStore{fsm: newFSM(h), hub: h, clock: clk}
 }
 

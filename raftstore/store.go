@@ -134,7 +134,7 @@ func Open(cfg Config) (*Store, error) {
 		cfg:           cfg,
 		log:           logger,
 		clock:         clk,
-		hub:           newHub(cfg.WatchHistory, cfg.WatchBuffer),
+		hub:           hubFor(cfg),
 		leadership:    newLeadership(),
 		leaderChanged: newBroadcaster(),
 	}

@@ -491,6 +491,7 @@ func TestConfigValidate(t *testing.T) {
 		{"interval past half the timeout", func(c *Config) { c.HeartbeatInterval = c.HeartbeatTimeout / 2 }, "HeartbeatInterval"},
 		{"interval past half the lease", func(c *Config) { c.HeartbeatInterval = c.LeaderLeaseTimeout/2 + time.Millisecond }, "HeartbeatInterval"},
 		{"no history", func(c *Config) { c.WatchHistory = 0 }, "WatchHistory"},
+		{"no history bytes", func(c *Config) { c.WatchHistoryBytes = 0 }, "WatchHistoryBytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"unsafe"
 
 	"github.com/herd-dev/herd/api"
 )
@@ -13,7 +14,9 @@ import (
 const watchBatch = 64
 
 // hub keeps a bounded history of events in a ring and lets watchers follow
-// it. Publishing appends to the ring and wakes the watchers; it never waits
+// it. The history is bounded twice: by a number of events and by the bytes
+// they hold on to (eventBytes), whichever binds first; the ring grows as it
+// fills, so a quiet store does not hold a full ring of empty slots. Publishing appends to the ring and wakes the watchers; it never waits
 // for them, so a slow watcher cannot stall the FSM. Each watcher is one
 // goroutine with a cursor into the ring: it copies events out under the lock
 // and sends them on its buffered channel outside it. A watcher whose cursor
@@ -25,6 +28,9 @@ const watchBatch = 64
 type hub struct {
 	mu     sync.Mutex
 	ring   []api.WatchEvent // slot seq%len(ring) holds event seq
+	limit  int              // at most this many events retained
+	limitB int              // and at most this many bytes (eventBytes), 0: no bound
+	bytes  int              // eventBytes of the retained events
 	head   uint64           // seq of the oldest retained event
 	next   uint64           // seq the next event gets
 	base   uint64           // events with RV <= base may be missing
@@ -37,9 +43,23 @@ type hub struct {
 	active int // running watchers
 }
 
+// hubMinSlots is the ring's size before it first grows.
+const hubMinSlots = 64
+
+// hubFor returns the hub of a store configured by c: history bounded by
+// WatchHistory events and WatchHistoryBytes.
+func hubFor(c Config) *hub {
+	h := newHub(c.WatchHistory, c.WatchBuffer)
+	h.limitB = c.WatchHistoryBytes
+	return h
+}
+
+// newHub returns a hub keeping up to history events, with no bound on
+// their bytes, and watch channels of the given buffer.
 func newHub(history, buffer int) *hub {
 	return &hub{
-		ring:   make([]api.WatchEvent, history),
+		ring:   make([]api.WatchEvent, min(history, hubMinSlots)),
+		limit:  history,
 		notify: make(chan struct{}),
 		done:   make(chan struct{}),
 		buffer: buffer,
@@ -51,15 +71,16 @@ func newHub(history, buffer int) *hub {
 func (h *hub) publish(rv uint64, events []api.WatchEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	size := uint64(len(h.ring))
 	for _, ev := range events {
-		if h.next-h.head == size {
-			slot := h.head % size
-			h.base = h.ring[slot].ResourceVersion
-			h.ring[slot] = api.WatchEvent{}
-			h.head++
+		n := eventBytes(ev)
+		for h.next > h.head && (h.next-h.head == uint64(h.limit) || (h.limitB > 0 && h.bytes+n > h.limitB)) {
+			h.evict()
 		}
-		h.ring[h.next%size] = ev
+		if h.next-h.head == uint64(len(h.ring)) {
+			h.grow()
+		}
+		h.ring[h.next%uint64(len(h.ring))] = ev
+		h.bytes += n
 		h.next++
 	}
 	h.lastRV = rv
@@ -67,12 +88,45 @@ func (h *hub) publish(rv uint64, events []api.WatchEvent) {
 	h.notify = make(chan struct{})
 }
 
+// eventBytes is roughly what a retained event holds on to: its slot and
+// its object's name, labels and JSON. A history bounded by it cannot
+// grow with the size of the objects written.
+func eventBytes(ev api.WatchEvent) int {
+	o := ev.Object
+	n := int(unsafe.Sizeof(ev)) + len(o.Kind) + len(o.Metadata.Name) + len(o.Spec) + len(o.Status)
+	for k, v := range o.Metadata.Labels {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// evict drops the oldest retained event; watches resuming from before it
+// must relist. h.mu held.
+func (h *hub) evict() {
+	slot := h.head % uint64(len(h.ring))
+	h.base = h.ring[slot].ResourceVersion
+	h.bytes -= eventBytes(h.ring[slot])
+	h.ring[slot] = api.WatchEvent{}
+	h.head++
+}
+
+// grow doubles the ring (up to the limit on events), keeping each
+// retained event at its sequence number's slot. h.mu held.
+func (h *hub) grow() {
+	ring := make([]api.WatchEvent, min(2*len(h.ring), h.limit))
+	for seq := h.head; seq < h.next; seq++ {
+		ring[seq%uint64(len(ring))] = h.ring[seq%uint64(len(h.ring))]
+	}
+	h.ring = ring
+}
+
 // reset drops the history after a snapshot restore at rv and makes every
 // running watcher end with EventRelist.
 func (h *hub) reset(rv uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	clear(h.ring)
+	h.ring = make([]api.WatchEvent, min(h.limit, hubMinSlots))
+	h.bytes = 0
 	h.head = h.next
 	h.base = rv
 	h.lastRV = rv

@@ -329,3 +329,68 @@ func TestWatchEventsAreCopies(t *testing.T) {
 		t.Errorf("a watcher's change leaked into the store: %+v", o)
 	}
 }
+
+// TestWatchHistoryGrows: the ring starts small and grows as events come,
+// keeping every retained event in order across the growth and the
+// wrap-around at the limit.
+func TestWatchHistoryGrows(t *testing.T) {
+	f := newFSM(newHub(100, 256))
+	if got := len(f.hub.ring); got != hubMinSlots {
+		t.Fatalf("a new hub has %d slots, want %d", got, hubMinSlots)
+	}
+	createPods(t, f, 1, 150) // the limit keeps 51..150
+	if got := len(f.hub.ring); got != 100 {
+		t.Errorf("after 150 events the ring has %d slots, want the limit 100", got)
+	}
+	if _, err := f.hub.watch(t.Context(), "", 49); !errors.Is(err, ErrCompacted) {
+		t.Errorf("watch from 49: %v, want ErrCompacted", err)
+	}
+	ch, err := f.hub.watch(t.Context(), "", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []evKey
+	for rv := uint64(51); rv <= 150; rv++ {
+		want = append(want, added(api.KindPod, rv))
+	}
+	if d := cmp.Diff(want, recv(t, ch, len(want))); d != "" {
+		t.Errorf("events from 50 (-want +got):\n%s", d)
+	}
+}
+
+// TestWatchHistoryBytes: big objects are dropped from the history by their
+// bytes long before the limit on events; a watch from before them
+// relists, one from after them gets every later event.
+func TestWatchHistoryBytes(t *testing.T) {
+	c := DefaultConfig()
+	c.WatchHistory, c.WatchHistoryBytes, c.WatchBuffer = 4096, 64<<10, 64
+	f := newFSM(hubFor(c))
+	spec := fmt.Sprintf(`{"exec":[%q]}`, bytes.Repeat([]byte("x"), 10<<10)) // ≈10 KiB each
+	for i := uint64(1); i <= 20; i++ {
+		res := apply(t, f, i, op(OpCreate, obj(api.KindPod, fmt.Sprintf("p%d", i), 0, spec, "", nil)))
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	f.hub.mu.Lock()
+	kept, held := f.hub.next-f.hub.head, f.hub.bytes
+	f.hub.mu.Unlock()
+	if held > c.WatchHistoryBytes || kept < 5 || kept > 6 {
+		t.Fatalf("history keeps %d events of %d bytes, want 5–6 events within %d bytes", kept, held, c.WatchHistoryBytes)
+	}
+	first := 21 - kept
+	if _, err := f.hub.watch(t.Context(), "", first-2); !errors.Is(err, ErrCompacted) {
+		t.Errorf("watch from %d: %v, want ErrCompacted", first-2, err)
+	}
+	ch, err := f.hub.watch(t.Context(), "", first-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []evKey
+	for rv := first; rv <= 20; rv++ {
+		want = append(want, added(api.KindPod, rv))
+	}
+	if d := cmp.Diff(want, recv(t, ch, len(want))); d != "" {
+		t.Errorf("events from %d (-want +got):\n%s", first-1, d)
+	}
+}
