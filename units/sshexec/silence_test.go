@@ -22,7 +22,8 @@ func TestSilenceOfAPausedPeer(t *testing.T) {
 	srv := sshdtest.Start(t)
 	e := newTestExecutor(t, srv, func(c *Config) {
 		c.KeepaliveInterval = 100 * time.Millisecond
-		c.KeepaliveMax = 1000 // keep the connection: the witness must not rely on it closing
+		c.SSHKeepaliveInterval = 100 * time.Millisecond // a paused sshd: its kernel still answers TCP probes
+		c.KeepaliveMax = 1000                           // keep the connection: the witness must not rely on it closing
 	})
 	if got := e.Silence("b1"); got != 0 {
 		t.Errorf("Silence before any connection = %v, want 0", got)
@@ -144,7 +145,8 @@ func TestCancelOnASilentPeerDoesNotWait(t *testing.T) {
 			e := helperExecutor(t, srv, func(c *Config) {
 				c.BoardSession = tc.session
 				c.KeepaliveInterval = 100 * time.Millisecond
-				c.KeepaliveMax = 1000 // keep the connection: only silence may cut the wait short
+				c.SSHKeepaliveInterval = 100 * time.Millisecond // a paused sshd: its kernel still answers TCP probes
+				c.KeepaliveMax = 1000                           // keep the connection: only silence may cut the wait short
 			})
 			started := filepath.Join(t.TempDir(), "started")
 			ctx, cancel := context.WithCancel(testCtx(t))
@@ -174,7 +176,8 @@ func TestBoardSessionStartOnASilentPeer(t *testing.T) {
 	srv := sshdtest.Start(t)
 	e := sessionExecutor(t, srv, func(c *Config) {
 		c.KeepaliveInterval = 100 * time.Millisecond
-		c.KeepaliveMax = 1000 // the connection stays: only the context may end the start
+		c.SSHKeepaliveInterval = 100 * time.Millisecond // a paused sshd: its kernel still answers TCP probes
+		c.KeepaliveMax = 1000                           // the connection stays: only the context may end the start
 	})
 	ctx := testCtx(t)
 	// Stream stays on the wrapper: the connection is up, no session yet.
