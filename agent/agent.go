@@ -48,6 +48,9 @@ type Agent struct {
 	store  *raftstore.Store // nil for a gossip-only agent
 	exec   placerExecutor   // nil when the cluster SSH key is missing
 	gossip *gossip.Gossip
+	// pinger is gossip once it runs, for the Raft store's second opinions
+	// (leaderAnswers), which may come before.
+	pinger atomic.Pointer[gossip.Gossip]
 	api    *httpapi.Server
 
 	metrics         *metrics.Registry
@@ -193,6 +196,7 @@ func (a *Agent) openStore(base *slog.Logger) (hasState bool, err error) {
 	rc.AcceptServerKeys = a.keys.server[1:]
 	rc.Logger = base
 	rc.ObserveTxn = a.metrics.ObserveTxn
+	rc.LeaderAnswers = a.leaderAnswers
 	st, err := raftstore.Open(rc)
 	if err != nil {
 		return false, err
@@ -235,7 +239,28 @@ func (a *Agent) startGossip(opts Options, gossipAdv string, hasState bool) error
 		return err
 	}
 	a.gossip = g
+	a.pinger.Store(g)
 	return nil
+}
+
+// leaderAnswers is the Raft store's second opinion on a leader gone
+// silent on Raft (raftstore.Config.LeaderAnswers): two gossip pings of its
+// member at once, either answer enough (at 10 % loss each way both go
+// unanswered 4 % of the time), each given up after gossip's probe
+// timeout. Before gossip runs there is no opinion.
+func (a *Agent) leaderAnswers(id string) bool {
+	g := a.pinger.Load()
+	if g == nil {
+		return false
+	}
+	answered := make(chan bool, 2)
+	for range 2 {
+		go func() {
+			_, err := g.Ping(id)
+			answered <- err == nil
+		}()
+	}
+	return <-answered || <-answered
 }
 
 // startAPI makes the HTTP API and its listeners (served by Run).

@@ -250,6 +250,24 @@ func (g *Gossip) Members() []Member {
 	return out
 }
 
+// Ping sends the alive member name one gossip ping and waits for its ack
+// (answered by that member's agent, over UDP) for at most the probe
+// timeout, returning the round trip. It fails at once for a member not
+// known alive here.
+func (g *Gossip) Ping(name string) (time.Duration, error) {
+	g.mu.Lock()
+	m, ok := g.table[name]
+	g.mu.Unlock()
+	if !ok || m.State != StateAlive {
+		return 0, fmt.Errorf("gossip: ping %s: not an alive member", name)
+	}
+	ip := net.ParseIP(m.Addr)
+	if ip == nil {
+		return 0, fmt.Errorf("gossip: ping %s: address %q is not an IP", name, m.Addr)
+	}
+	return g.ml.Ping(name, &net.UDPAddr{IP: ip, Port: m.Port})
+}
+
 // NumMembers returns the number of alive members, this node included.
 func (g *Gossip) NumMembers() int {
 	g.mu.Lock()

@@ -471,3 +471,21 @@ func TestLeaveReachesServersOverTCP(t *testing.T) {
 		t.Fatalf("event = %s, state %s; want leave, left", ev.Type, ev.Member.State)
 	}
 }
+
+// TestPing: an alive member's agent answers a ping; a stopped one does
+// not, and a name gossip does not know alive fails at once.
+func TestPing(t *testing.T) {
+	nodes := startCluster(t, 3)
+	if rtt, err := nodes[0].Ping("n1"); err != nil || rtt <= 0 {
+		t.Fatalf("Ping(n1) = %v, %v; want a round trip", rtt, err)
+	}
+	if _, err := nodes[0].Ping("nobody"); err == nil {
+		t.Error("Ping of an unknown member succeeded")
+	}
+	if err := nodes[2].Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes[0].Ping("n2"); err == nil {
+		t.Error("Ping of a stopped member succeeded")
+	}
+}

@@ -29,14 +29,15 @@ const ServerKeySize = 32
 //     raft (suspect.go), so that the heartbeats need not come ten times
 //     per timeout, as hashicorp/raft otherwise sends them.
 //   - the leader sends heartbeats every [HeartbeatInterval,
-//     2×HeartbeatInterval] (150–300 ms), and besides them each follower
-//     an AppendEntries every [CommitTimeout, 2×CommitTimeout] (100–200
-//     ms), new entries or not, so that a follower learns the commit index
-//     of the last write of a burst; a follower's reads (ReadBarrier) and
-//     its DNS answers see that write up to this late. Either keeps the
-//     follower's patience; the heartbeats go on while a slow disk holds
-//     the appends up. Idle, these two kinds of RPC are the leader's main
-//     cost (BENCHMARKS.md "Idle agents on the lab").
+//     2×HeartbeatInterval] (150–300 ms); they keep the followers' patience,
+//     also while a slow disk holds the appends up. Idle, they are the
+//     leader's main Raft cost (BENCHMARKS.md "Idle agents on the lab").
+//     A follower learns that the last write of a burst committed from the
+//     commit notice the leader sends right after the burst (notice.go),
+//     so its reads (ReadBarrier) and DNS answers see the write about one
+//     round trip after the leader does; the AppendEntries hashicorp/raft
+//     sends every [CommitTimeout, 2×CommitTimeout] (1–2 s), new entries
+//     or not, are only a fallback and pace retries to a failed follower.
 //   - a leader that cannot reach a quorum for LeaderLeaseTimeout (400 ms)
 //     steps down, so a partitioned leader stops accepting writes quickly.
 //
@@ -94,9 +95,10 @@ type Config struct {
 	// long steps down. At most HeartbeatTimeout.
 	LeaderLeaseTimeout time.Duration
 	// CommitTimeout bounds how long (randomised up to twice as long) the
-	// leader waits before sending an AppendEntries with nothing new, to
-	// let followers learn the commit index: the extra delay before a
-	// follower applies the last write of a burst.
+	// leader waits before sending an AppendEntries with nothing new, and
+	// before retrying a follower whose last one failed. Followers learn
+	// the commit index of a burst of writes from the commit notice
+	// (notice.go), not from this timer, so it can be long.
 	CommitTimeout time.Duration
 	// SnapshotThreshold is how many new log entries trigger a snapshot.
 	SnapshotThreshold uint64
@@ -128,6 +130,15 @@ type Config struct {
 	// leader that vanished moves on within it. Default 3s.
 	HandshakeTimeout time.Duration
 
+	// LeaderAnswers, when set, is asked by a follower whose leader has
+	// gone silent on Raft, from a little before the silence would start
+	// an election: whether the server with this Raft ID still answers by
+	// other means (the agent pings its gossip member). A yes, for a
+	// question asked during the silence, holds the election back for a
+	// while, up to three times HeartbeatTimeout of silence (suspect.go).
+	// It must return within about 150 ms. Nil: no second opinion.
+	LeaderAnswers func(id string) bool
+
 	// ObserveTxn, when set, is told of every Txn that succeeded: whether
 	// it was forwarded to the leader, and how long it took from the call
 	// to the transaction applied on this server (committed by a quorum
@@ -148,7 +159,7 @@ func DefaultConfig() Config {
 		HeartbeatInterval:  150 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 400 * time.Millisecond,
-		CommitTimeout:      100 * time.Millisecond,
+		CommitTimeout:      time.Second,
 		SnapshotThreshold:  4096,
 		SnapshotInterval:   2 * time.Minute,
 		TrailingLogs:       4096,

@@ -66,6 +66,10 @@ type Stats struct {
 	// real leader losses, and on a lossy link false alarms (whose
 	// pre-vote the others refuse).
 	Suspicions uint64 `json:"suspicions"`
+	// SilencesHeld counts the second opinions (Config.LeaderAnswers) in
+	// which a leader silent on Raft still answered, holding an election
+	// back: on a lossy link, the false alarms that cost nothing.
+	SilencesHeld uint64 `json:"silencesHeld"`
 }
 
 // Store is the replicated object store of one server. Reads (Get, List,
@@ -101,6 +105,11 @@ type Store struct {
 	// suspicions counts the silences after which this server gave raft
 	// its quick timeouts (suspect.go; Stats.Suspicions).
 	suspicions atomic.Uint64
+	// opinionsHeld counts the second opinions in which the silent leader
+	// answered (suspect.go).
+	opinionsHeld atomic.Uint64
+	// committed wakes noticeLoop when a write committed here (notice.go).
+	committed chan struct{}
 
 	closedCtx   context.Context // done once Close starts
 	closeCancel context.CancelFunc
@@ -137,6 +146,7 @@ func Open(cfg Config) (*Store, error) {
 		hub:           hubFor(cfg),
 		leadership:    newLeadership(),
 		leaderChanged: newBroadcaster(),
+		committed:     make(chan struct{}, 1),
 	}
 	s.fsm = newFSM(s.hub)
 	s.closedCtx, s.closeCancel = context.WithCancel(context.Background())
@@ -179,12 +189,17 @@ func Open(cfg Config) (*Store, error) {
 		return ok
 	})
 	r.RegisterObserver(s.observer)
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.leaderLoop()
 	go s.observeLoop(obs)
+	go s.noticeLoop()
 	if cfg.watchesSilence() {
 		s.wg.Add(1)
-		go s.suspectLoop(newSuspicion(cfg.HeartbeatTimeout, time.Now(), nil))
+		sp := newSuspicion(cfg.HeartbeatTimeout, time.Now(), nil)
+		if cfg.LeaderAnswers != nil {
+			sp.withOpinions(opinionTimings(cfg.HeartbeatTimeout))
+		}
+		go s.suspectLoop(sp)
 	}
 	logger.Info("raft store open", "addr", s.mux.Addr().String(), "dataDir", cfg.DataDir)
 	return s, nil
@@ -498,6 +513,7 @@ func (s *Store) leaderTxn(ctx context.Context, ops []Op, id string) (*applyResul
 		// entry may still commit, so nobody may retry blindly.
 		return nil, fmt.Errorf("%w: txn: %w", ErrOutcomeUnknown, err)
 	}
+	s.noteCommit()
 	res, ok := f.Response().(*applyResult)
 	if !ok {
 		return nil, fmt.Errorf("raftstore: txn: unexpected apply response %T", f.Response())
@@ -727,6 +743,7 @@ func (s *Store) Stats() Stats {
 		StoreIndex:   s.fsm.appliedIndex(),
 		Watchers:     s.hub.watchers(),
 		Suspicions:   s.suspicions.Load(),
+		SilencesHeld: s.opinionsHeld.Load(),
 	}
 	if st.State != raft.Leader.String() {
 		st.LastContact = s.raft.LastContact()

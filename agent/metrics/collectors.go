@@ -35,7 +35,7 @@ type StateSource interface {
 func (r *Registry) AddRaft(src RaftSource) {
 	c := &raftCollector{src: src, now: time.Now}
 	r.reg.Collect(c.collect, raftLeaderDesc, raftStateDesc, raftTermDesc, raftCommitDesc, raftAppliedDesc,
-		raftLastLogDesc, raftSnapshotDesc, raftLastContactDesc, raftObjectsDesc, raftSuspicionsDesc)
+		raftLastLogDesc, raftSnapshotDesc, raftLastContactDesc, raftObjectsDesc, raftSuspicionsDesc, raftSilencesHeldDesc)
 }
 
 // AddGossip adds the herd_gossip_* metrics, read from src at scrape time.
@@ -51,17 +51,18 @@ func (r *Registry) AddState(src StateSource) {
 }
 
 var (
-	raftLeaderDesc      = desc("herd_raft_leader", "1 while this server is the Raft leader, else 0.")
-	raftStateDesc       = desc("herd_raft_state", "1 for this server's Raft state (Follower, Candidate, Leader, Shutdown), 0 for the others.", "state")
-	raftTermDesc        = desc("herd_raft_term", "The current Raft term.")
-	raftCommitDesc      = desc("herd_raft_commit_index", "The last Raft log index known committed.")
-	raftAppliedDesc     = desc("herd_raft_applied_index", "The last Raft log index applied on this server.")
-	raftLastLogDesc     = desc("herd_raft_last_log_index", "The last index in this server's Raft log.")
-	raftSnapshotDesc    = desc("herd_raft_last_snapshot_index", "The Raft log index of this server's latest snapshot.")
-	raftLastContactDesc = desc("herd_raft_last_contact_seconds", "Seconds since this follower last heard from the leader (0 on the leader; absent before any contact).")
-	raftObjectsDesc     = desc("herd_raft_objects", "Objects in this server's copy of the store.")
-	raftSuspicionsDesc  = counterDesc("herd_raft_leader_silences_total", "Silences of the Raft leader after which this server started an election of its own watch: leader losses, or on a lossy link false alarms the others refuse.")
-	raftStates          = []string{"Follower", "Candidate", "Leader", "Shutdown"}
+	raftLeaderDesc       = desc("herd_raft_leader", "1 while this server is the Raft leader, else 0.")
+	raftStateDesc        = desc("herd_raft_state", "1 for this server's Raft state (Follower, Candidate, Leader, Shutdown), 0 for the others.", "state")
+	raftTermDesc         = desc("herd_raft_term", "The current Raft term.")
+	raftCommitDesc       = desc("herd_raft_commit_index", "The last Raft log index known committed.")
+	raftAppliedDesc      = desc("herd_raft_applied_index", "The last Raft log index applied on this server.")
+	raftLastLogDesc      = desc("herd_raft_last_log_index", "The last index in this server's Raft log.")
+	raftSnapshotDesc     = desc("herd_raft_last_snapshot_index", "The Raft log index of this server's latest snapshot.")
+	raftLastContactDesc  = desc("herd_raft_last_contact_seconds", "Seconds since this follower last heard from the leader (0 on the leader; absent before any contact).")
+	raftObjectsDesc      = desc("herd_raft_objects", "Objects in this server's copy of the store.")
+	raftSuspicionsDesc   = counterDesc("herd_raft_leader_silences_total", "Silences of the Raft leader after which this server started an election of its own watch: leader losses, or on a lossy link false alarms the others refuse.")
+	raftSilencesHeldDesc = counterDesc("herd_raft_leader_silences_held_total", "Silences of the Raft leader after which a second opinion (a gossip ping of the leader) found it answering, so this server held its election back.")
+	raftStates           = []string{"Follower", "Candidate", "Leader", "Shutdown"}
 )
 
 // raftCollector reads raftstore.Stats at scrape time.
@@ -85,6 +86,7 @@ func (c *raftCollector) collect(out *promtext.Sink) {
 	gauge(raftSnapshotDesc, float64(st.LastSnapshotIndex))
 	gauge(raftObjectsDesc, float64(st.Objects))
 	out.Add(raftSuspicionsDesc, float64(st.Suspicions))
+	out.Add(raftSilencesHeldDesc, float64(st.SilencesHeld))
 	switch {
 	case leader:
 		gauge(raftLastContactDesc, 0)
