@@ -172,10 +172,9 @@
 // it is a witness: its first listing must come back within
 // Config.WitnessTimeout (1.5 s) over the pooled SSH connection, and fails
 // at once when the executor is a Silencer whose connection to the board
-// has had a keepalive (the kernel's TCP probe, or, with no connection
-// yet, its TCP connect) unanswered for over Config.WitnessSilence (300
-// ms; probes go after a quiet second and then every second, so a board
-// that lost power has one outstanding by the time
+// has had a keepalive (or, with no connection yet, its TCP connect)
+// unanswered for over Config.WitnessSilence (300 ms; keepalives go every
+// second, so a board that lost power has one outstanding by the time
 // gossip calls it dead, and a new leader's first dial to it gets no
 // answer). Any pass, witness or not, is cut short the same way, so a pass
 // in flight when the power goes does not hold up the witness behind it:

@@ -51,19 +51,12 @@ type Config struct {
 
 	// DialTimeout bounds TCP connect plus SSH handshake. Default 5s.
 	DialTimeout time.Duration
-	// KeepaliveInterval is how quickly a quiet connection is checked: on
-	// a TCP connection (Linux) the kernel sends a TCP keepalive probe once
-	// nothing has come for this long and then every interval, waking no
-	// process (tcpalive.go); elsewhere "keepalive@openssh.com" requests go
-	// at this period. Default 1s.
+	// KeepaliveInterval is the period of "keepalive@openssh.com" requests on
+	// each connection. Default 1s.
 	KeepaliveInterval time.Duration
-	// SSHKeepaliveInterval is the period of "keepalive@openssh.com"
-	// requests on a connection whose kernel keepalives are on: they check
-	// that sshd itself still answers. Default 15s.
-	SSHKeepaliveInterval time.Duration
-	// KeepaliveMax is how many keepalives (probes or requests) may go
-	// unanswered before the connection is declared dead and closed.
-	// Default 3, so a dead peer is noticed within about 3–4 intervals.
+	// KeepaliveMax is how many keepalive intervals may pass without a reply
+	// before the connection is declared dead and closed. Default 3, so a dead
+	// peer is noticed within about 3–4 intervals.
 	KeepaliveMax int
 	// MaxSessionsPerNode bounds concurrent exec sessions (Run, Stream and
 	// the helpers built on them) on one node; further callers wait. The SFTP
@@ -132,16 +125,15 @@ const (
 // still sets Signers and HostKeys.
 func DefaultConfig() Config {
 	return Config{
-		User:                 "root",
-		DialTimeout:          5 * time.Second,
-		KeepaliveInterval:    time.Second,
-		SSHKeepaliveInterval: 15 * time.Second,
-		KeepaliveMax:         3,
-		MaxSessionsPerNode:   8,
-		BackoffBase:          250 * time.Millisecond,
-		BackoffMax:           5 * time.Second,
-		MaxOutputBytes:       8 << 20,
-		MaxReadFileBytes:     16 << 20,
+		User:               "root",
+		DialTimeout:        5 * time.Second,
+		KeepaliveInterval:  time.Second,
+		KeepaliveMax:       3,
+		MaxSessionsPerNode: 8,
+		BackoffBase:        250 * time.Millisecond,
+		BackoffMax:         5 * time.Second,
+		MaxOutputBytes:     8 << 20,
+		MaxReadFileBytes:   16 << 20,
 	}
 }
 
@@ -162,8 +154,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: DialTimeout %v must be > 0", ErrInvalidConfig, c.DialTimeout)
 	case c.KeepaliveInterval <= 0:
 		return fmt.Errorf("%w: KeepaliveInterval %v must be > 0", ErrInvalidConfig, c.KeepaliveInterval)
-	case c.SSHKeepaliveInterval <= 0:
-		return fmt.Errorf("%w: SSHKeepaliveInterval %v must be > 0", ErrInvalidConfig, c.SSHKeepaliveInterval)
 	case c.KeepaliveMax < 1:
 		return fmt.Errorf("%w: KeepaliveMax %d must be >= 1", ErrInvalidConfig, c.KeepaliveMax)
 	case c.MaxSessionsPerNode < 1:

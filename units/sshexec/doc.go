@@ -11,22 +11,17 @@
 // on it, and file operations share one SFTP client per connection. At most
 // Config.MaxSessionsPerNode exec sessions run at once per node (sshd's
 // MaxSessions defaults to 10; the SFTP subsystem holds one more channel).
-// Keepalives detect a dead peer after KeepaliveMax unanswered intervals
-// (≈3–4 s by default); the connection is then closed and the next
-// operation dials again. On a TCP connection they are the kernel's (TCP
-// probes after KeepaliveInterval of quiet, then every interval, answered
-// by the board's kernel: no process wakes for them, tcpalive.go), with a
-// "keepalive@openssh.com" request every SSHKeepaliveInterval (15 s) to
-// check sshd itself; on other transports the requests go every
-// KeepaliveInterval. Well before a dead peer is given up, Silence reports
-// how long the keepalive in flight has gone unanswered (read from the
-// socket's TCP_INFO: an unanswered probe, or data not acknowledged; or,
-// with no connection, how long the TCP connect in progress has, or for a
-// second after a connect that got no answer was given up, how long ago it
-// began), so a caller can judge a board that lost power within a few
-// hundred milliseconds (the placer's witness does). A cancelled command on
-// a silent board is not waited for (see Cancellation). A connection found
-// broken when opening a session is replaced once,
+// Keepalives ("keepalive@openssh.com", every KeepaliveInterval) detect a
+// dead peer after KeepaliveMax unanswered intervals (≈3–4 s by default);
+// the connection is then closed and the next operation dials again. Well
+// before that, Silence reports how long the keepalive in flight has gone
+// unanswered (or, with no connection, how long the TCP connect in progress
+// has, or for a second after a connect that got no answer was given up,
+// how long ago it began), so a caller can judge a board that lost power
+// within a few hundred milliseconds (the placer's witness does). A
+// cancelled command on a silent board is not waited for (see
+// Cancellation). A
+// connection found broken when opening a session is replaced once,
 // transparently; repeated dial failures back off exponentially with jitter
 // (capped at BackoffMax). A command cut off by a lost connection is
 // reported as ErrConnectionLost and never retried: it may have run.

@@ -99,9 +99,6 @@ type conn struct {
 	// kaSent is when the keepalive in flight was sent (UnixNano), 0 when
 	// none is: see Silence.
 	kaSent atomic.Int64
-	// tcp is the kernel's keepalives on the connection (tcpalive.go); nil
-	// when it is not TCP: SSH keepalives then go every KeepaliveInterval.
-	tcp *tcpAlive
 
 	sftpMu sync.Mutex
 	sftp   *sftp.Client
@@ -224,13 +221,12 @@ func (e *Executor) CloseIdle(idle time.Duration) []string {
 
 // Silence returns how long node has left the executor without an answer:
 // on a live connection, how long the keepalive in flight has gone
-// unanswered (the kernel's probe, read from TCP_INFO, or data the kernel
-// sent and got no ACK for; or an SSH keepalive); with none, how long the TCP connect in progress has waited
+// unanswered; with none, how long the TCP connect in progress has waited
 // (the SSH handshake after it does not count), or, for silenceAfterDial
 // after a connect that got no answer was given up, how long ago that
 // connect began. 0 when nothing is
 // outstanding. A healthy peer answers within a round trip, so a silence
-// well beyond that (probes go after KeepaliveInterval of quiet) says the peer
+// well beyond that (keepalives go every KeepaliveInterval) says the peer
 // stopped answering long before the connection is closed for it
 // (KeepaliveMax intervals) or the dial times out. Cheap; safe for
 // concurrent use.
@@ -251,14 +247,11 @@ func (e *Executor) Silence(node string) time.Duration {
 		}
 		return 0
 	}
-	var s time.Duration
-	if sent := c.kaSent.Load(); sent != 0 {
-		s = max(0, time.Since(time.Unix(0, sent)))
+	sent := c.kaSent.Load()
+	if sent == 0 {
+		return 0
 	}
-	if c.tcp != nil {
-		s = max(s, c.tcp.silence())
-	}
-	return s
+	return max(0, time.Since(time.Unix(0, sent)))
 }
 
 // Stats returns the executor's counters.
@@ -476,20 +469,13 @@ func (e *Executor) dial(ctx context.Context, n *node) (*conn, error) {
 		}
 		return nil, fmt.Errorf("sshexec: node %s: %w", name, err)
 	}
-	tcp := kernelKeepalive(nc, e.cfg.KeepaliveInterval, e.cfg.KeepaliveMax)
-	return &conn{node: name, addr: addr, client: client, dead: make(chan struct{}), sftpCommand: e.cfg.SFTPCommand, tcp: tcp}, nil
+	return &conn{node: name, addr: addr, client: client, dead: make(chan struct{}), sftpCommand: e.cfg.SFTPCommand}, nil
 }
 
-// monitor watches c until it dies: it sends SSH keepalives (every
-// KeepaliveInterval, or SSHKeepaliveInterval when the kernel's keepalives
-// watch the TCP connection) and closes c when KeepaliveMax intervals pass
-// without a reply.
+// monitor watches c until it dies: it sends keepalives and closes c when
+// KeepaliveMax intervals pass without a reply.
 func (e *Executor) monitor(c *conn) {
-	every := e.cfg.KeepaliveInterval
-	if c.tcp != nil {
-		every = e.cfg.SSHKeepaliveInterval
-	}
-	err := KeepAlive(c.client, every, e.cfg.KeepaliveMax, func(t time.Time) {
+	err := KeepAlive(c.client, e.cfg.KeepaliveInterval, e.cfg.KeepaliveMax, func(t time.Time) {
 		if t.IsZero() {
 			c.kaSent.Store(0)
 		} else {

@@ -531,7 +531,6 @@ func TestKeepaliveDetectsDeadPeer(t *testing.T) {
 	srv := sshdtest.Start(t)
 	e := newTestExecutor(t, srv, func(c *Config) {
 		c.KeepaliveInterval = 100 * time.Millisecond
-		c.SSHKeepaliveInterval = 100 * time.Millisecond // a paused sshd: its kernel still answers TCP probes
 		c.KeepaliveMax = 3
 	})
 	ctx := testCtx(t)

@@ -22,8 +22,7 @@ func TestSilenceOfAPausedPeer(t *testing.T) {
 	srv := sshdtest.Start(t)
 	e := newTestExecutor(t, srv, func(c *Config) {
 		c.KeepaliveInterval = 100 * time.Millisecond
-		c.SSHKeepaliveInterval = 100 * time.Millisecond // a paused sshd: its kernel still answers TCP probes
-		c.KeepaliveMax = 1000                           // keep the connection: the witness must not rely on it closing
+		c.KeepaliveMax = 1000 // keep the connection: the witness must not rely on it closing
 	})
 	if got := e.Silence("b1"); got != 0 {
 		t.Errorf("Silence before any connection = %v, want 0", got)
@@ -145,8 +144,7 @@ func TestCancelOnASilentPeerDoesNotWait(t *testing.T) {
 			e := helperExecutor(t, srv, func(c *Config) {
 				c.BoardSession = tc.session
 				c.KeepaliveInterval = 100 * time.Millisecond
-				c.SSHKeepaliveInterval = 100 * time.Millisecond // a paused sshd: its kernel still answers TCP probes
-				c.KeepaliveMax = 1000                           // keep the connection: only silence may cut the wait short
+				c.KeepaliveMax = 1000 // keep the connection: only silence may cut the wait short
 			})
 			started := filepath.Join(t.TempDir(), "started")
 			ctx, cancel := context.WithCancel(testCtx(t))
@@ -176,8 +174,7 @@ func TestBoardSessionStartOnASilentPeer(t *testing.T) {
 	srv := sshdtest.Start(t)
 	e := sessionExecutor(t, srv, func(c *Config) {
 		c.KeepaliveInterval = 100 * time.Millisecond
-		c.SSHKeepaliveInterval = 100 * time.Millisecond // a paused sshd: its kernel still answers TCP probes
-		c.KeepaliveMax = 1000                           // the connection stays: only the context may end the start
+		c.KeepaliveMax = 1000 // the connection stays: only the context may end the start
 	})
 	ctx := testCtx(t)
 	// Stream stays on the wrapper: the connection is up, no session yet.

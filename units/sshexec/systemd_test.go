@@ -280,7 +280,6 @@ func TestConfigValidate(t *testing.T) {
 		{"dial timeout", func(c *Config) { c.DialTimeout = 0 }, "DialTimeout"},
 		{"keepalive", func(c *Config) { c.KeepaliveInterval = -1 }, "KeepaliveInterval"},
 		{"keepalive max", func(c *Config) { c.KeepaliveMax = 0 }, "KeepaliveMax"},
-		{"ssh keepalive", func(c *Config) { c.SSHKeepaliveInterval = 0 }, "SSHKeepaliveInterval"},
 		{"sessions", func(c *Config) { c.MaxSessionsPerNode = 0 }, "MaxSessionsPerNode"},
 		{"backoff", func(c *Config) { c.BackoffMax = c.BackoffBase / 2 }, "BackoffMax"},
 		{"output", func(c *Config) { c.MaxOutputBytes = 0 }, "MaxOutputBytes"},
