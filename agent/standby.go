@@ -16,8 +16,8 @@ import (
 // and on a leader's power pull they used to come after the election.
 // So while a server follows:
 //
-//   - when the Raft leader has been silent for 300 ms (appends come
-//     every 100–200 ms, heartbeats every 150–300 ms), it warms its
+//   - when the Raft leader has been silent for 400 ms (heartbeats come
+//     every 150–300 ms, a write's appends at once), it warms its
 //     connection to every live board, once per silence: the dials overlap
 //     with gossip's verdict and the election instead of following them.
 //     The silent leader's own board is among them: if it lost power, that
@@ -33,7 +33,7 @@ import (
 // only while this server does not lead.
 var defaultStandby = standby{
 	tick:      200 * time.Millisecond,
-	warmAfter: 300 * time.Millisecond,
+	warmAfter: 400 * time.Millisecond,
 	coolEvery: 30 * time.Second,
 	idle:      2 * time.Minute,
 	warmFor:   5 * time.Second,

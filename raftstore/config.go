@@ -21,9 +21,10 @@ const ServerKeySize = 32
 // must be replaced in about one to two seconds:
 //
 //   - a follower that hears nothing from the leader for a random time in
-//     [HeartbeatTimeout, 1.5×HeartbeatTimeout] (0.5–0.75 s by default)
+//     [HeartbeatTimeout, 1.5×HeartbeatTimeout] (0.6–0.9 s by default)
 //     starts an election (with pre-vote, so a flapping node cannot depose
-//     a healthy leader); an election round takes a LAN round trip and an
+//     a healthy leader), unless a second opinion finds the leader still
+//     answering (Config.LeaderAnswers, suspect.go); an election round takes a LAN round trip and an
 //     fsync, and a split vote retries after [ElectionTimeout,
 //     2×ElectionTimeout]. The store itself watches the silence and tells
 //     raft (suspect.go), so that the heartbeats need not come ten times
@@ -38,8 +39,13 @@ const ServerKeySize = 32
 //     round trip after the leader does; the AppendEntries hashicorp/raft
 //     sends every [CommitTimeout, 2×CommitTimeout] (1–2 s), new entries
 //     or not, are only a fallback and pace retries to a failed follower.
-//   - a leader that cannot reach a quorum for LeaderLeaseTimeout (400 ms)
-//     steps down, so a partitioned leader stops accepting writes quickly.
+//   - a leader that cannot reach a quorum for LeaderLeaseTimeout (600 ms,
+//     as long as a follower's patience, so the lease ends before anyone
+//     else can lead) steps down, so a partitioned leader stops accepting
+//     writes quickly. The heartbeats are its only contacts while idle: at
+//     10 % loss one lost segment holds a follower's heartbeats up for a
+//     TCP retransmission (≥ 200 ms), and the 400 ms lease of before
+//     deposed a healthy leader twice a minute (BENCHMARKS.md).
 //
 // Raise the timeouts for boards on Wi-Fi or under heavy load, where a
 // spurious election costs more than a slower failover.
@@ -155,10 +161,10 @@ type Config struct {
 // everything else zero: NodeID, BindAddr and ServerKey must be filled in.
 func DefaultConfig() Config {
 	return Config{
-		HeartbeatTimeout:   500 * time.Millisecond,
+		HeartbeatTimeout:   600 * time.Millisecond,
 		HeartbeatInterval:  150 * time.Millisecond,
-		ElectionTimeout:    500 * time.Millisecond,
-		LeaderLeaseTimeout: 400 * time.Millisecond,
+		ElectionTimeout:    600 * time.Millisecond,
+		LeaderLeaseTimeout: 600 * time.Millisecond,
 		CommitTimeout:      time.Second,
 		SnapshotThreshold:  4096,
 		SnapshotInterval:   2 * time.Minute,

@@ -16,8 +16,7 @@ import (
 // leader's CPU (BENCHMARKS.md "Idle agents on the lab"). So when
 // Config.HeartbeatInterval is set, raft runs with a calm timeout,
 // 10×HeartbeatInterval (1.5 s by default: heartbeats every 150–300 ms),
-// and
-// the store watches the leader's silence itself. When the silence reaches
+// and the store watches the leader's silence itself. When the silence reaches
 // Config.HeartbeatTimeout, stretched by a random 0–50 % per silence so
 // that followers do not all start at once (raft itself stretches by
 // 0–100 %), the store reloads raft's timeouts to the quick ones,
@@ -29,6 +28,22 @@ import (
 // the timeout before every heartbeat). A silence counts from the last
 // contact with a leader, or from Open for a server that has had none, so
 // a fresh or restarted cluster elects as quickly.
+//
+// A second opinion. Heartbeats are the only Raft traffic of an idle
+// cluster (the leader's commit notices, notice.go, let CommitTimeout be
+// long), and each rides one TCP connection: on a lossy link one lost
+// segment holds the next heartbeats up for a retransmission (≥ 200 ms),
+// and a follower's silence can pass the threshold while the leader is
+// fine. So with Config.LeaderAnswers set, a follower asks, from 150 ms
+// before the threshold and every 100 ms while the silence lasts, whether
+// the leader answers by other means (the agent pings its gossip member
+// over UDP, twice at once). An answer to a question asked during this
+// silence holds the election back for 250 ms after it was asked; no
+// answer by the threshold, or a silence past 3×HeartbeatTimeout, starts
+// it as before. A leader that lost power answers nothing, so its
+// followers elect as quickly as without the question; one whose agent
+// answers gossip but whose Raft is wedged is replaced after the longer
+// silence.
 
 // suspicion decides when raft's timeouts change. Pure; suspectLoop is its
 // shell.
