@@ -28,9 +28,13 @@
 //     copy has applied the read index: the last command the leader has
 //     committed (a follower may apply an entry before the leader does).
 //     The Store also watches the leader's silence itself (suspect.go) and
-//     gives raft short timeouts only once it passes Config.HeartbeatTimeout:
-//     raft would otherwise have the leader heartbeat ten times per timeout,
-//     the largest part of an idle leader's CPU.
+//     gives raft short timeouts only once it passes Config.HeartbeatTimeout
+//     and the leader does not answer a second opinion
+//     (Config.LeaderAnswers): raft would otherwise have the leader
+//     heartbeat ten times per timeout, the largest part of an idle
+//     leader's CPU. After each burst of writes the leader appends a commit
+//     notice (notice.go), so followers apply the burst one round trip
+//     later without the leader resending every CommitTimeout.
 //
 // Board-to-board traffic needs the server key, which only servers hold
 // (workers have only the gossip key): the transport is TLS 1.3 in which
