@@ -193,6 +193,12 @@ func TestQuickElectionAfterSilence(t *testing.T) {
 // in SilencesHeld), and still elect a new leader once the silence passes
 // their patience.
 func TestSecondOpinionHoldsThenYields(t *testing.T) {
+	if testing.Short() {
+		// A follower asks 150 ms before its threshold; under emulation
+		// (make test-arm) its loop can wake later than that and elect
+		// without asking, which is the fallback, not a failure.
+		t.Skip("needs the suspect loop to wake within 150 ms")
+	}
 	var asked atomic.Int64
 	c := NewTestClusterWithOptions(t, TestClusterOptions{N: 3, Configure: func(_ int, cfg *Config) {
 		cfg.LeaderAnswers = func(string) bool { asked.Add(1); return true }
