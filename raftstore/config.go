@@ -24,9 +24,9 @@ const ServerKeySize = 32
 //     [HeartbeatTimeout, 1.5×HeartbeatTimeout] (0.6–0.9 s by default)
 //     starts an election (with pre-vote, so a flapping node cannot depose
 //     a healthy leader), unless a second opinion finds the leader still
-//     answering (Config.LeaderAnswers, suspect.go); an election round takes a LAN round trip and an
-//     fsync, and a split vote retries after [ElectionTimeout,
-//     2×ElectionTimeout]. The store itself watches the silence and tells
+//     answering (Config.LeaderAnswers, suspect.go); an election round
+//     takes a LAN round trip and an fsync, and a split vote retries after
+//     [ElectionTimeout, 2×ElectionTimeout]. The store itself watches the silence and tells
 //     raft (suspect.go), so that the heartbeats need not come ten times
 //     per timeout, as hashicorp/raft otherwise sends them.
 //   - the leader sends heartbeats every [HeartbeatInterval,

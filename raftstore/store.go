@@ -105,9 +105,9 @@ type Store struct {
 	// suspicions counts the silences after which this server gave raft
 	// its quick timeouts (suspect.go; Stats.Suspicions).
 	suspicions atomic.Uint64
-	// opinionsHeld counts the second opinions in which the silent leader
-	// answered (suspect.go).
-	opinionsHeld atomic.Uint64
+	// silencesHeld counts the second opinions in which the silent leader
+	// answered (suspect.go; Stats.SilencesHeld).
+	silencesHeld atomic.Uint64
 	// committed wakes noticeLoop when a write committed here (notice.go).
 	committed chan struct{}
 
@@ -743,7 +743,7 @@ func (s *Store) Stats() Stats {
 		StoreIndex:   s.fsm.appliedIndex(),
 		Watchers:     s.hub.watchers(),
 		Suspicions:   s.suspicions.Load(),
-		SilencesHeld: s.opinionsHeld.Load(),
+		SilencesHeld: s.silencesHeld.Load(),
 	}
 	if st.State != raft.Leader.String() {
 		st.LastContact = s.raft.LastContact()

@@ -11,13 +11,13 @@ import (
 //
 // hashicorp/raft ties the leader's heartbeat period to the followers'
 // patience: it sends a heartbeat every HeartbeatTimeout/10 (randomised up
-// to twice that). With the 500 ms a small fleet wants for failover that is
-// an RPC to every follower every 50–100 ms, the largest part of an idle
+// to twice that). With the 600 ms a small fleet wants for failover that is
+// an RPC to every follower every 60–120 ms, the largest part of an idle
 // leader's CPU (BENCHMARKS.md "Idle agents on the lab"). So when
 // Config.HeartbeatInterval is set, raft runs with a calm timeout,
 // 10×HeartbeatInterval (1.5 s by default: heartbeats every 150–300 ms),
-// and the store watches the leader's silence itself. When the silence reaches
-// Config.HeartbeatTimeout, stretched by a random 0–50 % per silence so
+// and the store watches the leader's silence itself. When the silence
+// reaches Config.HeartbeatTimeout, stretched by a random 0–50 % per silence so
 // that followers do not all start at once (raft itself stretches by
 // 0–100 %), the store reloads raft's timeouts to the quick ones,
 // HeartbeatTimeout and ElectionTimeout: raft's follower loop looks at
@@ -152,10 +152,10 @@ func (s *suspicion) answered(asked time.Time, ok bool) {
 // answer holds the election back, when it lapses (an answer arriving
 // wakes the loop itself).
 func (s *suspicion) nextLook(now time.Time, silence time.Duration) time.Duration {
-	if s.askLead == 0 {
-		return s.threshold - silence
-	}
 	next := s.threshold - silence
+	if s.askLead == 0 {
+		return next
+	}
 	if silence >= s.threshold { // held
 		next = min(s.vouchFor-now.Sub(s.answer), s.patience-silence)
 	}
@@ -194,7 +194,7 @@ func (s *Store) suspectLoop(sp *suspicion) {
 		case a := <-answers:
 			sp.answered(a.asked, a.ok)
 			if a.ok {
-				s.opinionsHeld.Add(1)
+				s.silencesHeld.Add(1)
 			}
 		case <-s.closedCtx.Done():
 			return

@@ -16,7 +16,8 @@ const watchBatch = 64
 // hub keeps a bounded history of events in a ring and lets watchers follow
 // it. The history is bounded twice: by a number of events and by the bytes
 // they hold on to (eventBytes), whichever binds first; the ring grows as it
-// fills, so a quiet store does not hold a full ring of empty slots. Publishing appends to the ring and wakes the watchers; it never waits
+// fills, so a quiet store does not hold a full ring of empty slots.
+// Publishing appends to the ring and wakes the watchers; it never waits
 // for them, so a slow watcher cannot stall the FSM. Each watcher is one
 // goroutine with a cursor into the ring: it copies events out under the lock
 // and sends them on its buffered channel outside it. A watcher whose cursor
