@@ -58,6 +58,16 @@ type Config struct {
 	// before the connection is declared dead and closed. Default 3, so a dead
 	// peer is noticed within about 3–4 intervals.
 	KeepaliveMax int
+	// KeepaliveReplies asks each board's sshd to answer every keepalive and
+	// times Silence by those answers. False (the default), on Linux: the
+	// keepalives want no reply and Silence reads the kernel's TCP
+	// acknowledgements of what was sent (TCP_INFO). Both prove the board
+	// reachable; acknowledgements cost the executor no wake-up per reply,
+	// but a board whose kernel answers while its sshd is frozen is not
+	// silent (its commands fail at their deadlines instead). Replies are
+	// used anyway where the kernel does not report TCP_INFO (other
+	// systems, qemu-user) or the connection is not TCP.
+	KeepaliveReplies bool
 	// MaxSessionsPerNode bounds concurrent exec sessions (Run, Stream and
 	// the helpers built on them) on one node; further callers wait. The SFTP
 	// subsystem holds one more channel for the life of the connection, so

@@ -13,9 +13,14 @@
 // MaxSessions defaults to 10; the SFTP subsystem holds one more channel).
 // Keepalives ("keepalive@openssh.com", every KeepaliveInterval) detect a
 // dead peer after KeepaliveMax unanswered intervals (≈3–4 s by default);
-// the connection is then closed and the next operation dials again. Well
+// the connection is then closed and the next operation dials again. On
+// Linux a keepalive wants no reply: the kernel's TCP acknowledgement of it
+// (TCP_INFO) is the answer, so an idle connection wakes the executor once
+// per interval, not for every reply (Config.KeepaliveReplies asks sshd to
+// answer instead, as herdctl's tunnel does). Well
 // before that, Silence reports how long the keepalive in flight has gone
-// unanswered (or, with no connection, how long the TCP connect in progress
+// unanswered (or unacknowledged, while the board acknowledged nothing;
+// or, with no connection, how long the TCP connect in progress
 // has, or for a second after a connect that got no answer was given up,
 // how long ago it began), so a caller can judge a board that lost power
 // within a few hundred milliseconds (the placer's witness does). A

@@ -97,8 +97,11 @@ type conn struct {
 	dead   chan struct{}
 	once   sync.Once
 	// kaSent is when the keepalive in flight was sent (UnixNano), 0 when
-	// none is: see Silence.
+	// none is: see Silence. Unused when acks is set.
 	kaSent atomic.Int64
+	// acks, when set, times the board's silence from TCP's
+	// acknowledgements (Config.KeepaliveReplies).
+	acks *ackClock
 
 	sftpMu sync.Mutex
 	sftp   *sftp.Client
@@ -221,7 +224,9 @@ func (e *Executor) CloseIdle(idle time.Duration) []string {
 
 // Silence returns how long node has left the executor without an answer:
 // on a live connection, how long the keepalive in flight has gone
-// unanswered; with none, how long the TCP connect in progress has waited
+// unanswered (or, timed by TCP's acknowledgements, how long data sent to
+// the board has gone unacknowledged while the board acknowledged
+// nothing); with none, how long the TCP connect in progress has waited
 // (the SSH handshake after it does not count), or, for silenceAfterDial
 // after a connect that got no answer was given up, how long ago that
 // connect began. 0 when nothing is
@@ -246,6 +251,9 @@ func (e *Executor) Silence(node string) time.Duration {
 			return time.Since(u.began)
 		}
 		return 0
+	}
+	if c.acks != nil {
+		return c.acks.silence(time.Now())
 	}
 	sent := c.kaSent.Load()
 	if sent == 0 {
@@ -456,6 +464,12 @@ func (e *Executor) dial(ctx context.Context, n *node) (*conn, error) {
 		}
 		return nil, fmt.Errorf("sshexec: node %s: dial %s: %w", name, addr, err)
 	}
+	var acks *ackClock
+	if !e.cfg.KeepaliveReplies {
+		if acks = newAckClock(nc); acks != nil {
+			nc = ackedConn{Conn: nc, clock: acks}
+		}
+	}
 	client, err := ClientConn(dctx, nc, addr, cc)
 	if err != nil {
 		var refused *HostKeyRefusedError
@@ -469,19 +483,25 @@ func (e *Executor) dial(ctx context.Context, n *node) (*conn, error) {
 		}
 		return nil, fmt.Errorf("sshexec: node %s: %w", name, err)
 	}
-	return &conn{node: name, addr: addr, client: client, dead: make(chan struct{}), sftpCommand: e.cfg.SFTPCommand}, nil
+	return &conn{node: name, addr: addr, client: client, dead: make(chan struct{}), sftpCommand: e.cfg.SFTPCommand, acks: acks}, nil
 }
 
 // monitor watches c until it dies: it sends keepalives and closes c when
-// KeepaliveMax intervals pass without a reply.
+// KeepaliveMax intervals pass without a reply (or, timed by TCP's
+// acknowledgements, without one).
 func (e *Executor) monitor(c *conn) {
-	err := KeepAlive(c.client, e.cfg.KeepaliveInterval, e.cfg.KeepaliveMax, func(t time.Time) {
-		if t.IsZero() {
-			c.kaSent.Store(0)
-		} else {
-			c.kaSent.Store(t.UnixNano())
-		}
-	})
+	var err error
+	if c.acks != nil {
+		err = keepAliveAcked(c.client, c.acks, e.cfg.KeepaliveInterval, e.cfg.KeepaliveMax)
+	} else {
+		err = KeepAlive(c.client, e.cfg.KeepaliveInterval, e.cfg.KeepaliveMax, func(t time.Time) {
+			if t.IsZero() {
+				c.kaSent.Store(0)
+			} else {
+				c.kaSent.Store(t.UnixNano())
+			}
+		})
+	}
 	if errors.Is(err, ErrKeepaliveTimeout) {
 		e.keepaliveTimeouts.Add(1)
 		e.log.Warn("ssh peer stopped answering keepalives; closing connection", "node", c.node, "addr", c.addr,

@@ -527,9 +527,13 @@ func TestRunCancellation(t *testing.T) {
 	returnsWith(t, errc, context.Canceled, "Run did not return after cancellation")
 }
 
+// A frozen sshd stops answering keepalives that want replies; the
+// connection is closed for it and the next call dials afresh.
+// TestKeepaliveAckedDetectsDeadPeer is the same with acknowledgements.
 func TestKeepaliveDetectsDeadPeer(t *testing.T) {
 	srv := sshdtest.Start(t)
 	e := newTestExecutor(t, srv, func(c *Config) {
+		c.KeepaliveReplies = true
 		c.KeepaliveInterval = 100 * time.Millisecond
 		c.KeepaliveMax = 3
 	})

@@ -17,10 +17,14 @@ import (
 // A peer that stops answering (a board that lost power): Silence grows
 // from the first unanswered keepalive, long before the connection is
 // closed for it, and a command on the pooled connection fails at its
-// caller's deadline instead of hanging.
+// caller's deadline instead of hanging. Here the peer is a frozen sshd,
+// which only keepalives that want replies notice (its kernel still
+// acknowledges): TestSilenceOfADroppedPeer is the same with
+// acknowledgements.
 func TestSilenceOfAPausedPeer(t *testing.T) {
 	srv := sshdtest.Start(t)
 	e := newTestExecutor(t, srv, func(c *Config) {
+		c.KeepaliveReplies = true
 		c.KeepaliveInterval = 100 * time.Millisecond
 		c.KeepaliveMax = 1000 // keep the connection: the witness must not rely on it closing
 	})
@@ -143,6 +147,7 @@ func TestCancelOnASilentPeerDoesNotWait(t *testing.T) {
 			srv := sshdtest.Start(t)
 			e := helperExecutor(t, srv, func(c *Config) {
 				c.BoardSession = tc.session
+				c.KeepaliveReplies = true // the board is a frozen sshd
 				c.KeepaliveInterval = 100 * time.Millisecond
 				c.KeepaliveMax = 1000 // keep the connection: only silence may cut the wait short
 			})
