@@ -17,7 +17,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
@@ -45,21 +45,43 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "artifact" {
 		return artifact.Main(args[1:], stderr)
 	}
-	root := &cobra.Command{
-		Use:           "herd",
-		Short:         "herd agent: runs on every board of a herd fleet",
-		SilenceUsage:  true,
-		SilenceErrors: true,
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.AddCommand(agentCmd(stderr), keygenCmd(stdout), versionCmd(stdout))
-	root.SetArgs(goStyleFlags(args))
-	cmd, err := root.ExecuteC()
-	if err != nil {
+	if a := args[0]; a == "-h" || a == "--help" || a == "-help" || a == "help" {
+		usage(stdout)
+		return 0
+	}
+	var cmd *command
+	for _, c := range commands(stdout, stderr) {
+		if c.name == args[0] {
+			cmd = &c
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(stderr, "error: unknown command %q for \"herd\" (herd --help lists them)\n", args[0])
+		return 2
+	}
+	fs := pflag.NewFlagSet("herd "+cmd.name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	run := cmd.flags(fs)
+	err := fs.Parse(goStyleFlags(args[1:]))
+	switch {
+	case errors.Is(err, pflag.ErrHelp):
+		cmd.help(stdout, fs)
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "error: %v (herd %s --help)\n", err, cmd.name)
+		return 2
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "error: herd %s takes no arguments, got %q\n", cmd.name, fs.Args())
+		return 2
+	}
+	if err := run(fs); err != nil {
 		fmt.Fprintf(stderr, "error: %v\n", err)
-		var ue usageError
-		if errors.As(err, &ue) || cmd == root || isFlagError(err) {
+		if errors.As(err, new(usageError)) {
 			return 2
 		}
 		return 1
@@ -68,6 +90,40 @@ func Main(args []string, stdout, stderr io.Writer) int {
 }
 
 type usageError struct{ error }
+
+// command is one of herd's subcommands. Its flags and parsing are
+// pflag's (as herdctl's, through cobra); the binary on every board does
+// without cobra itself, whose help templates cost every agent about a
+// quarter of a megabyte of resident memory (BENCHMARKS.md).
+type command struct {
+	name, short, long string
+	// flags defines the command's flags on fs and returns what runs it
+	// once they are parsed.
+	flags func(fs *pflag.FlagSet) (run func(fs *pflag.FlagSet) error)
+}
+
+// commands are herd's subcommands beside the board-side helpers.
+func commands(stdout, stderr io.Writer) []command {
+	return []command{agentCmd(stderr), keygenCmd(stdout), versionCmd(stdout)}
+}
+
+// usage prints herd's commands.
+func usage(w io.Writer) {
+	fmt.Fprint(w, "herd agent: runs on every board of a herd fleet\n\nUsage:\n  herd <command> [flags]\n\nCommands:\n")
+	for _, c := range commands(io.Discard, io.Discard) {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
+	}
+	fmt.Fprint(w, "\nherd <command> --help shows a command's flags.\n")
+}
+
+// help prints cmd's description and flags.
+func (c command) help(w io.Writer, fs *pflag.FlagSet) {
+	text := c.long
+	if text == "" {
+		text = c.short
+	}
+	fmt.Fprintf(w, "%s\n\nUsage:\n  herd %s [flags]\n\nFlags:\n%s", text, c.name, fs.FlagUsages())
+}
 
 // goStyleFlags accepts Go/Nomad-style single-dash long flags (herd agent
 // -dev, -config FILE) by turning -name into --name.
@@ -85,24 +141,11 @@ func goStyleFlags(args []string) []string {
 	return out
 }
 
-func isFlagError(err error) bool {
-	s := err.Error()
-	for _, p := range []string{"unknown flag", "unknown shorthand", "flag needs an argument", "invalid argument", "unknown command", "accepts "} {
-		if strings.Contains(s, p) {
-			return true
-		}
-	}
-	return false
-}
-
-func agentCmd(stderr io.Writer) *cobra.Command {
-	var configFile string
-	var dev bool
-	fc := DefaultConfig()
-	cmd := &cobra.Command{
-		Use:   "agent",
-		Short: "Run the agent (gossip, Raft, API; the leader also runs the controllers)",
-		Long: `Run the herd agent. Settings come from --config (TOML) and from flags of
+func agentCmd(stderr io.Writer) command {
+	return command{
+		name:  "agent",
+		short: "Run the agent (gossip, Raft, API; the leader also runs the controllers)",
+		long: `Run the herd agent. Settings come from --config (TOML) and from flags of
 the same names (data_dir = "..." or --data-dir ...); flags win.
 
   herd agent --config /etc/herd/agent.toml
@@ -111,49 +154,49 @@ the same names (data_dir = "..." or --data-dir ...); flags win.
 Every API listener needs a token. Without api_token_file the agent uses
 <data_dir>/api.token, generating it (0600) when missing; -dev writes a fresh
 one to ` + devTokenHint + `, and removes it on exit.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAgent(cmd, stderr, configFile, dev, &fc)
+		flags: func(f *pflag.FlagSet) func(*pflag.FlagSet) error {
+			var configFile string
+			var dev bool
+			fc := DefaultConfig()
+			f.StringVar(&configFile, "config", "", "agent configuration file (TOML), e.g. "+DefaultConfigFile)
+			f.BoolVar(&dev, "dev", false, "run one throw-away agent on loopback (temporary data dir, bootstraps alone, API on "+DefaultAPIAddr+")")
+			f.StringVar(&fc.Name, "name", fc.Name, "node name (a DNS label)")
+			f.StringVar(&fc.DataDir, "data-dir", fc.DataDir, "data directory (Raft log and snapshots)")
+			f.StringVar(&fc.RaftLogStore, "raft-log-store", fc.RaftLogStore, "Raft log store on disk: wal (default) or bolt; the other one's data is migrated at start")
+			f.BoolVar(&fc.Server, "server", fc.Server, "take part in Raft (false: gossip member only)")
+			f.IntVar(&fc.BootstrapExpect, "bootstrap-expect", fc.BootstrapExpect, "servers to wait for before forming the first Raft configuration")
+			f.StringSliceVar(&fc.Join, "join", fc.Join, "gossip addresses of other agents (repeatable)")
+			f.StringVar(&fc.GossipKeyFile, "gossip-key-file", fc.GossipKeyFile, "gossip key file: base64 keys (herd keygen), one per line, the first encrypts")
+			f.StringVar(&fc.ServerKeyFile, "server-key-file", fc.ServerKeyFile, "server key file (Raft and forwarding identity; servers only), same format")
+			f.StringVar(&fc.ClusterKeyFile, "cluster-key-file", fc.ClusterKeyFile, "legacy: one key for gossip and Raft, used where the gossip or server key file does not exist")
+			f.StringToStringVar(&fc.Labels, "labels", fc.Labels, "node labels, k=v,k2=v2")
+			f.StringVar(&fc.GossipBind, "gossip-bind", fc.GossipBind, "gossip bind address")
+			f.StringVar(&fc.GossipAdvertise, "gossip-advertise", fc.GossipAdvertise, "gossip address other boards use")
+			f.StringVar(&fc.RaftBind, "raft-bind", fc.RaftBind, "Raft bind address")
+			f.StringVar(&fc.RaftAdvertise, "raft-advertise", fc.RaftAdvertise, "Raft address other servers use")
+			f.StringSliceVar(&fc.APIListen, "api-listen", fc.APIListen, "API listeners: host:port or unix:///path (repeatable)")
+			f.StringVar(&fc.APITokenFile, "api-token-file", fc.APITokenFile, "API bearer token file, one token per line (default <data-dir>/api.token, generated; -dev: "+devTokenHint+")")
+			f.StringSliceVar(&fc.APIHosts, "api-hosts", fc.APIHosts, "extra names the API answers to in the Host header (repeatable)")
+			f.StringVar(&fc.MetricsListen, "metrics-listen", fc.MetricsListen, "listener serving only GET /metrics: host:port or auto:PORT (default none; needs --metrics-token-file)")
+			f.StringVar(&fc.DNSListen, "dns-listen", fc.DNSListen, "where this agent answers DNS for herd. (UDP and TCP): host:port, auto:PORT or off (default 127.0.0.1:8600 and the advertise IP's port 8600)")
+			f.StringVar(&fc.UnitReports, "unit-reports", fc.UnitReports, "off: do not report this board's unit changes to the servers (default: report them where systemd runs)")
+			f.StringVar(&fc.ServiceProxy, "service-proxy", fc.ServiceProxy, "IP address the service proxy listens on for services' ports, or off (default every address)")
+			f.StringVar(&fc.MetricsTokenFile, "metrics-token-file", fc.MetricsTokenFile, "bearer tokens granting GET /metrics only, one per line")
+			f.StringVar(&fc.SSHAddress, "ssh-address", fc.SSHAddress, "where the leader reaches this board's sshd")
+			f.StringVar(&fc.SSHHostKeyFile, "ssh-host-key-file", fc.SSHHostKeyFile, "this board's sshd public host key (pinned in gossip)")
+			f.StringVar(&fc.SSHUser, "ssh-user", fc.SSHUser, "user the leader logs in as on boards")
+			f.StringVar(&fc.SSHKeyFile, "ssh-key-file", fc.SSHKeyFile, "cluster SSH private key the leader uses")
+			f.StringVar(&fc.LogLevel, "log-level", fc.LogLevel, "debug, info, warn or error")
+			f.BoolVar(&fc.Pprof, "pprof", fc.Pprof, "serve runtime profiles under /debug/pprof/ on the API listeners (behind the API token)")
+			return func(f *pflag.FlagSet) error { return runAgent(f, stderr, configFile, dev, &fc) }
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&configFile, "config", "", "agent configuration file (TOML), e.g. "+DefaultConfigFile)
-	f.BoolVar(&dev, "dev", false, "run one throw-away agent on loopback (temporary data dir, bootstraps alone, API on "+DefaultAPIAddr+")")
-	f.StringVar(&fc.Name, "name", fc.Name, "node name (a DNS label)")
-	f.StringVar(&fc.DataDir, "data-dir", fc.DataDir, "data directory (Raft log and snapshots)")
-	f.StringVar(&fc.RaftLogStore, "raft-log-store", fc.RaftLogStore, "Raft log store on disk: wal (default) or bolt; the other one's data is migrated at start")
-	f.BoolVar(&fc.Server, "server", fc.Server, "take part in Raft (false: gossip member only)")
-	f.IntVar(&fc.BootstrapExpect, "bootstrap-expect", fc.BootstrapExpect, "servers to wait for before forming the first Raft configuration")
-	f.StringSliceVar(&fc.Join, "join", fc.Join, "gossip addresses of other agents (repeatable)")
-	f.StringVar(&fc.GossipKeyFile, "gossip-key-file", fc.GossipKeyFile, "gossip key file: base64 keys (herd keygen), one per line, the first encrypts")
-	f.StringVar(&fc.ServerKeyFile, "server-key-file", fc.ServerKeyFile, "server key file (Raft and forwarding identity; servers only), same format")
-	f.StringVar(&fc.ClusterKeyFile, "cluster-key-file", fc.ClusterKeyFile, "legacy: one key for gossip and Raft, used where the gossip or server key file does not exist")
-	f.StringToStringVar(&fc.Labels, "labels", fc.Labels, "node labels, k=v,k2=v2")
-	f.StringVar(&fc.GossipBind, "gossip-bind", fc.GossipBind, "gossip bind address")
-	f.StringVar(&fc.GossipAdvertise, "gossip-advertise", fc.GossipAdvertise, "gossip address other boards use")
-	f.StringVar(&fc.RaftBind, "raft-bind", fc.RaftBind, "Raft bind address")
-	f.StringVar(&fc.RaftAdvertise, "raft-advertise", fc.RaftAdvertise, "Raft address other servers use")
-	f.StringSliceVar(&fc.APIListen, "api-listen", fc.APIListen, "API listeners: host:port or unix:///path (repeatable)")
-	f.StringVar(&fc.APITokenFile, "api-token-file", fc.APITokenFile, "API bearer token file, one token per line (default <data-dir>/api.token, generated; -dev: "+devTokenHint+")")
-	f.StringSliceVar(&fc.APIHosts, "api-hosts", fc.APIHosts, "extra names the API answers to in the Host header (repeatable)")
-	f.StringVar(&fc.MetricsListen, "metrics-listen", fc.MetricsListen, "listener serving only GET /metrics: host:port or auto:PORT (default none; needs --metrics-token-file)")
-	f.StringVar(&fc.DNSListen, "dns-listen", fc.DNSListen, "where this agent answers DNS for herd. (UDP and TCP): host:port, auto:PORT or off (default 127.0.0.1:8600 and the advertise IP's port 8600)")
-	f.StringVar(&fc.UnitReports, "unit-reports", fc.UnitReports, "off: do not report this board's unit changes to the servers (default: report them where systemd runs)")
-	f.StringVar(&fc.ServiceProxy, "service-proxy", fc.ServiceProxy, "IP address the service proxy listens on for services' ports, or off (default every address)")
-	f.StringVar(&fc.MetricsTokenFile, "metrics-token-file", fc.MetricsTokenFile, "bearer tokens granting GET /metrics only, one per line")
-	f.StringVar(&fc.SSHAddress, "ssh-address", fc.SSHAddress, "where the leader reaches this board's sshd")
-	f.StringVar(&fc.SSHHostKeyFile, "ssh-host-key-file", fc.SSHHostKeyFile, "this board's sshd public host key (pinned in gossip)")
-	f.StringVar(&fc.SSHUser, "ssh-user", fc.SSHUser, "user the leader logs in as on boards")
-	f.StringVar(&fc.SSHKeyFile, "ssh-key-file", fc.SSHKeyFile, "cluster SSH private key the leader uses")
-	f.StringVar(&fc.LogLevel, "log-level", fc.LogLevel, "debug, info, warn or error")
-	f.BoolVar(&fc.Pprof, "pprof", fc.Pprof, "serve runtime profiles under /debug/pprof/ on the API listeners (behind the API token)")
-	return cmd
 }
 
 // runAgent runs herd agent: the configuration from -dev or configFile
 // and the flags set (fc), then the agent until SIGINT or SIGTERM (leaving
 // the cluster) or RestartSignal (staying in it).
-func runAgent(cmd *cobra.Command, stderr io.Writer, configFile string, dev bool, fc *Config) error {
+func runAgent(flags *pflag.FlagSet, stderr io.Writer, configFile string, dev bool, fc *Config) error {
 	var cfg Config
 	var key []byte
 	if dev {
@@ -175,7 +218,7 @@ func runAgent(cmd *cobra.Command, stderr io.Writer, configFile string, dev bool,
 			}
 		}
 	}
-	applyFlags(cmd, &cfg, fc)
+	applyFlags(flags, &cfg, fc)
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
@@ -238,7 +281,7 @@ const DefaultMaxProcs = 1
 // tuneRuntime sets the Go runtime for a long-running agent: the GC target
 // (DefaultGCPercent, unless getenv("GOGC") is set), GOMAXPROCS
 // (DefaultMaxProcs, unless getenv("GOMAXPROCS") is set) and, unless
-// cfg.Pprof, no heap profile sampling: linking net/http/pprof turns it on
+// cfg.Pprof, no heap profile sampling: linking runtime/pprof turns it on
 // for the whole process (a stack walk every ~512 KB allocated and its
 // bucket table), which only an agent that serves profiles needs.
 func tuneRuntime(cfg Config, getenv func(string) string) {
@@ -254,9 +297,9 @@ func tuneRuntime(cfg Config, getenv func(string) string) {
 }
 
 // applyFlags copies the flags the user set over cfg.
-func applyFlags(cmd *cobra.Command, cfg, fc *Config) {
+func applyFlags(flags *pflag.FlagSet, cfg, fc *Config) {
 	set := func(name string, apply func()) {
-		if cmd.Flags().Changed(name) {
+		if flags.Changed(name) {
 			apply()
 		}
 	}
@@ -317,45 +360,46 @@ func writeDevToken(getenv func(string) string) (path string, remove func(), err 
 	}, nil
 }
 
-func keygenCmd(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:   "keygen",
-		Short: "Print a new random key (base64, 32 bytes) for gossip_key_file or server_key_file",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			key := make([]byte, 32)
-			if _, err := rand.Read(key); err != nil {
+func keygenCmd(stdout io.Writer) command {
+	return command{
+		name:  "keygen",
+		short: "Print a new random key (base64, 32 bytes) for gossip_key_file or server_key_file",
+		flags: func(*pflag.FlagSet) func(*pflag.FlagSet) error {
+			return func(*pflag.FlagSet) error {
+				key := make([]byte, 32)
+				if _, err := rand.Read(key); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintln(stdout, base64.StdEncoding.EncodeToString(key))
 				return err
 			}
-			_, err := fmt.Fprintln(stdout, base64.StdEncoding.EncodeToString(key))
-			return err
 		},
 	}
 }
 
-func versionCmd(stdout io.Writer) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "version [-o json]",
-		Short: "Print the agent version (-o json: with its state format)",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			switch output {
-			case "":
-				_, err := fmt.Fprintln(stdout, "herd", Version)
-				return err
-			case "json":
-				b, err := json.Marshal(api.VersionInfo{Version: Version, StateFormat: raftstore.StateFormat,
-					GoVersion: runtime.Version(), Arch: runtime.GOARCH})
-				if err != nil {
+func versionCmd(stdout io.Writer) command {
+	return command{
+		name:  "version",
+		short: "Print the agent version (-o json: with its state format)",
+		flags: func(f *pflag.FlagSet) func(*pflag.FlagSet) error {
+			var output string
+			f.StringVarP(&output, "output", "o", "", "output format: json")
+			return func(*pflag.FlagSet) error {
+				switch output {
+				case "":
+					_, err := fmt.Fprintln(stdout, "herd", Version)
+					return err
+				case "json":
+					b, err := json.Marshal(api.VersionInfo{Version: Version, StateFormat: raftstore.StateFormat,
+						GoVersion: runtime.Version(), Arch: runtime.GOARCH})
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintf(stdout, "%s\n", b)
 					return err
 				}
-				_, err = fmt.Fprintf(stdout, "%s\n", b)
-				return err
+				return usageError{fmt.Errorf("herd version: -o %q: want json", output)}
 			}
-			return fmt.Errorf("herd version: -o %q: want json", output)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json")
-	return cmd
 }

@@ -151,7 +151,7 @@ type Config struct {
 
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
-	// Pprof serves Go's runtime profiles (net/http/pprof) under
+	// Pprof serves Go's runtime profiles (as net/http/pprof would) under
 	// /debug/pprof/ on the API listeners, behind the API token (root on
 	// the unix socket); never on the metrics listener. Default off: the
 	// paths are then 404. For profiling an agent with go tool pprof.

@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // TestRaftLogStoreConfig: raft_log_store is read from the file and checked
@@ -53,14 +55,15 @@ func TestPprofConfig(t *testing.T) {
 	if !cfg.Pprof {
 		t.Error("pprof = true read as false")
 	}
-	cmd := agentCmd(io.Discard)
-	if err := cmd.ParseFlags([]string{"--pprof"}); err != nil {
+	fs := pflag.NewFlagSet("herd agent", pflag.ContinueOnError)
+	agentCmd(io.Discard).flags(fs)
+	if err := fs.Parse([]string{"--pprof"}); err != nil {
 		t.Fatal(err)
 	}
 	flagged := DefaultConfig()
 	fc := DefaultConfig()
 	fc.Pprof = true
-	applyFlags(cmd, &flagged, &fc)
+	applyFlags(fs, &flagged, &fc)
 	if !flagged.Pprof {
 		t.Error("--pprof not applied")
 	}

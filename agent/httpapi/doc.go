@@ -36,8 +36,9 @@
 // the fleet through the /v1 list and watch routes (ui.go).
 //
 // With Config.Pprof it also serves Go's runtime profiles under
-// /debug/pprof/ (net/http/pprof, on its own mux), behind the same guard
-// and for API tokens only; off (the default) those paths are 404 (pprof.go).
+// /debug/pprof/ (runtime/pprof, at net/http/pprof's paths and in its
+// formats, on its own mux), behind the same guard and for API tokens
+// only; off (the default) those paths are 404 (pprof.go).
 //
 // It holds no state of its own: every read and write goes to the Store it
 // is given. The client side of the API lives in package client.

@@ -89,7 +89,7 @@ type Config struct {
 	// every listener; any other route answers them 403). API tokens work
 	// on /metrics too. Same file format and rotation as Tokens.
 	MetricsTokens TokenSource
-	// Pprof mounts Go's runtime profiles (net/http/pprof) under
+	// Pprof mounts Go's runtime profiles (as net/http/pprof would) under
 	// /debug/pprof/ (PprofPath) on the API, behind the same checks: only
 	// an API token, or root on the unix socket, reaches them (a metrics
 	// token does not). Off, those paths are 404. For profiling an agent
