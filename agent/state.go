@@ -247,9 +247,23 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 		}
 	}
 	s.wmu.Unlock()
-	tick := time.NewTicker(witnessTick)
 	out := make(chan controller.Change, 64)
 	last := gossip.States(s.gossip.Members())
+	// The tick runs only while gossip calls a member dead: with none, no
+	// witness is awaited and nothing changes with time alone.
+	tick := time.NewTicker(witnessTick)
+	ticking := true
+	pace := func() {
+		if dead := anyDead(last); dead != ticking {
+			ticking = dead
+			if dead {
+				tick.Reset(witnessTick)
+			} else {
+				tick.Stop()
+			}
+		}
+	}
+	pace()
 	go func() {
 		defer close(out)
 		defer unsub()
@@ -291,9 +305,6 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 					return
 				}
 			case now := <-tick.C:
-				if !anyDead(last) {
-					continue // no witness awaited: spare the members' copy
-				}
 				for _, node := range s.awaitingWitness(now) {
 					if !send(controller.Change{Kind: api.KindNode, Name: node}) {
 						return
@@ -304,6 +315,7 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 				now := gossip.States(s.gossip.Members())
 				changed := gossip.StateChanges(last, now)
 				last = now
+				pace()
 				if len(changed) == 0 {
 					// Metadata changed (facts, labels): look at every node.
 					changed = append(changed, "")

@@ -93,7 +93,7 @@ func (s *suspicion) step(leading, leaderKnown bool, lastContact, now time.Time) 
 	if leading {
 		change = s.quick
 		s.quick = false
-		return change, false, false, s.after
+		return change, false, false, leaderLook
 	}
 	ref := lastContact
 	if ref.IsZero() || ref.Before(s.opened) {
@@ -176,6 +176,11 @@ func opinionTimings(after time.Duration) (askLead, askEvery, vouchFor, patience 
 	return min(150*time.Millisecond, after/2), 100 * time.Millisecond, 250 * time.Millisecond, 3 * after
 }
 
+// leaderLook is how long a leader waits before it looks again: the loop
+// wakes when raft reports another leader (Store.leaderChanged), so this
+// is only a safety net.
+const leaderLook = time.Minute
+
 // opinion is the answer to a second opinion asked at asked.
 type opinion struct {
 	asked time.Time
@@ -188,6 +193,7 @@ func (s *Store) suspectLoop(sp *suspicion) {
 	t := time.NewTimer(sp.after)
 	defer t.Stop()
 	answers := make(chan opinion, 1)
+	changed := s.leaderChanged.wait()
 	for {
 		select {
 		case <-t.C:
@@ -196,9 +202,11 @@ func (s *Store) suspectLoop(sp *suspicion) {
 			if a.ok {
 				s.silencesHeld.Add(1)
 			}
+		case <-changed:
 		case <-s.closedCtx.Done():
 			return
 		}
+		changed = s.leaderChanged.wait() // before the look: no change slips between
 		id, _ := s.Leader()
 		last := s.raft.LastContact()
 		now := time.Now()

@@ -36,8 +36,8 @@ func TestSuspicionSteps(t *testing.T) {
 		{name: "silent 550 ms: below the stretched threshold", known: true, last: at(900), now: at(1450), next: ms(50)},
 		{name: "silent 600 ms: quick", known: true, last: at(900), now: at(1500), change: true, quick: true, next: ms(100)},
 		{name: "leader still known but silent: stays quick", known: true, last: at(900), now: at(1600), quick: true, next: ms(100)},
-		{name: "this server won: calm", leading: true, last: at(900), now: at(1700), change: true, next: ms(500)},
-		{name: "leading, nothing to change", leading: true, last: at(900), now: at(2200), next: ms(500)},
+		{name: "this server won: calm", leading: true, last: at(900), now: at(1700), change: true, next: leaderLook},
+		{name: "leading, nothing to change", leading: true, last: at(900), now: at(2200), next: leaderLook},
 	}
 	for _, l := range looks {
 		change, quick, ask, next := sp.step(l.leading, l.known, l.last, l.now)
