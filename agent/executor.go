@@ -89,8 +89,8 @@ var _ placer.Warmer = (*boardExecutor)(nil)
 func (b *boardExecutor) Warm(ctx context.Context, node string) error { return b.ssh.Warm(ctx, node) }
 
 // Silence is how long the pooled connection to node has had a keepalive
-// unanswered (sshexec.Executor.Silence): the placer's witness fails at
-// once on a board that stopped answering.
+// unanswered or unacknowledged (sshexec.Executor.Silence): the placer's
+// witness fails at once on a board that stopped answering.
 func (b *boardExecutor) Silence(node string) time.Duration { return b.ssh.Silence(node) }
 
 // ShowUnits lists the board's herd units and their unit files' hashes in

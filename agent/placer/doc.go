@@ -173,7 +173,8 @@
 // Config.WitnessTimeout (1.5 s) over the pooled SSH connection, and fails
 // at once when the executor is a Silencer whose connection to the board
 // has had a keepalive (or, with no connection yet, its TCP connect)
-// unanswered for over Config.WitnessSilence (300 ms; keepalives go every
+// unanswered (on Linux: unacknowledged by the board's TCP, while nothing
+// else was) for over Config.WitnessSilence (300 ms; keepalives go every
 // second, so a board that lost power has one outstanding by the time
 // gossip calls it dead, and a new leader's first dial to it gets no
 // answer). Any pass, witness or not, is cut short the same way, so a pass
