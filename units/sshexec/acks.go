@@ -76,11 +76,7 @@ func (c ackedConn) Write(p []byte) (int, error) {
 // a reports max intervals of silence (ErrKeepaliveTimeout), or when a
 // send hangs that long. It returns nil when c closed for another reason.
 func keepAliveAcked(c *ssh.Client, a *ackClock, interval time.Duration, max int) error {
-	closed := make(chan struct{})
-	go func() {
-		c.Wait()
-		close(closed)
-	}()
+	closed := closedSignal(c)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	limit := time.Duration(max) * interval

@@ -19,11 +19,7 @@ var ErrKeepaliveTimeout = errors.New("sshexec: peer stopped answering keepalives
 // the executor's pool and herdctl's tunnel, watch their connections with
 // it. It returns nil when c closed for another reason.
 func KeepAlive(c *ssh.Client, interval time.Duration, max int, sent func(time.Time)) error {
-	closed := make(chan struct{})
-	go func() {
-		c.Wait()
-		close(closed)
-	}()
+	closed := closedSignal(c)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	replied := make(chan struct{}, 1)
@@ -59,4 +55,14 @@ func KeepAlive(c *ssh.Client, interval time.Duration, max int, sent func(time.Ti
 			}()
 		}
 	}
+}
+
+// closedSignal returns a channel closed once c is.
+func closedSignal(c *ssh.Client) <-chan struct{} {
+	closed := make(chan struct{})
+	go func() {
+		c.Wait()
+		close(closed)
+	}()
+	return closed
 }
