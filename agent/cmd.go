@@ -21,7 +21,6 @@ import (
 
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
-	"github.com/herd-dev/herd/client"
 	"github.com/herd-dev/herd/raftstore"
 	"github.com/herd-dev/herd/units/artifact"
 	"github.com/herd-dev/herd/units/sshexec"
@@ -336,10 +335,10 @@ func applyFlags(flags *pflag.FlagSet, cfg, fc *Config) {
 const devTokenHint = "$XDG_CONFIG_HOME/herd/dev.token, where herdctl finds it"
 
 // writeDevToken writes a new token for `herd agent -dev` to
-// client.DevTokenPath (0600), where herdctl looks when it has no other
+// api.DevTokenPath (0600), where herdctl looks when it has no other
 // token. remove deletes the file unless something else replaced it.
 func writeDevToken(getenv func(string) string) (path string, remove func(), err error) {
-	path, err = client.DevTokenPath(getenv)
+	path, err = api.DevTokenPath(getenv)
 	if err != nil {
 		return "", nil, fmt.Errorf("agent: dev token: %w (or give --api-token-file)", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strings"
 )
 
@@ -72,4 +73,18 @@ func ReadTokenFile(path string) ([]string, error) {
 		return nil, fmt.Errorf("api: token file %w", err)
 	}
 	return toks, nil
+}
+
+// DevTokenPath is where `herd agent -dev` writes the token of its API and
+// where herdctl looks for it when it falls back to DefaultAddr with no
+// other token: $XDG_CONFIG_HOME/herd/dev.token, or
+// $HOME/.config/herd/dev.token.
+func DevTokenPath(getenv func(string) string) (string, error) {
+	if x := getenv("XDG_CONFIG_HOME"); x != "" && strings.HasPrefix(x, "/") {
+		return path.Join(x, "herd", "dev.token"), nil
+	}
+	if h := getenv("HOME"); h != "" {
+		return path.Join(h, ".config", "herd", "dev.token"), nil
+	}
+	return "", errors.New("api: neither $XDG_CONFIG_HOME nor $HOME is set: no place for the dev token")
 }

@@ -200,7 +200,7 @@ type targetInput struct {
 // (or it has none), so that a context's token is not sent to an address
 // given by --addr or $HERD_ADDR. When none gives a token and every address
 // is a loopback http address, the token `herd agent -dev` wrote
-// (client.DevTokenPath) is used if that file exists. A token never comes
+// (api.DevTokenPath) is used if that file exists. A token never comes
 // from argv.
 func resolveTarget(in targetInput) (target, error) {
 	var ctx *configContext
@@ -292,7 +292,7 @@ func resolveToken(in targetInput, ctx *configContext, explicit, fromCtx bool, ad
 			return "", nil
 		}
 	}
-	p, err := client.DevTokenPath(in.Getenv)
+	p, err := api.DevTokenPath(in.Getenv)
 	if err != nil {
 		return "", nil
 	}

@@ -8,7 +8,7 @@
 // most once (Client). Reads are linearizable
 // unless their context says WithStale (?stale: the agent's own copy). The wire types it sends and
 // receives (bodies, error codes, the token file format) are package api's
-// (api/wire.go, api/token.go); the client owns where `herd agent -dev`
-// leaves its token (DevTokenPath). ForwardGet passes a GET of /v1/ or /ui/
+// (api/wire.go, api/token.go, with api.DevTokenPath, where `herd agent
+// -dev` leaves its token). ForwardGet passes a GET of /v1/ or /ui/
 // through as it is, for herdctl dashboard's proxy.
 package client

@@ -1,9 +1,9 @@
-package client_test
+package api_test
 
 import (
 	"testing"
 
-	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/api"
 )
 
 func TestDevTokenPath(t *testing.T) {
@@ -17,7 +17,7 @@ func TestDevTokenPath(t *testing.T) {
 		{nil, ""},
 	}
 	for _, tc := range tests {
-		got, err := client.DevTokenPath(func(k string) string { return tc.env[k] })
+		got, err := api.DevTokenPath(func(k string) string { return tc.env[k] })
 		if tc.want == "" {
 			if err == nil {
 				t.Errorf("DevTokenPath(%v) = %q, want an error", tc.env, got)
