@@ -213,6 +213,31 @@ func (s *clusterState) awaitingWitness(now time.Time) []string {
 	return out
 }
 
+// witnessTicker ticks every witnessTick while gossip calls a member dead:
+// with none, no witness is awaited and nothing changes with time alone.
+type witnessTicker struct {
+	*time.Ticker
+	on bool
+}
+
+func newWitnessTicker(states map[string]gossip.State) *witnessTicker {
+	t := &witnessTicker{Ticker: time.NewTicker(witnessTick), on: true}
+	t.pace(states)
+	return t
+}
+
+// pace starts or stops the ticks for the members' states.
+func (t *witnessTicker) pace(states map[string]gossip.State) {
+	if dead := anyDead(states); dead != t.on {
+		t.on = dead
+		if dead {
+			t.Reset(witnessTick)
+		} else {
+			t.Stop()
+		}
+	}
+}
+
 // anyDead reports whether gossip calls any member dead: only then may a
 // witness be awaited (awaitingWitness).
 func anyDead(states map[string]gossip.State) bool {
@@ -249,21 +274,7 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 	s.wmu.Unlock()
 	out := make(chan controller.Change, 64)
 	last := gossip.States(s.gossip.Members())
-	// The tick runs only while gossip calls a member dead: with none, no
-	// witness is awaited and nothing changes with time alone.
-	tick := time.NewTicker(witnessTick)
-	ticking := true
-	pace := func() {
-		if dead := anyDead(last); dead != ticking {
-			ticking = dead
-			if dead {
-				tick.Reset(witnessTick)
-			} else {
-				tick.Stop()
-			}
-		}
-	}
-	pace()
+	tick := newWitnessTicker(last)
 	go func() {
 		defer close(out)
 		defer unsub()
@@ -315,7 +326,7 @@ func (s *clusterState) Watch(ctx context.Context) (<-chan controller.Change, err
 				now := gossip.States(s.gossip.Members())
 				changed := gossip.StateChanges(last, now)
 				last = now
-				pace()
+				tick.pace(last)
 				if len(changed) == 0 {
 					// Metadata changed (facts, labels): look at every node.
 					changed = append(changed, "")
