@@ -78,7 +78,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "error: herd %s takes no arguments, got %q\n", cmd.name, fs.Args())
 		return 2
 	}
-	if err := run(fs); err != nil {
+	if err := run(); err != nil {
 		fmt.Fprintf(stderr, "error: %v\n", err)
 		if errors.As(err, new(usageError)) {
 			return 2
@@ -98,7 +98,7 @@ type command struct {
 	name, short, long string
 	// flags defines the command's flags on fs and returns what runs it
 	// once they are parsed.
-	flags func(fs *pflag.FlagSet) (run func(fs *pflag.FlagSet) error)
+	flags func(fs *pflag.FlagSet) (run func() error)
 }
 
 // commands are herd's subcommands beside the board-side helpers.
@@ -153,7 +153,7 @@ the same names (data_dir = "..." or --data-dir ...); flags win.
 Every API listener needs a token. Without api_token_file the agent uses
 <data_dir>/api.token, generating it (0600) when missing; -dev writes a fresh
 one to ` + devTokenHint + `, and removes it on exit.`,
-		flags: func(f *pflag.FlagSet) func(*pflag.FlagSet) error {
+		flags: func(f *pflag.FlagSet) func() error {
 			var configFile string
 			var dev bool
 			fc := DefaultConfig()
@@ -187,7 +187,7 @@ one to ` + devTokenHint + `, and removes it on exit.`,
 			f.StringVar(&fc.SSHKeyFile, "ssh-key-file", fc.SSHKeyFile, "cluster SSH private key the leader uses")
 			f.StringVar(&fc.LogLevel, "log-level", fc.LogLevel, "debug, info, warn or error")
 			f.BoolVar(&fc.Pprof, "pprof", fc.Pprof, "serve runtime profiles under /debug/pprof/ on the API listeners (behind the API token)")
-			return func(f *pflag.FlagSet) error { return runAgent(f, stderr, configFile, dev, &fc) }
+			return func() error { return runAgent(f, stderr, configFile, dev, &fc) }
 		},
 	}
 }
@@ -363,8 +363,8 @@ func keygenCmd(stdout io.Writer) command {
 	return command{
 		name:  "keygen",
 		short: "Print a new random key (base64, 32 bytes) for gossip_key_file or server_key_file",
-		flags: func(*pflag.FlagSet) func(*pflag.FlagSet) error {
-			return func(*pflag.FlagSet) error {
+		flags: func(*pflag.FlagSet) func() error {
+			return func() error {
 				key := make([]byte, 32)
 				if _, err := rand.Read(key); err != nil {
 					return err
@@ -380,10 +380,10 @@ func versionCmd(stdout io.Writer) command {
 	return command{
 		name:  "version",
 		short: "Print the agent version (-o json: with its state format)",
-		flags: func(f *pflag.FlagSet) func(*pflag.FlagSet) error {
+		flags: func(f *pflag.FlagSet) func() error {
 			var output string
 			f.StringVarP(&output, "output", "o", "", "output format: json")
-			return func(*pflag.FlagSet) error {
+			return func() error {
 				switch output {
 				case "":
 					_, err := fmt.Fprintln(stdout, "herd", Version)

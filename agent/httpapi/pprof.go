@@ -73,7 +73,7 @@ func servePprofNamed(w http.ResponseWriter, r *http.Request) {
 		pprofError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if name == "heap" && r.URL.Query().Get("gc") != "" {
+	if name == "heap" && boolParam(r, "gc") {
 		runtime.GC()
 	}
 	if debug > 0 {
