@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"io/fs"
 	"os"
 	"path"
@@ -193,7 +193,7 @@ func (w *worker) plan(desired []*api.Pod, observed []units.UnitState) []units.Ac
 	refused := w.recentRefusals()
 	acts, err := units.PlanBoard(units.Board{Desired: desired, Observed: observed, Refused: refused, Unrestarted: w.pendingRestart})
 	w.noteRenderErrors(desired, err)
-	w.noopPlan = [16]byte{}
+	w.noopPlan = 0
 	if len(acts) == 0 && err == nil && len(refused) == 0 {
 		w.noopPlan = key
 	}
@@ -236,10 +236,14 @@ func (w *worker) recentRefusals() map[string]string {
 	return out
 }
 
+// planSeed seeds planKey: keys are compared only within this process.
+var planSeed = maphash.MakeSeed()
+
 // planKey digests what Plan reads.
-func planKey(desired []*api.Pod, observed []units.UnitState) [16]byte {
-	h := fnv.New128a()
-	w := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+func planKey(desired []*api.Pod, observed []units.UnitState) uint64 {
+	var h maphash.Hash
+	h.SetSeed(planSeed)
+	w := func(s string) { h.WriteString(s); h.WriteByte(0) }
 	for _, p := range desired {
 		w(p.Metadata.Name)
 		w(strconv.FormatUint(p.Metadata.ResourceVersion, 10))
@@ -263,9 +267,7 @@ func planKey(desired []*api.Pod, observed []units.UnitState) [16]byte {
 			w(strconv.FormatInt(in.ExecMainStartMonotonic, 10))
 		}
 	}
-	var k [16]byte
-	h.Sum(k[:0])
-	return k
+	return h.Sum64()
 }
 
 // noteRenderErrors logs, once per pod and error, the pods Plan could not

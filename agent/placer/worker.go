@@ -36,7 +36,7 @@ type worker struct {
 	// the warm goroutine too.
 	reached     atomic.Bool
 	renderNoted map[string]string // pod → error already logged
-	noopPlan    [16]byte          // planKey of the last empty plan
+	noopPlan    uint64            // planKey of the last empty plan
 	// pendingRestart: units rewritten for a changed pod whose restart has
 	// not succeeded yet, with the hash of the content written.
 	pendingRestart map[string]string
