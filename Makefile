@@ -18,8 +18,8 @@ BUILD_TAGS := nethttpomithttp2
 # code (its passes and failovers). The kernel maps the whole binary into
 # every agent, and most of it (the HTTP server, TLS certificates,
 # templates, TOML, DNS, the log stores' setup) an idle agent never runs:
-# 0.95 MB smaller on amd64, so 0.9-1.1 MB less RSS on every agent, with the
-# same allocations and CPU at idle and a steady placer pass 6 % slower
+# 0.95 MB smaller on amd64, so 0.8-1.3 MB less RSS on every agent, with the
+# same allocations and CPU at idle and a steady placer pass 7 % slower
 # (BENCHMARKS.md, "Idle: a binary built for size").
 INLINED := runtime/... internal/... sync/... syscall time net crypto/... vendor/... \
 	github.com/hashicorp/go-msgpack/... github.com/herd-dev/herd/...
