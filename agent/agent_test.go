@@ -129,17 +129,11 @@ func (f *testFleet) client(i int) *client.Client {
 	return c
 }
 
-// waitFor polls cond until it returns nil or d passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() error) {
-	t.Helper()
-	testutil.Eventually(t, d, what, cond)
-}
-
 // leader waits until all running agents agree on one leader and returns its index.
 func (f *testFleet) leader() int {
 	f.t.Helper()
 	idx := -1
-	waitFor(f.t, "one agreed leader", 15*time.Second, func() error {
+	testutil.Eventually(f.t, 15*time.Second, "one agreed leader", func() error {
 		var id string
 		for _, r := range f.agents {
 			if r.a == nil {
@@ -182,7 +176,7 @@ func webDeployment(replicas int) api.Object {
 
 func (f *testFleet) waitObject(i int, kind api.Kind, name string, check func(api.RawObject) error) {
 	f.t.Helper()
-	waitFor(f.t, fmt.Sprintf("%s/%s on %s", kind, name, f.agents[i].cfg.Name), 10*time.Second, func() error {
+	testutil.Eventually(f.t, 10*time.Second, fmt.Sprintf("%s/%s on %s", kind, name, f.agents[i].cfg.Name), func() error {
 		o, err := f.agents[i].a.store.Get(kind, name)
 		if err != nil {
 			return err
@@ -216,7 +210,7 @@ func TestFleetReplicatesAndSurvivesLeaderLoss(t *testing.T) {
 	// The leader's recorder has listed the state once it records its
 	// election; a change committed before that list would be part of the
 	// state it starts from, with no event (a slow board, qemu under load).
-	waitFor(t, "the leader's election event", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "the leader's election event", func() error {
 		return f.hasEvents(lead, "LeaderElected node/a"+strconv.Itoa(lead+1))
 	})
 
@@ -249,7 +243,7 @@ func TestFleetReplicatesAndSurvivesLeaderLoss(t *testing.T) {
 	}
 
 	// The leader records events: its election, the scale.
-	waitFor(t, "events on the leader", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "events on the leader", func() error {
 		return f.hasEvents(lead, "LeaderElected node/a"+strconv.Itoa(lead+1), "Scaled deployment/web")
 	})
 
@@ -260,7 +254,7 @@ func TestFleetReplicatesAndSurvivesLeaderLoss(t *testing.T) {
 		t.Fatal("the crashed agent is still leader")
 	}
 	// The events survive, and the new leader records its election.
-	waitFor(t, "events after the leader's loss", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "events after the leader's loss", func() error {
 		return f.hasEvents(newLead, "Scaled deployment/web", "LeaderElected node/a"+strconv.Itoa(newLead+1))
 	})
 	obj, err := f.client(newLead).Get(ctx, api.KindDeployment, "web")
@@ -374,7 +368,7 @@ func TestGossipEventsReachAgent(t *testing.T) {
 		}
 		return "absent"
 	}
-	waitFor(t, "all members alive", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "all members alive", func() error {
 		for _, n := range []string{"a1", "a2", "a3"} {
 			if s := statusOf(0, n); s != "alive" {
 				return fmt.Errorf("%s is %s", n, s)
@@ -383,14 +377,14 @@ func TestGossipEventsReachAgent(t *testing.T) {
 		return nil
 	})
 	f.stopAgent(2) // graceful: leaves gossip
-	waitFor(t, "a3 left", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "a3 left", func() error {
 		if s := statusOf(0, "a3"); s != "left" {
 			return fmt.Errorf("a3 is %s", s)
 		}
 		return nil
 	})
 	f.crash(1) // silent: declared dead by the failure detector
-	waitFor(t, "a2 dead", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "a2 dead", func() error {
 		if s := statusOf(0, "a2"); s != "dead" {
 			return fmt.Errorf("a2 is %s", s)
 		}
@@ -425,7 +419,7 @@ func TestGossipOnlyAgentRefusesState(t *testing.T) {
 	if !errors.As(err, &ae) || ae.StatusCode != 503 {
 		t.Fatalf("list on a gossip-only agent: %v, want 503", err)
 	}
-	waitFor(t, "worker in gossip", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "worker in gossip", func() error {
 		for _, m := range f.agents[0].a.Status(t.Context()).Members {
 			if m.Name == "worker" && m.State == "alive" && !m.Server {
 				return nil

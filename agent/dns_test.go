@@ -35,7 +35,7 @@ func TestDNSListener(t *testing.T) {
 		t.Fatal("no DNS listener")
 	}
 	for _, network := range []string{"udp", "tcp"} {
-		waitFor(t, "a1.node.herd. over "+network, 15*time.Second, func() error {
+		testutil.Eventually(t, 15*time.Second, "a1.node.herd. over "+network, func() error {
 			q := new(dns.Msg)
 			q.SetQuestion("a1.node.herd.", dns.TypeA)
 			m, _, err := (&dns.Client{Net: network, Timeout: time.Second}).Exchange(q, addr)

@@ -81,7 +81,7 @@ func promtoolCheck(t *testing.T, body string) {
 func TestMetricsAfterPlacing(t *testing.T) {
 	f := newFleet(t, 3, 3)
 	lead := f.leader()
-	waitFor(t, "every board Ready", 15*time.Second, func() error {
+	testutil.Eventually(t, 15*time.Second, "every board Ready", func() error {
 		for _, name := range []string{"a1", "a2", "a3"} {
 			if n, err := f.node(lead, name); err != nil || n.Status.Phase != "Ready" {
 				return fmt.Errorf("%s not Ready (%v)", name, err)
@@ -96,7 +96,7 @@ func TestMetricsAfterPlacing(t *testing.T) {
 	a := f.agents[lead].a
 	url := a.APIAddrs()[0] + httpapi.MetricsPath
 	var body string
-	waitFor(t, "placements observed", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "placements observed", func() error {
 		body = scrape(t, url, a.APIToken())
 		if n, err := sample(body, "herd_placer_placement_duration_seconds_count"); err != nil || n < 2 {
 			return fmt.Errorf("placements %v (%v)", n, err)
@@ -155,7 +155,7 @@ func TestMetricsListenerOnWorker(t *testing.T) {
 	cfg.MetricsTokenFile = tokFile
 	w := f.start(cfg).a
 	base := "http://" + w.MetricsAddr()
-	waitFor(t, "worker sees the server", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "worker sees the server", func() error {
 		body := scrape(t, base+httpapi.MetricsPath, tok)
 		if v, err := sample(body, "herd_gossip_members", "state", "alive"); err != nil || v != 2 {
 			return fmt.Errorf("alive members %v (%v)", v, err)

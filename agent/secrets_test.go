@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units"
 )
 
@@ -40,7 +41,7 @@ func TestSecretsReachBoards(t *testing.T) {
 	}
 	onBoards := func(want string) {
 		t.Helper()
-		waitFor(t, "two running pods with "+want, 20*time.Second, func() error {
+		testutil.Eventually(t, 20*time.Second, "two running pods with "+want, func() error {
 			n := 0
 			for _, p := range f.pods(lead) {
 				if p.Status.Phase != api.PodRunning {

@@ -144,7 +144,7 @@ func TestWorkerAnswersFromItsView(t *testing.T) {
 	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	waitFor(t, "web.svc.herd. from the worker", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "web.svc.herd. from the worker", func() error {
 		q := new(dns.Msg)
 		q.SetQuestion("web.svc.herd.", dns.TypeA)
 		m, _, err := (&dns.Client{Timeout: time.Second}).Exchange(q, a.DNSAddr())
@@ -157,7 +157,7 @@ func TestWorkerAnswersFromItsView(t *testing.T) {
 		return nil
 	})
 	url := "http://127.0.0.1:" + strconv.Itoa(proxyPort) + "/"
-	waitFor(t, "a request through the worker's service port", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "a request through the worker's service port", func() error {
 		body, err := httpGet(url)
 		if err != nil {
 			return err
@@ -173,7 +173,7 @@ func TestWorkerAnswersFromItsView(t *testing.T) {
 		t.Errorf("herd_service_proxy_connections_total for the endpoint = %v, want ≥ 1", conns)
 	}
 	writeFileAtomic(t, viewFile, view())
-	waitFor(t, "the port refusing once the endpoint is gone", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "the port refusing once the endpoint is gone", func() error {
 		if body, err := httpGet(url); err == nil {
 			return fmt.Errorf("still answered %q", body)
 		}
@@ -194,7 +194,7 @@ func TestLeaderWritesViewToWorkers(t *testing.T) {
 	if _, err := f.client(0).Apply(context.Background(), []api.Object{svc}, false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the view on w1's board", 15*time.Second, func() error {
+	testutil.Eventually(t, 15*time.Second, "the view on w1's board", func() error {
 		b, ok := f.boards.Board("w1").File(svcview.Path)
 		if !ok {
 			return errors.New("no view file")

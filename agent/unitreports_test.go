@@ -90,7 +90,7 @@ func TestUnitReportsReachThePlacer(t *testing.T) {
 
 	// The first report makes the board a reporting one.
 	send(signer)
-	waitFor(t, "the first report kept", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "the first report kept", func() error {
 		if n := testMetric(t, f.agents[lead].a, "herd_unit_reports_total", "result", "kept"); n < 1 {
 			return fmt.Errorf("kept = %v", n)
 		}
@@ -104,7 +104,7 @@ func TestUnitReportsReachThePlacer(t *testing.T) {
 	}
 	board.ResetCalls()
 	send(forger)
-	waitFor(t, "the forged report refused", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "the forged report refused", func() error {
 		if n := testMetric(t, f.agents[lead].a, "herd_unit_reports_total", "result", "refused"); n < 1 {
 			return fmt.Errorf("refused = %v", n)
 		}
@@ -116,7 +116,7 @@ func TestUnitReportsReachThePlacer(t *testing.T) {
 
 	// The board's own report of the same crash is.
 	send(signer)
-	waitFor(t, "the reported restart in pod status", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "the reported restart in pod status", func() error {
 		if p := podNamed(f.pods(lead), pod); p.Status.Restarts != 1 {
 			return fmt.Errorf("restarts = %d", p.Status.Restarts)
 		}

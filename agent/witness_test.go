@@ -10,6 +10,7 @@ import (
 
 	"github.com/herd-dev/herd/agent/controller"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // node returns node name as agent i stores it.
@@ -60,7 +61,7 @@ func TestAgentCrashOnLiveBoardLosesNothing(t *testing.T) {
 			lead = f.leader()
 
 			var since time.Time
-			waitFor(t, vname+" Ready with AgentDown", 15*time.Second, func() error {
+			testutil.Eventually(t, 15*time.Second, vname+" Ready with AgentDown", func() error {
 				n, err := f.node(lead, vname)
 				if err != nil {
 					return err
@@ -74,7 +75,7 @@ func TestAgentCrashOnLiveBoardLosesNothing(t *testing.T) {
 			})
 			// Well past WitnessGrace the board is still Ready: the witness
 			// is renewed every second.
-			waitFor(t, "AgentDown to outlast the witness grace", 15*time.Second, func() error {
+			testutil.Eventually(t, 15*time.Second, "AgentDown to outlast the witness grace", func() error {
 				n, err := f.node(lead, vname)
 				if err != nil {
 					return err
@@ -90,7 +91,7 @@ func TestAgentCrashOnLiveBoardLosesNothing(t *testing.T) {
 			f.assertPods(lead, placed)
 
 			f.start(down)
-			waitFor(t, vname+" back without AgentDown", 15*time.Second, func() error {
+			testutil.Eventually(t, 15*time.Second, vname+" back without AgentDown", func() error {
 				n, err := f.node(lead, vname)
 				if err != nil {
 					return err

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // pods returns the stored pods as agent i sees them.
@@ -55,7 +56,7 @@ func countUnits(m map[string][]string) int {
 func (f *testFleet) runningPods(i, want int, exclude string) map[string]string {
 	f.t.Helper()
 	var placed map[string]string
-	waitFor(f.t, fmt.Sprintf("%d running pods", want), 20*time.Second, func() error {
+	testutil.Eventually(f.t, 20*time.Second, fmt.Sprintf("%d running pods", want), func() error {
 		placed = map[string]string{}
 		pods := f.pods(i)
 		if len(pods) != want {
@@ -89,7 +90,7 @@ func TestWorkloadsPlacedReplacedAndFenced(t *testing.T) {
 	lead := f.leader()
 	ctx := context.Background()
 	// Spreading one per board needs every board Ready (fenced) first.
-	waitFor(t, "every board Ready", 15*time.Second, func() error {
+	testutil.Eventually(t, 15*time.Second, "every board Ready", func() error {
 		for _, name := range []string{"a1", "a2", "a3"} {
 			n, err := f.node(lead, name)
 			if err != nil {
@@ -131,7 +132,7 @@ func TestWorkloadsPlacedReplacedAndFenced(t *testing.T) {
 	// Its pod is replaced on the others: 3 running elsewhere.
 	lead = f.leader()
 	f.runningPods(lead, 3, vname)
-	waitFor(t, "node NotReady", 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "node NotReady", func() error {
 		o, err := f.agents[lead].a.store.Get(api.KindNode, vname)
 		if err != nil {
 			return err
@@ -147,7 +148,7 @@ func TestWorkloadsPlacedReplacedAndFenced(t *testing.T) {
 	// removed) before it is Ready, and exactly 3 units run in the fleet.
 	f.boards.Board(vname).SetUnreachable(false)
 	f.start(down)
-	waitFor(t, "returning board fenced and Ready", 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, "returning board fenced and Ready", func() error {
 		o, err := f.agents[lead].a.store.Get(api.KindNode, vname)
 		if err != nil {
 			return err
@@ -171,7 +172,7 @@ func TestWorkloadsPlacedReplacedAndFenced(t *testing.T) {
 	if err := f.client(lead).Delete(ctx, api.KindDeployment, "web"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "units removed after delete", 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, "units removed after delete", func() error {
 		if n := len(f.pods(lead)); n != 0 {
 			return fmt.Errorf("%d pods left", n)
 		}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units/sshexec"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
@@ -245,7 +246,7 @@ func (l *lab) options(t *testing.T, remotes map[string]*counting, boards ...stri
 	o.Labels = map[string]string{"room": "lab"}
 	o.Binaries = Binaries{Single: l.binary}
 	o.Root, o.RootPerBoard = l.root, true
-	o.Logger = testLogger(t)
+	o.Logger = testutil.Logger(t)
 	o.Progress = func(board, msg string) { t.Logf("%s: %s", board, msg) }
 	o.wrap = func(board string, r Remote) Remote {
 		mu.Lock()

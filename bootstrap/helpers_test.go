@@ -5,12 +5,9 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"flag"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/herd-dev/herd/internal/testutil"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -71,6 +68,3 @@ func writeFile(t *testing.T, dir, name string, content []byte, mode os.FileMode)
 	}
 	return p
 }
-
-// testLogger writes to t.Log until the test ends.
-func testLogger(t testing.TB) *slog.Logger { return testutil.Logger(t) }

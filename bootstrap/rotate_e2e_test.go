@@ -15,6 +15,7 @@ import (
 	"github.com/herd-dev/herd/agent"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/raftstore"
 )
 
@@ -34,7 +35,7 @@ func gossipNode(t *testing.T, name string, keys [][]byte) *gossip.Gossip {
 	cfg := gossip.DefaultLocalConfig()
 	cfg.Name, cfg.Key, cfg.AcceptKeys = name, keys[0], keys[1:]
 	cfg.Meta = gossip.Meta{SSHAddr: "127.0.0.1:22", BoardFacts: api.BoardFacts{Arch: "amd64"}, Version: "test"}
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testutil.Logger(t)
 	g, err := gossip.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -5,10 +5,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -414,9 +416,9 @@ func TestGetWatch(t *testing.T) {
 	go func() { done <- h.runTo(&stdout, &stderr, "get", "pods", "-l", "app=web", "-w") }()
 	// The first watch delivered the placed pod: end it, as a snapshot
 	// restore does, so herdctl lists again.
-	waitFor(t, "the started pod's row", func() bool { return strings.Contains(stdout.String(), "web-zz81p   pi1      Running") })
+	testutil.Until(t, 10*time.Second, "the started pod's row", func() bool { return strings.Contains(stdout.String(), "web-zz81p   pi1      Running") })
 	h.store.EndWatches()
-	waitFor(t, "the deleted pod's row", func() bool { return strings.Count(stdout.String(), "web-b9d4m") == 2 })
+	testutil.Until(t, 10*time.Second, "the deleted pod's row", func() bool { return strings.Count(stdout.String(), "web-b9d4m") == 2 })
 	h.cancel() // Ctrl-C
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())

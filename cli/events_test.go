@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 func testEvent(rv uint64, at time.Duration, kind api.Kind, name, reason, node, msg string) *api.Event {
@@ -52,7 +53,7 @@ func TestEventsTimeline(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int)
 	go func() { done <- h.runTo(&stdout, &stderr, "events", "-w", "--for", "pod/web-y") }()
-	waitFor(t, "the recorded event", func() bool { return strings.Contains(stdout.String(), "ready on b4") })
+	testutil.Until(t, 10*time.Second, "the recorded event", func() bool { return strings.Contains(stdout.String(), "ready on b4") })
 	h.cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("events -w: exit %d: %s", code, stderr.String())

@@ -380,12 +380,6 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testutil.Until(t, 10*time.Second, what, cond)
-}
-
 func intp(n int) *int { return &n }
 
 // fixtures returns one object of every kind in several states, created at

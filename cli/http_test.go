@@ -4,8 +4,10 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // These tests make herdctl build its client itself (newClient) from the
@@ -119,7 +121,7 @@ func TestHTTPWatchAndWait(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int)
 	go func() { done <- h.runTo(&stdout, &stderr, "--addr", url, "get", "nodes", "-w") }()
-	waitFor(t, "the watched node", func() bool { return strings.Contains(stdout.String(), "pi9") })
+	testutil.Until(t, 10*time.Second, "the watched node", func() bool { return strings.Contains(stdout.String(), "pi9") })
 	h.cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("get -w: exit %d: %s", code, stderr.String())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // twoLines is a journal reader standing in for the board's.
@@ -100,7 +101,7 @@ func TestLogsFollowInterrupt(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int)
 	go func() { done <- h.runTo(&stdout, &stderr, "logs", "web-1", "-f") }()
-	waitFor(t, "the first line", func() bool { return stdout.String() != "" })
+	testutil.Until(t, 10*time.Second, "the first line", func() bool { return stdout.String() != "" })
 	h.cancel() // Ctrl-C
 	if code := <-done; code != 0 || stdout.String() != "web-1: started\n" || stderr.String() != "" {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 0 and the line only", code, stdout.String(), stderr.String())
@@ -146,7 +147,7 @@ func TestLogsEndToEnd(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int)
 	go func() { done <- h.runTo(&stdout, &stderr, "logs", "pod/web-b9d4m", "-f") }()
-	waitFor(t, "the streamed line", func() bool { return stdout.String() != "" })
+	testutil.Until(t, 10*time.Second, "the streamed line", func() bool { return stdout.String() != "" })
 	h.cancel() // Ctrl-C
 	if code := <-done; code != 0 || stdout.String() != "herd-web-b9d4m.service on pi2 since \"\" tail 0\n" || stderr.String() != "" {
 		t.Errorf("follow: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())

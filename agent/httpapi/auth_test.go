@@ -187,7 +187,7 @@ func TestPeerCredentialsOnSocket(t *testing.T) {
 			}
 			cfg := httpapi.DefaultConfig()
 			cfg.Store = raftstore.NewMemStore(nil)
-			cfg.Logger = testLogger(t)
+			cfg.Logger = testutil.Logger(t)
 			cfg.Token = testToken
 			cfg.SocketUIDs = tc.uids
 			s, err := httpapi.New(cfg)
@@ -220,7 +220,7 @@ func TestPeerCredentialsOnSocket(t *testing.T) {
 func TestPeerCredentialsDoNotApplyToTCP(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = raftstore.NewMemStore(nil)
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testutil.Logger(t)
 	cfg.Token = testToken
 	cfg.SocketUIDs = []int{os.Getuid()}
 	s, err := httpapi.New(cfg)
@@ -406,7 +406,7 @@ func TestUserCannotWriteStatus(t *testing.T) {
 func TestConnectionCap(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = raftstore.NewMemStore(nil)
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testutil.Logger(t)
 	cfg.Token = testToken
 	cfg.MaxConns = 2
 	s, err := httpapi.New(cfg)
@@ -458,7 +458,7 @@ func TestConnectionCap(t *testing.T) {
 func TestBodyReadDeadline(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = raftstore.NewMemStore(nil)
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testutil.Logger(t)
 	cfg.Token = testToken
 	cfg.ReadTimeout = 200 * time.Millisecond
 	cfg.Heartbeat = 50 * time.Millisecond

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,9 +26,6 @@ var _ httpapi.Store = (*raftstore.MemStore)(nil)
 // t0 is the fixed time of the test clock.
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// testLogger writes to t.Log.
-func testLogger(t *testing.T) *slog.Logger { return testutil.Logger(t) }
-
 // testToken is the token newEnv's server accepts and its client sends.
 const testToken = "test-token-0123456789abcdef"
 
@@ -46,7 +42,7 @@ func newEnv(t *testing.T, mutate ...func(*httpapi.Config)) *env {
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = st
 	cfg.Clock = clocktest.New(t0)
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testutil.Logger(t)
 	cfg.Token = testToken
 	cfg.Status = func(context.Context) api.ClusterStatus {
 		return api.ClusterStatus{Node: "pi1", Leader: "pi1", Version: "test",
@@ -165,12 +161,6 @@ func diff(t *testing.T, what string, want, got any, opts ...cmp.Option) {
 	if d := cmp.Diff(want, got, opts...); d != "" {
 		t.Errorf("%s mismatch (-want +got):\n%s", what, d)
 	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testutil.Until(t, 10*time.Second, what, cond)
 }
 
 func decodeErr(t *testing.T, body string) api.APIError {

@@ -19,7 +19,7 @@ func apiOn(t *testing.T, rc *raftstore.TestCluster, i int, writeTimeout time.Dur
 	t.Helper()
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = rc.Stores[i]
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testutil.Logger(t)
 	cfg.Token = testToken
 	cfg.WriteTimeout = writeTimeout
 	s, err := httpapi.New(cfg)

@@ -14,6 +14,7 @@ import (
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/raftstore"
 )
 
@@ -21,7 +22,7 @@ func newServer(t *testing.T, token string) *httpapi.Server {
 	t.Helper()
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = raftstore.NewMemStore(nil)
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testutil.Logger(t)
 	cfg.Token = token
 	s, err := httpapi.New(cfg)
 	if err != nil {

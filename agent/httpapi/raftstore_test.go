@@ -9,6 +9,7 @@ import (
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/raftstore"
 )
 
@@ -21,7 +22,7 @@ func TestRealStore(t *testing.T) {
 	rc := raftstore.NewTestCluster(t, 1)
 	cfg := httpapi.DefaultConfig()
 	cfg.Store = rc.Stores[rc.Leader()]
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testutil.Logger(t)
 	cfg.Token = testToken
 	s, err := httpapi.New(cfg)
 	if err != nil {

@@ -116,7 +116,7 @@ func TestDevAgentTokenReachesHerdctl(t *testing.T) {
 	// herdctl's only hint is the loopback address (the test cannot use the
 	// default 127.0.0.1:7948, which another agent may hold).
 	ctlEnv := append(env, "HERD_ADDR=http://"+addr)
-	waitFor(t, "herdctl get nodes against the dev agent", 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, "herdctl get nodes against the dev agent", func() error {
 		if code, out := herdctl(ctl, ctlEnv, "get", "nodes"); code != 0 {
 			return fmt.Errorf("exit %d: %s", code, out)
 		}
@@ -158,7 +158,7 @@ func TestDevAgentGivenTokenFile(t *testing.T) {
 	}
 	api, cmd, done := startDev(t, herd, dir, env, "--api-token-file", tokFile)
 	ctlEnv := append(env, "HERD_ADDR=http://"+api, "HERD_TOKEN_FILE="+tokFile)
-	waitFor(t, "herdctl with the given token file", 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, "herdctl with the given token file", func() error {
 		if code, out := herdctl(ctl, ctlEnv, "get", "nodes"); code != 0 {
 			return fmt.Errorf("exit %d: %s", code, out)
 		}

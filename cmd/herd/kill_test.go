@@ -26,11 +26,6 @@ type proc struct {
 	cmd            *exec.Cmd
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() error) {
-	t.Helper()
-	testutil.Eventually(t, d, what, cond)
-}
-
 func (p *proc) start(t *testing.T, bin string) {
 	t.Helper()
 	logf, err := os.OpenFile(filepath.Join(p.dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -94,7 +89,7 @@ func TestKill9LeaderLosesNothing(t *testing.T) {
 		return st.Leader, nil
 	}
 	var leader string
-	waitFor(t, "a leader", 20*time.Second, func() (err error) { leader, err = leaderOf(c); return err })
+	testutil.Eventually(t, 20*time.Second, "a leader", func() (err error) { leader, err = leaderOf(c); return err })
 
 	// Apply a batch of objects, one acknowledged write at a time.
 	const n = 20
@@ -121,7 +116,7 @@ func TestKill9LeaderLosesNothing(t *testing.T) {
 		}
 	}
 	sc, _ := client.New(survivors, client.Options{Token: testToken, Timeout: 5 * time.Second})
-	waitFor(t, "a new leader", 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, "a new leader", func() error {
 		l, err := leaderOf(sc)
 		if err != nil {
 			return err
@@ -134,7 +129,7 @@ func TestKill9LeaderLosesNothing(t *testing.T) {
 	// Every acknowledged write must show up. Reads are linearizable, but
 	// the first ones after the election may fail (503) until the new
 	// leader has passed its barrier, hence the wait.
-	waitFor(t, "every acknowledged service on the survivors", 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, "every acknowledged service on the survivors", func() error {
 		items, _, err := sc.List(ctx, api.KindService)
 		if err != nil {
 			return err
@@ -147,7 +142,7 @@ func TestKill9LeaderLosesNothing(t *testing.T) {
 	// Restart the killed agent from its data dir: it serves all of them.
 	victim.start(t, bin)
 	vc, _ := client.New([]string{"http://" + victim.api}, client.Options{Token: testToken, Timeout: 5 * time.Second})
-	waitFor(t, "the restarted agent to catch up", 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, "the restarted agent to catch up", func() error {
 		items, _, err := vc.List(ctx, api.KindService)
 		if err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
 
@@ -92,7 +93,7 @@ func ackedConnTo(t *testing.T, e *Executor) *conn {
 	}
 	waits := 0
 	last := c.acks.since.Load()
-	waitFor(t, "two keepalives acknowledged", 20*time.Second, func() bool {
+	testutil.Until(t, 20*time.Second, "two keepalives acknowledged", func() bool {
 		if s := c.acks.since.Load(); s != last {
 			last = s
 			waits++
@@ -117,7 +118,7 @@ func TestSilenceOfADroppedPeer(t *testing.T) {
 	}
 	ackedConnTo(t, e)
 	undo := dropFrom(t, srv)
-	waitFor(t, "the silence to exceed 300ms", 20*time.Second, func() bool { return e.Silence("b1") > 300*time.Millisecond })
+	testutil.Until(t, 20*time.Second, "the silence to exceed 300ms", func() bool { return e.Silence("b1") > 300*time.Millisecond })
 
 	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
@@ -126,7 +127,7 @@ func TestSilenceOfADroppedPeer(t *testing.T) {
 	}
 
 	undo()
-	waitFor(t, "the silence to end", 20*time.Second, func() bool { return e.Silence("b1") == 0 })
+	testutil.Until(t, 20*time.Second, "the silence to end", func() bool { return e.Silence("b1") == 0 })
 	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
 		t.Fatalf("Run after the peer acknowledged again: %v", err)
 	}
@@ -146,7 +147,7 @@ func TestKeepaliveAckedDetectsDeadPeer(t *testing.T) {
 	}
 	ackedConnTo(t, e)
 	undo := dropFrom(t, srv)
-	waitFor(t, "the keepalives to declare the peer dead", 20*time.Second, func() bool {
+	testutil.Until(t, 20*time.Second, "the keepalives to declare the peer dead", func() bool {
 		return e.Stats().KeepaliveTimeouts == 1
 	})
 	undo()

@@ -522,7 +522,7 @@ func TestRunCancellation(t *testing.T) {
 		_, err := e.Run(ctx, "b1", []string{"sleep", "60"})
 		errc <- err
 	}()
-	waitFor(t, "the session to open", 20*time.Second, func() bool { return e.Stats().OpenSessions == 1 })
+	testutil.Until(t, 20*time.Second, "the session to open", func() bool { return e.Stats().OpenSessions == 1 })
 	cancel()
 	returnsWith(t, errc, context.Canceled, "Run did not return after cancellation")
 }
@@ -543,7 +543,7 @@ func TestKeepaliveDetectsDeadPeer(t *testing.T) {
 	}
 	srv.PauseConnections()
 	t.Cleanup(srv.ResumeConnections)
-	waitFor(t, "the keepalive to declare the peer dead", 20*time.Second, func() bool {
+	testutil.Until(t, 20*time.Second, "the keepalive to declare the peer dead", func() bool {
 		return e.Stats().KeepaliveTimeouts == 1
 	})
 	srv.ResumeConnections()

@@ -3,7 +3,6 @@ package sshexec
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -13,9 +12,6 @@ import (
 
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
-
-// testLogger writes to t.Log until the test ends.
-func testLogger(t testing.TB) *slog.Logger { return testutil.Logger(t) }
 
 // pinned is a HostKeyLookup over a fixed table.
 func pinned(nodes map[string]*sshdtest.Server) HostKeyLookup {
@@ -40,7 +36,7 @@ func newTestExecutor(t testing.TB, srv *sshdtest.Server, mutate func(*Config)) *
 	cfg.User = srv.User
 	cfg.Signers = []ssh.Signer{srv.ClientSigner}
 	cfg.HostKeys = pinned(map[string]*sshdtest.Server{"b1": srv})
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testutil.Logger(t)
 	cfg.Jitter = func() float64 { return 0.5 }
 	if mutate != nil {
 		mutate(&cfg)
@@ -73,10 +69,4 @@ func returnsWith(t testing.TB, errc <-chan error, want error, stuck string) {
 	case <-time.After(20 * time.Second):
 		t.Fatal(stuck)
 	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, deadline time.Duration, cond func() bool) {
-	t.Helper()
-	testutil.Until(t, deadline, what, cond)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units"
 	"github.com/herd-dev/herd/units/artifact"
 )
@@ -371,7 +372,7 @@ func TestListLocalBounds(t *testing.T) {
 		errc <- err
 	}()
 	var pid int
-	waitFor(t, "systemctl to start", 10*time.Second, func() bool {
+	testutil.Until(t, 10*time.Second, "systemctl to start", func() bool {
 		b, err := os.ReadFile(pidFile)
 		if err != nil {
 			return false
@@ -383,7 +384,7 @@ func TestListLocalBounds(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled listing: %v, want context.Canceled", err)
 	}
-	waitFor(t, "systemctl to be killed", 10*time.Second, func() bool { return processGone(pid) })
+	testutil.Until(t, 10*time.Second, "systemctl to be killed", func() bool { return processGone(pid) })
 }
 
 // BenchmarkListingScript and BenchmarkListingGo list the mixed board

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/internal/clock/clocktest"
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
 
@@ -114,7 +115,7 @@ func TestBoardSession(t *testing.T) {
 			_, err := e.Run(ctx, "b1", []string{"sleep", "60"})
 			errc <- err
 		}()
-		waitFor(t, "the request to be in flight", 20*time.Second, func() bool { return e.Stats().OpenSessions == 1 })
+		testutil.Until(t, 20*time.Second, "the request to be in flight", func() bool { return e.Stats().OpenSessions == 1 })
 		cancel()
 		returnsWith(t, errc, context.Canceled, "Run did not return after cancellation")
 	})
@@ -179,14 +180,14 @@ func TestCloseIdle(t *testing.T) {
 		_, err := e.Run(running, "b1", []string{"sleep", "60"})
 		done <- err
 	}()
-	waitFor(t, "the command to start", 10*time.Second, func() bool { return e.Stats().OpenSessions == 1 })
+	testutil.Until(t, 10*time.Second, "the command to start", func() bool { return e.Stats().OpenSessions == 1 })
 	clk.Advance(time.Hour)
 	if got := e.CloseIdle(2 * time.Minute); len(got) != 0 {
 		t.Fatalf("CloseIdle closed %v with a command in flight", got)
 	}
 	cancel()
 	<-done
-	waitFor(t, "the command's slot to be free", 10*time.Second, func() bool { return e.Stats().OpenSessions == 0 })
+	testutil.Until(t, 10*time.Second, "the command's slot to be free", func() bool { return e.Stats().OpenSessions == 0 })
 
 	clk.Advance(2 * time.Minute)
 	if diff := cmp.Diff([]string{"b1"}, e.CloseIdle(2*time.Minute)); diff != "" {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/units/sshexec/sshdtest"
 )
 
@@ -35,11 +36,11 @@ func TestSilenceOfAPausedPeer(t *testing.T) {
 	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "keepalives to be answered", 20*time.Second, func() bool { return e.Silence("b1") < 50*time.Millisecond })
+	testutil.Until(t, 20*time.Second, "keepalives to be answered", func() bool { return e.Silence("b1") < 50*time.Millisecond })
 
 	srv.PauseConnections()
 	t.Cleanup(srv.ResumeConnections)
-	waitFor(t, "the silence to exceed 300ms", 20*time.Second, func() bool { return e.Silence("b1") > 300*time.Millisecond })
+	testutil.Until(t, 20*time.Second, "the silence to exceed 300ms", func() bool { return e.Silence("b1") > 300*time.Millisecond })
 
 	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
@@ -53,7 +54,7 @@ func TestSilenceOfAPausedPeer(t *testing.T) {
 	}
 
 	srv.ResumeConnections()
-	waitFor(t, "the silence to end", 20*time.Second, func() bool { return e.Silence("b1") < 50*time.Millisecond })
+	testutil.Until(t, 20*time.Second, "the silence to end", func() bool { return e.Silence("b1") < 50*time.Millisecond })
 	if _, err := e.Run(ctx, "b1", []string{"true"}); err != nil {
 		t.Fatalf("Run after the peer answered again: %v", err)
 	}
@@ -77,14 +78,14 @@ func TestSilenceOfAHangingDial(t *testing.T) {
 		_, err := e.Run(ctx, "b1", []string{"true"})
 		errc <- err
 	}()
-	waitFor(t, "the dial's silence to exceed 200ms", 20*time.Second, func() bool { return e.Silence("b1") > 200*time.Millisecond })
+	testutil.Until(t, 20*time.Second, "the dial's silence to exceed 200ms", func() bool { return e.Silence("b1") > 200*time.Millisecond })
 	if err := <-errc; err == nil {
 		t.Fatal("Run through a dial that never connects succeeded")
 	}
 	// The unanswered connect counts as silence for a while after it was
 	// given up (silenceAfterDial), then no more: the board is dialled
 	// afresh.
-	waitFor(t, "the silence to end after the dial gave up", 20*time.Second, func() bool { return e.Silence("b1") == 0 })
+	testutil.Until(t, 20*time.Second, "the silence to end after the dial gave up", func() bool { return e.Silence("b1") == 0 })
 }
 
 // Right after a connect that got no answer was given up, the board still
@@ -159,13 +160,13 @@ func TestCancelOnASilentPeerDoesNotWait(t *testing.T) {
 				_, err := e.Run(ctx, "b1", []string{"sh", "-c", `: > "$1"; exec sleep 60`, "x", started})
 				errc <- err
 			}()
-			waitFor(t, "the command to start", 20*time.Second, func() bool {
+			testutil.Until(t, 20*time.Second, "the command to start", func() bool {
 				_, err := os.Stat(started)
 				return err == nil
 			})
 			srv.PauseConnections()
 			t.Cleanup(srv.ResumeConnections)
-			waitFor(t, "the silence to exceed cancelSilence", 20*time.Second, func() bool { return e.Silence("b1") > cancelSilence })
+			testutil.Until(t, 20*time.Second, "the silence to exceed cancelSilence", func() bool { return e.Silence("b1") > cancelSilence })
 			cancel()
 			returnsWith(t, errc, context.Canceled, "Run cancelled on a silent board waited for the board (cancelGrace)")
 		})

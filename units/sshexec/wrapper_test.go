@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // nastyArgs must arrive on the board exactly as sent.
@@ -251,7 +252,7 @@ func TestWrapperLifeline(t *testing.T) {
 				frame, _ := encodeArgv(tt.argv)
 				lw := startWrapperLocally(t, sh, frame)
 				var pid int
-				waitFor(t, "the command to start", 20*time.Second, func() bool {
+				testutil.Until(t, 20*time.Second, "the command to start", func() bool {
 					line, _, ok := strings.Cut(lw.stdout.String(), "\n")
 					if ok {
 						pid, _ = strconv.Atoi(line)
@@ -263,7 +264,7 @@ func TestWrapperLifeline(t *testing.T) {
 				if status >= 0 {
 					t.Errorf("wrapper exited with status %d, want killed by a signal", status)
 				}
-				waitFor(t, "the command to be gone", 20*time.Second, func() bool { return processGone(pid) })
+				testutil.Until(t, 20*time.Second, "the command to be gone", func() bool { return processGone(pid) })
 			})
 		}
 	}
