@@ -5,12 +5,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/herd-dev/herd/raftstore"
 	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/herd-dev/herd/raftstore"
 
 	"github.com/BurntSushi/toml"
 	"github.com/herd-dev/herd/api"
@@ -38,7 +39,8 @@ const (
 // (data_dir → --data-dir); flags win over the file.
 type Config struct {
 	// Name of this board: a DNS label, unique in the cluster. Default: the
-	// host name.
+	// host name's first label in lower case (api.NameFromHost); a host
+	// name that does not make a DNS label needs a name given here.
 	Name string `toml:"name"`
 	// DataDir holds the Raft log, snapshots and the node's state.
 	DataDir string `toml:"data_dir"`
@@ -166,7 +168,7 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Name:           sanitizeName(host),
+		Name:           api.NameFromHost(host),
 		DataDir:        DefaultDataDir,
 		Server:         true,
 		GossipKeyFile:  DefaultGossipKeyFile,
@@ -200,21 +202,6 @@ func DevConfig(dataDir string) Config {
 	c.ServiceProxy = "127.0.0.1"
 	c.Dev = true
 	return c
-}
-
-func sanitizeName(h string) string {
-	h = strings.ToLower(strings.SplitN(h, ".", 2)[0])
-	var b strings.Builder
-	for _, r := range h {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
-			b.WriteRune(r)
-		}
-	}
-	s := strings.Trim(b.String(), "-")
-	if len(s) > 63 {
-		s = s[:63]
-	}
-	return s
 }
 
 // LoadConfigFile decodes a TOML agent configuration over c. Unknown keys
@@ -322,7 +309,7 @@ func (p *problems) add(format string, a ...any) {
 // directory (an absolute path) and bootstrap_expect (0-7, servers only).
 func (c *Config) validateNode(errs *problems) {
 	if err := api.ValidateName(c.Name); err != nil {
-		errs.add("%v (1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit)", err)
+		errs.add("%v (1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit; without name in the file or --name, the host name's first label)", err)
 	}
 	if c.DataDir == "" {
 		errs.add("data_dir: must be set")

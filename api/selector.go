@@ -171,6 +171,16 @@ func SanitizeLabelValue(s string) string {
 	return strings.Trim(out, "-._")
 }
 
+// NameFromHost is the node name a board takes from its host name when it
+// is given none: the host name's first label in lower case ("Pi-4.lan" →
+// "pi-4"). The result is not checked: ValidateName says whether it is a
+// name, and a host name that does not make one ("my_pi") needs a name
+// given explicitly.
+func NameFromHost(host string) string {
+	first, _, _ := strings.Cut(host, ".")
+	return strings.ToLower(first)
+}
+
 // ValidateName checks a DNS-label-like object name: lower-case letters,
 // digits and '-', starting and ending with a letter or digit, at most
 // MaxNameLength characters.

@@ -127,6 +127,30 @@ func TestSanitizeLabelValue(t *testing.T) {
 	}
 }
 
+func TestNameFromHost(t *testing.T) {
+	tests := []struct {
+		host, want string
+		valid      bool
+	}{
+		{"raspberrypi", "raspberrypi", true},
+		{"Pi-4.lan", "pi-4", true},
+		{"b1.lab.example.", "b1", true},
+		{"my_pi", "my_pi", false},
+		{"-pi", "-pi", false},
+		{"", "", false},
+		{strings.Repeat("a", 64) + ".lan", strings.Repeat("a", 64), false},
+	}
+	for _, tt := range tests {
+		got := NameFromHost(tt.host)
+		if got != tt.want {
+			t.Errorf("NameFromHost(%q) = %q, want %q", tt.host, got, tt.want)
+		}
+		if err := ValidateName(got); (err == nil) != tt.valid {
+			t.Errorf("ValidateName(NameFromHost(%q)) = %v, want valid %v", tt.host, err, tt.valid)
+		}
+	}
+}
+
 func TestValidateNameAndLabels(t *testing.T) {
 	for _, ok := range []string{"a", "web-1", "0", strings.Repeat("a", 63)} {
 		if err := ValidateName(ok); err != nil {

@@ -316,22 +316,22 @@ func orDefault(s, def string) string {
 // first label, lower case) or from the alias it was given as (an IP
 // address becomes its digits joined by '-'). The result must be a DNS label.
 func BoardName(from string, t Target, hostname string) (string, error) {
-	var raw, src string
+	var name, raw, src string
 	switch from {
 	case "", NameFromHostname:
 		raw, src = hostname, "host name"
-		raw = strings.SplitN(raw, ".", 2)[0]
+		name = api.NameFromHost(raw)
 	case NameFromAlias:
 		raw, src = t.Alias, "alias"
 		if ip := net.ParseIP(raw); ip != nil {
-			raw = strings.NewReplacer(".", "-", ":", "-").Replace(ip.String())
+			// "::1" becomes "1", not "--1".
+			name = strings.Trim(strings.NewReplacer(".", "-", ":", "-").Replace(ip.String()), "-")
 		} else {
-			raw = strings.SplitN(raw, ".", 2)[0]
+			name = api.NameFromHost(raw)
 		}
 	default:
 		return "", fmt.Errorf("%w: --name-from %q: want hostname or alias", ErrPlan, from)
 	}
-	name := strings.Trim(strings.ToLower(raw), "-")
 	if api.ValidateName(name) != nil {
 		return "", fmt.Errorf("%w: %s: %s %q does not make a valid node name (1-63 of a-z, 0-9, '-'); set the board's host name or use --name-from", ErrPlan, t.Arg, src, raw)
 	}

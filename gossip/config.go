@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/internal/clock"
 )
 
@@ -24,8 +25,8 @@ var ErrConfig = errors.New("gossip: invalid config")
 // Config configures a Gossip. Start from DefaultLANConfig (boards) or
 // DefaultLocalConfig (tests on loopback) and set Name, Key and Meta.
 type Config struct {
-	// Name is this node's unique name in the cluster, DNS-label-like
-	// ([a-z0-9-], at most 63 characters); it becomes the api.Node name.
+	// Name is this node's unique name in the cluster, a valid object name
+	// (api.ValidateName); it becomes the api.Node name.
 	Name string
 	// BindAddr is the IP address to listen on (TCP and UDP).
 	BindAddr string
@@ -224,8 +225,8 @@ func DefaultLocalConfig() Config {
 func (c Config) Validate() error {
 	var p []string
 	var causes []error
-	if err := checkName(c.Name); err != nil {
-		p = append(p, fmt.Sprintf("Name %q: %v", c.Name, err))
+	if err := api.ValidateName(c.Name); err != nil {
+		p = append(p, fmt.Sprintf("Name: %v", err))
 	}
 	if net.ParseIP(c.BindAddr) == nil {
 		p = append(p, fmt.Sprintf("BindAddr %q: not an IP address", c.BindAddr))
@@ -311,27 +312,6 @@ func (t Timing) problems() []string {
 	}
 	pos("TCPTimeout", t.TCPTimeout)
 	return p
-}
-
-// checkName accepts DNS-label-like names: [a-z0-9-], 1-63 characters, not
-// starting or ending with '-'.
-func checkName(s string) error {
-	if s == "" {
-		return errors.New("empty")
-	}
-	if len(s) > 63 {
-		return fmt.Errorf("%d characters, at most 63", len(s))
-	}
-	for i, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-'
-		if !ok {
-			return fmt.Errorf("character %q at %d: use [a-z0-9-]", r, i)
-		}
-	}
-	if s[0] == '-' || s[len(s)-1] == '-' {
-		return errors.New("starts or ends with '-'")
-	}
-	return nil
 }
 
 // memberlistConfig translates c into memberlist's configuration.

@@ -38,8 +38,8 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{"name empty", func(c *Config) { c.Name = "" }, "Name"},
-		{"name upper", func(c *Config) { c.Name = "Pi1" }, "character 'P'"},
-		{"name dash", func(c *Config) { c.Name = "-pi" }, "starts or ends"},
+		{"name upper", func(c *Config) { c.Name = "Pi1" }, "only lower-case letters"},
+		{"name dash", func(c *Config) { c.Name = "-pi" }, "must start and end"},
 		{"name long", func(c *Config) { c.Name = strings.Repeat("a", 64) }, "at most 63"},
 		{"bind addr", func(c *Config) { c.BindAddr = "pi.local" }, "BindAddr"},
 		{"advertise addr", func(c *Config) { c.AdvertiseAddr = "x" }, "AdvertiseAddr"},

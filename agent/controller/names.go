@@ -19,7 +19,7 @@ import (
 // hands one out twice.
 
 // maxNameLen is the longest object name (a DNS label).
-const maxNameLen = 63
+const maxNameLen = api.MaxNameLength
 
 // suffixAlphabet avoids vowels (no words) and look-alike characters.
 const suffixAlphabet = "bcdfghjkmnpqrstvwxz2456789"
