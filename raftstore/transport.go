@@ -73,27 +73,14 @@ type identity struct {
 // HKDF-SHA256; the public keys derived from accepted are accepted from
 // peers too. Every call with the same key yields the same public key.
 func deriveIdentity(serverKey []byte, accepted ...[]byte) (*identity, error) {
-	priv, err := derivePrivate(serverKey)
+	cert, err := Certificate(serverKey)
 	if err != nil {
 		return nil, err
 	}
-	pub := priv.Public().(ed25519.PublicKey)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "herd raft"},
-		NotBefore:             time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
-		NotAfter:              time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC),
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
-	if err != nil {
-		return nil, fmt.Errorf("raftstore: transport certificate: %w", err)
-	}
+	pub := cert.PrivateKey.(ed25519.PrivateKey).Public().(ed25519.PublicKey)
 	id := &identity{
 		pub:    pub,
-		cert:   tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv},
+		cert:   cert,
 		accept: []ed25519.PublicKey{pub},
 	}
 	for _, k := range accepted {
@@ -104,6 +91,30 @@ func deriveIdentity(serverKey []byte, accepted ...[]byte) (*identity, error) {
 		id.accept = append(id.accept, p.Public().(ed25519.PublicKey))
 	}
 	return id, nil
+}
+
+// Certificate is the TLS certificate every holder of serverKey presents
+// to the other servers: self-signed, on the ed25519 key derived from
+// serverKey (derivePrivate). Peers accept it for its public key alone.
+func Certificate(serverKey []byte) (tls.Certificate, error) {
+	priv, err := derivePrivate(serverKey)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "herd raft"},
+		NotBefore:             time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
+		NotAfter:              time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, priv.Public(), priv)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("raftstore: transport certificate: %w", err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}, nil
 }
 
 // derivePrivate derives the ed25519 transport key of one server key.

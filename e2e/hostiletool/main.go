@@ -12,21 +12,16 @@
 //	hostiletool flood  -addrs A,B -n 200 -for 60s       idle TCP connections held open (reopened when closed)
 //	hostiletool gossip -join A -bind IP [-key none|random] -for 10s  memberlist join
 //
-// The transport handshake mirrors raftstore/transport.go (TLS 1.3, an
-// ed25519 identity derived from a 32-byte key with HKDF-SHA256, info "herd
-// raft tls v1"; one protocol byte; 4-byte length-prefixed JSON frames). The
-// suite's positive control (the probe from a server board with the server's
-// own key) fails if that drifts, so a refusal is never a tool mismatch.
+// The tool presents the certificate raftstore.Certificate derives from each
+// key, and speaks the transport's framing itself (TLS 1.3, one protocol
+// byte, 4-byte length-prefixed JSON frames). The suite's positive control
+// (the probe from a server board with the server's own key) fails if the
+// framing drifts, so a refusal is never a tool mismatch.
 package main
 
 import (
-	"crypto/ed25519"
-	"crypto/hkdf"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -34,7 +29,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"strings"
@@ -43,6 +37,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/herd-dev/herd/raftstore"
 )
 
 func main() {
@@ -101,34 +96,11 @@ func readKey(path string) ([]byte, error) {
 	return nil, fmt.Errorf("not a 32-byte key (%d bytes)", len(b))
 }
 
-func identity(key []byte) (tls.Certificate, ed25519.PublicKey, error) {
-	seed, err := hkdf.Key(sha256.New, key, nil, "herd raft tls v1", ed25519.SeedSize)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	priv := ed25519.NewKeyFromSeed(seed)
-	pub := priv.Public().(ed25519.PublicKey)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "herd raft"},
-		NotBefore:             time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
-		NotAfter:              time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC),
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}, pub, nil
-}
-
 // dial opens a TLS connection to addr with the identity of key and sends
 // the protocol byte. The server's certificate is not checked: an attacker
 // does not care whom it talks to.
 func dial(addr string, key []byte, proto byte) (*tls.Conn, error) {
-	cert, _, err := identity(key)
+	cert, err := raftstore.Certificate(key)
 	if err != nil {
 		return nil, err
 	}
