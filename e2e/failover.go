@@ -32,17 +32,15 @@ type Workload struct {
 var Web = Workload{Deployment: "web", Service: "web", Port: "http", Replicas: 3}
 
 // UnitPattern matches the units of the deployment's pods on a board.
-func (w Workload) UnitPattern() string { return "herd-" + w.Deployment + "-*" }
+func (w Workload) UnitPattern() string { return api.UnitPrefix + w.Deployment + "-*" }
 
 // Live are the pods of the deployment that are not terminal.
 func (w Workload) Live(s Snapshot) []api.Pod {
 	var out []api.Pod
 	for _, p := range s.OwnedPods(w.Deployment) {
-		switch p.Status.Phase {
-		case api.PodLost, api.PodFailed, api.PodSucceeded:
-			continue
+		if !p.Status.Phase.Terminal() {
+			out = append(out, p)
 		}
-		out = append(out, p)
 	}
 	return out
 }
