@@ -2,8 +2,6 @@ package bootstrap
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -234,7 +232,6 @@ func ExistingFiles(paths []string) []string {
 type KnownHosts struct {
 	files []string
 	cb    ssh.HostKeyCallback
-	probe ssh.PublicKey
 }
 
 // LoadKnownHosts reads the known_hosts files that exist among files; at
@@ -248,15 +245,7 @@ func LoadKnownHosts(files []string) (*KnownHosts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: known_hosts: %w", err)
 	}
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	probe, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		return nil, err
-	}
-	return &KnownHosts{files: exist, cb: cb, probe: probe}, nil
+	return &KnownHosts{files: exist, cb: cb}, nil
 }
 
 // Files returns the files read.
@@ -267,57 +256,13 @@ func (k *KnownHosts) Files() []string { return k.files }
 // several keys presents one the files know, and the check. A host missing
 // from the files is refused before connecting.
 func (k *KnownHosts) ClientConfig(name, addr string, cc *ssh.ClientConfig) error {
-	var ke *knownhosts.KeyError
-	err := k.cb(addr, &net.TCPAddr{IP: net.IPv4zero}, k.probe)
-	if !errors.As(err, &ke) {
-		if err == nil {
-			return fmt.Errorf("bootstrap: %s (%s): known_hosts accepted a random probe key", name, addr)
-		}
-		return fmt.Errorf("bootstrap: %s (%s): known_hosts: %w", name, addr, err)
+	check, err := sshexec.KnownHostsKey(k.cb, name, addr)
+	if errors.Is(err, sshexec.ErrUnknownHost) {
+		return fmt.Errorf("%w in %s: log in once with ssh and check its fingerprint", err, strings.Join(k.files, ", "))
 	}
-	if len(ke.Want) == 0 {
-		return fmt.Errorf("%w: %s (%s) is not in %s: log in once with ssh and check its fingerprint", sshexec.ErrUnknownHost, name, addr, strings.Join(k.files, ", "))
+	if err != nil {
+		return err
 	}
-	var algos []string
-	seen := map[string]bool{}
-	for _, w := range ke.Want {
-		for _, a := range algorithmsFor(w.Key) {
-			if !seen[a] {
-				seen[a] = true
-				algos = append(algos, a)
-			}
-		}
-	}
-	cc.HostKeyAlgorithms = algos
-	cc.HostKeyCallback = func(_ string, _ net.Addr, key ssh.PublicKey) error {
-		err := k.cb(addr, &net.TCPAddr{IP: net.IPv4zero}, key)
-		if err == nil {
-			return nil
-		}
-		var ke *knownhosts.KeyError
-		var re *knownhosts.RevokedError
-		mm := &sshexec.HostKeyMismatchError{Node: name, Addr: addr, Got: ssh.FingerprintSHA256(key), Source: "known_hosts"}
-		switch {
-		case errors.As(err, &re):
-			mm.Source = "known_hosts (revoked)"
-			mm.Want = []string{"not " + ssh.FingerprintSHA256(re.Revoked.Key)}
-		case errors.As(err, &ke) && len(ke.Want) > 0:
-			for _, w := range ke.Want {
-				mm.Want = append(mm.Want, ssh.FingerprintSHA256(w.Key))
-			}
-		default:
-			return fmt.Errorf("bootstrap: %s (%s): known_hosts: %w", name, addr, err)
-		}
-		return mm
-	}
+	check.Apply(cc)
 	return nil
-}
-
-// algorithmsFor lists the host key algorithms under which key can be
-// presented.
-func algorithmsFor(key ssh.PublicKey) []string {
-	if key.Type() == ssh.KeyAlgoRSA {
-		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
-	}
-	return []string{key.Type()}
 }

@@ -2,8 +2,6 @@ package sshexec
 
 import (
 	"context"
-	"crypto/ed25519"
-	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -34,12 +32,11 @@ import (
 // ctx.Err(). Whether a cancelled operation took effect on the board is
 // unknown, as with any remote call.
 type Executor struct {
-	cfg      Config
-	log      *slog.Logger
-	jitter   func() float64
-	dialer   func(ctx context.Context, network, addr string) (net.Conn, error)
-	known    ssh.HostKeyCallback // nil without KnownHostsFiles
-	probeKey ssh.PublicKey       // never matches anything; see policyFor
+	cfg    Config
+	log    *slog.Logger
+	jitter func() float64
+	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	known  ssh.HostKeyCallback // nil without KnownHostsFiles
 
 	mu     sync.Mutex
 	nodes  map[string]*node
@@ -139,13 +136,6 @@ func New(cfg Config) (*Executor, error) {
 			return nil, fmt.Errorf("%w: KnownHostsFiles: %v", ErrInvalidConfig, err)
 		}
 		e.known = cb
-		pub, _, err := ed25519.GenerateKey(crand.Reader)
-		if err != nil {
-			return nil, fmt.Errorf("sshexec: probe key: %w", err)
-		}
-		if e.probeKey, err = ssh.NewPublicKey(pub); err != nil {
-			return nil, fmt.Errorf("sshexec: probe key: %w", err)
-		}
 	}
 	return e, nil
 }
@@ -435,17 +425,16 @@ func (e *Executor) dial(ctx context.Context, n *node) (*conn, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(addr, "22")
 	}
-	policy, err := e.policyFor(name, addr, pinned)
+	check, err := e.hostKeyCheck(name, addr, pinned)
 	if err != nil {
 		return nil, err
 	}
 	cc := &ssh.ClientConfig{
-		User:              e.cfg.User,
-		Auth:              []ssh.AuthMethod{ssh.PublicKeys(e.cfg.Signers...)},
-		HostKeyAlgorithms: policy.algorithms,
-		HostKeyCallback:   func(_ string, _ net.Addr, key ssh.PublicKey) error { return policy.check(key) },
-		Timeout:           e.cfg.DialTimeout,
+		User:    e.cfg.User,
+		Auth:    []ssh.AuthMethod{ssh.PublicKeys(e.cfg.Signers...)},
+		Timeout: e.cfg.DialTimeout,
 	}
+	check.Apply(cc)
 
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.DialTimeout)
 	defer cancel()

@@ -2,54 +2,69 @@ package sshexec
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
-// hostKeyPolicy is what a dial must accept: the host key algorithms to
-// negotiate (so that a board with several host keys presents the one we
-// know) and the check itself.
-type hostKeyPolicy struct {
-	algorithms []string
-	check      func(key ssh.PublicKey) error
+// HostKeyCheck is how a dial verifies a host's key: the host key
+// algorithms to negotiate, so that a host with several keys presents the
+// one we know, and the check itself. It never trusts a key on first use: a
+// different key is refused with a *HostKeyMismatchError, a host known_hosts
+// does not list with ErrUnknownHost. The executor, herdctl bootstrap and
+// herdctl's tunnels all verify through it.
+type HostKeyCheck struct {
+	Algorithms []string
+	Check      func(key ssh.PublicKey) error
 }
 
-// policyFor decides how node's host key at addr is verified: against the
-// pinned key when there is one, else against known_hosts, else not at all
-// (refused).
-func (e *Executor) policyFor(node, addr string, pinned ssh.PublicKey) (hostKeyPolicy, error) {
-	if pinned != nil {
-		want := pinned.Marshal()
-		return hostKeyPolicy{
-			algorithms: algorithmsFor(pinned),
-			check: func(key ssh.PublicKey) error {
-				if bytes.Equal(key.Marshal(), want) {
-					return nil
-				}
-				return &HostKeyMismatchError{Node: node, Addr: addr, Got: ssh.FingerprintSHA256(key),
-					Want: []string{ssh.FingerprintSHA256(pinned)}, Source: "pinned"}
-			},
-		}, nil
+// Apply sets cc's host key algorithms and callback.
+func (c HostKeyCheck) Apply(cc *ssh.ClientConfig) {
+	cc.HostKeyAlgorithms = c.Algorithms
+	cc.HostKeyCallback = func(_ string, _ net.Addr, key ssh.PublicKey) error { return c.Check(key) }
+}
+
+// PinnedHostKey accepts node's key at addr only if it is pinned.
+func PinnedHostKey(node, addr string, pinned ssh.PublicKey) HostKeyCheck {
+	want := pinned.Marshal()
+	return HostKeyCheck{
+		Algorithms: algorithmsFor(pinned),
+		Check: func(key ssh.PublicKey) error {
+			if bytes.Equal(key.Marshal(), want) {
+				return nil
+			}
+			return &HostKeyMismatchError{Node: node, Addr: addr, Got: ssh.FingerprintSHA256(key),
+				Want: []string{ssh.FingerprintSHA256(pinned)}, Source: "pinned"}
+		},
 	}
-	if e.known == nil {
-		return hostKeyPolicy{}, fmt.Errorf("%w: node %s (%s) has no pinned host key and no known_hosts file is configured", ErrNoHostKey, node, addr)
+}
+
+// KnownHostsKey accepts node's key at addr only if known (a callback from
+// knownhosts.New) lists it for addr. A host it does not list is refused
+// before anything is dialled (ErrUnknownHost).
+func KnownHostsKey(known ssh.HostKeyCallback, node, addr string) (HostKeyCheck, error) {
+	probe, err := probeKey()
+	if err != nil {
+		return HostKeyCheck{}, err
 	}
 	// Ask known_hosts which keys it holds for addr by checking a key that
 	// cannot match: the KeyError lists them.
 	var ke *knownhosts.KeyError
-	err := e.known(addr, probeAddr(), e.probeKey)
+	err = known(addr, probeAddr(), probe)
 	if !errors.As(err, &ke) {
 		if err == nil {
-			return hostKeyPolicy{}, fmt.Errorf("sshexec: node %s (%s): known_hosts accepted a probe key", node, addr)
+			return HostKeyCheck{}, fmt.Errorf("sshexec: %s (%s): known_hosts accepted a probe key", node, addr)
 		}
-		return hostKeyPolicy{}, fmt.Errorf("sshexec: node %s (%s): known_hosts: %w", node, addr, err)
+		return HostKeyCheck{}, fmt.Errorf("sshexec: %s (%s): known_hosts: %w", node, addr, err)
 	}
 	if len(ke.Want) == 0 {
-		return hostKeyPolicy{}, fmt.Errorf("%w: node %s (%s) has no pinned key and no known_hosts entry", ErrUnknownHost, node, addr)
+		return HostKeyCheck{}, fmt.Errorf("%w: %s (%s) has no known_hosts entry", ErrUnknownHost, node, addr)
 	}
 	var algos []string
 	seen := map[string]bool{}
@@ -61,10 +76,10 @@ func (e *Executor) policyFor(node, addr string, pinned ssh.PublicKey) (hostKeyPo
 			}
 		}
 	}
-	return hostKeyPolicy{
-		algorithms: algos,
-		check: func(key ssh.PublicKey) error {
-			err := e.known(addr, probeAddr(), key)
+	return HostKeyCheck{
+		Algorithms: algos,
+		Check: func(key ssh.PublicKey) error {
+			err := known(addr, probeAddr(), key)
 			if err == nil {
 				return nil
 			}
@@ -82,11 +97,33 @@ func (e *Executor) policyFor(node, addr string, pinned ssh.PublicKey) (hostKeyPo
 				}
 				return mm
 			case errors.As(err, &ke):
-				return fmt.Errorf("%w: node %s (%s) not in known_hosts", ErrUnknownHost, node, addr)
+				return fmt.Errorf("%w: %s (%s) has no known_hosts entry", ErrUnknownHost, node, addr)
 			}
-			return fmt.Errorf("sshexec: node %s (%s): known_hosts: %w", node, addr, err)
+			return fmt.Errorf("sshexec: %s (%s): known_hosts: %w", node, addr, err)
 		},
 	}, nil
+}
+
+// probeKey is a key that matches no host: a fresh ed25519 key, made once.
+var probeKey = sync.OnceValues(func() (ssh.PublicKey, error) {
+	pub, _, err := ed25519.GenerateKey(crand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("sshexec: probe key: %w", err)
+	}
+	return ssh.NewPublicKey(pub)
+})
+
+// hostKeyCheck decides how node's host key at addr is verified: against
+// the pinned key when there is one, else against known_hosts, else not at
+// all (refused).
+func (e *Executor) hostKeyCheck(node, addr string, pinned ssh.PublicKey) (HostKeyCheck, error) {
+	if pinned != nil {
+		return PinnedHostKey(node, addr, pinned), nil
+	}
+	if e.known == nil {
+		return HostKeyCheck{}, fmt.Errorf("%w: node %s (%s) has no pinned host key and no known_hosts file is configured", ErrNoHostKey, node, addr)
+	}
+	return KnownHostsKey(e.known, node, addr)
 }
 
 // probeAddr stands in for the remote address: known_hosts prefers the
