@@ -64,6 +64,20 @@ func PortEnvName(name string) string {
 	return reservedEnvPortPfx + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
+// ValidationErrors is Validate as a list of field errors, nil when o is
+// valid: what the API answers and what herdctl's dry runs print.
+func ValidationErrors(o Object) []FieldError {
+	err := Validate(o)
+	if err == nil {
+		return nil
+	}
+	var fe FieldErrors
+	if errors.As(err, &fe) {
+		return fe
+	}
+	return []FieldError{{Message: err.Error()}}
+}
+
 // Validate checks an object against the rules of its kind and returns
 // FieldErrors naming every problem, or nil. It validates the object as
 // SetDefaults would leave it (on a copy; o is not modified), so it gives the

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"errors"
-
 	"github.com/herd-dev/herd/api"
 )
 
@@ -30,22 +28,9 @@ type apiFuncs struct {
 func defaultAPIFuncs() apiFuncs {
 	return apiFuncs{
 		decodeManifests: api.DecodeManifests,
-		validate:        validateObject,
+		validate:        api.ValidationErrors,
 		formatLabels:    api.FormatLabels,
 		parseSelector:   api.ParseSelector,
 		matchLabels:     api.MatchLabels,
 	}
-}
-
-// validateObject adapts api.Validate to a list of field errors.
-func validateObject(o api.Object) []api.FieldError {
-	err := api.Validate(o)
-	if err == nil {
-		return nil
-	}
-	var fe api.FieldErrors
-	if errors.As(err, &fe) {
-		return fe
-	}
-	return []api.FieldError{{Message: err.Error()}}
 }

@@ -90,13 +90,9 @@ func newEventFilter(forRef, node string) (eventFilter, error) {
 	return f, nil
 }
 
+// match: no filter matches every event.
 func (f eventFilter) match(raw api.RawObject) bool {
-	for k, v := range f.sel {
-		if raw.Metadata.Labels[k] != v {
-			return false
-		}
-	}
-	return true
+	return len(f.sel) == 0 || api.MatchLabels(f.sel, raw.Metadata.Labels)
 }
 
 // listEvents returns the recorded events that f matches, oldest first, and
