@@ -69,7 +69,7 @@ func FactsFrom(src FactSources) api.BoardFacts {
 		ArchVariant: ArchVariant(src.GOARCH, src.GOARM, src.Machine, src.CPUInfo),
 		KernelArch:  clip(src.Machine, maxMachineLen),
 		Kernel:      clip(src.Release, maxKernelLen),
-		Systemd:     clip(ParseSystemdVersion(src.SystemctlVersion), maxSystemdLen),
+		Systemd:     clip(api.ParseSystemdVersion(src.SystemctlVersion), maxSystemdLen),
 		Model:       clip(ParseModel(src.Model), maxModelLen),
 		MemoryBytes: ParseMemTotal(src.MemInfo),
 		CPUs:        src.NumCPU,
@@ -173,34 +173,6 @@ func ParseMemTotal(meminfo []byte) int64 {
 		}
 	}
 	return 0
-}
-
-// ParseSystemdVersion returns systemd's version from `systemctl --version`
-// output, whose first line is "systemd 252 (252.30-1~deb12u2)": the
-// upstream point release from the parentheses ("252.30") when it extends
-// the major version, else the major version ("252"); "" when the output is
-// not systemd's.
-func ParseSystemdVersion(out []byte) string {
-	line, _, _ := bytes.Cut(out, []byte("\n"))
-	f := strings.Fields(string(line))
-	if len(f) < 2 || f[0] != "systemd" {
-		return ""
-	}
-	major := f[1]
-	if _, err := strconv.Atoi(major); err != nil {
-		return ""
-	}
-	if len(f) >= 3 && strings.HasPrefix(f[2], "("+major+".") {
-		v := strings.TrimPrefix(f[2], "(")
-		end := strings.IndexFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-		if end >= 0 {
-			v = v[:end]
-		}
-		if v = strings.TrimRight(v, "."); len(v) > len(major) {
-			return v
-		}
-	}
-	return major
 }
 
 // CgroupFacts returns the cgroup layout (api.CgroupV2, api.CgroupHybrid,

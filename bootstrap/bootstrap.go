@@ -10,7 +10,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/units/sshexec"
 	"github.com/herd-dev/herd/units/sshgate"
 )
@@ -540,11 +540,12 @@ func (o Options) probe(ctx context.Context, b *board, say func(string)) error {
 	if res.ExitStatus != 0 {
 		return fmt.Errorf("bootstrap: %s: systemd not found (systemctl --version: exit status %d): herd runs its agent and workloads as systemd units", node, res.ExitStatus)
 	}
-	sdv, err := ParseSystemdVersion(res.Stdout)
-	if err != nil {
-		return fmt.Errorf("bootstrap: %s: %w", node, err)
+	sdv := api.ParseSystemdVersion(res.Stdout)
+	if sdv == "" {
+		line, _, _ := strings.Cut(string(res.Stdout), "\n")
+		return fmt.Errorf("bootstrap: %s: systemctl --version printed %q, want \"systemd N ...\"", node, strings.TrimSpace(line))
 	}
-	if n, err := strconv.Atoi(strings.SplitN(sdv, ".", 2)[0]); err == nil && n < MinSystemd {
+	if n, _ := api.SystemdMajor(sdv); n < MinSystemd {
 		return fmt.Errorf("bootstrap: %s: systemd %s is too old: herd.service needs systemd %d or later (StateDirectory=)", node, sdv, MinSystemd)
 	}
 	res, err = r.Run(ctx, node, []string{"systemctl", "is-active", "--quiet", ResolvedUnit})

@@ -582,17 +582,6 @@ func ParseUname(out []byte) (hostname, machine string, err error) {
 	return f[0], f[1], nil
 }
 
-// ParseSystemdVersion takes the version from `systemctl --version`
-// ("systemd 252 (252.22-1~deb12u1)").
-func ParseSystemdVersion(out []byte) (string, error) {
-	line, _, _ := strings.Cut(string(out), "\n")
-	f := strings.Fields(line)
-	if len(f) < 2 || f[0] != "systemd" {
-		return "", fmt.Errorf("systemctl --version printed %q, want \"systemd N ...\"", strings.TrimSpace(line))
-	}
-	return f[1], nil
-}
-
 // ParseSums parses `sha256sum FILE...` output into sums by file name,
 // with prefix removed from the names. Escaped names (with a leading '\')
 // are skipped: bootstrap's paths never need escaping.

@@ -426,13 +426,6 @@ func TestParsers(t *testing.T) {
 	if _, _, err := ParseUname([]byte("Linux b1 6.1 aarch64\n")); err == nil {
 		t.Error("ParseUname accepted 4 fields")
 	}
-	v, err := ParseSystemdVersion([]byte("systemd 252 (252.22-1~deb12u1)\n+PAM +AUDIT\n"))
-	if err != nil || v != "252" {
-		t.Errorf("ParseSystemdVersion = %q %v", v, err)
-	}
-	if _, err := ParseSystemdVersion([]byte("bash: systemctl: not found")); err == nil {
-		t.Error("ParseSystemdVersion accepted garbage")
-	}
 	s1 := sha256.Sum256([]byte("1"))
 	s2 := sha256.Sum256([]byte("2"))
 	out := hexs(s1) + "  /r/etc/herd/agent.toml\n" + hexs(s2) + " */r/usr/local/bin/herd\n\\" + hexs(s2) + "  /r/odd\\nname\nnot a line\n" + hexs(s1) + "  /elsewhere\n"

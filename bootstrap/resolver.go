@@ -9,6 +9,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/unit"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/units/sshexec"
 )
 
@@ -72,7 +73,7 @@ func PlanResolver(active bool, systemd string, have map[string]Observed) Resolve
 	if !active {
 		return ResolverPlan{Note: "systemd-resolved is not running: herd. names are not wired into this board's resolver; " + how}
 	}
-	if n, err := strconv.Atoi(strings.SplitN(systemd, ".", 2)[0]); err != nil || n < MinSystemdDNSPort {
+	if n, ok := api.SystemdMajor(systemd); !ok || n < MinSystemdDNSPort {
 		return ResolverPlan{Note: fmt.Sprintf("systemd-resolved of systemd %s takes no port in DNS= (systemd %d does): herd. names are not wired into this board's resolver; %s", systemd, MinSystemdDNSPort, how)}
 	}
 	ch := FilesToWrite([]File{ResolvedDropIn()}, have)
