@@ -507,7 +507,7 @@ const statusLeaderTimeout = 2 * time.Second
 func (a *Agent) Status(ctx context.Context) api.ClusterStatus {
 	st := api.ClusterStatus{Node: a.cfg.Name, Version: Version, StateFormat: raftstore.StateFormat}
 	for _, m := range a.gossip.Members() {
-		st.Members = append(st.Members, api.GossipMember{Name: m.Name, Addr: m.Address(), State: string(m.State), Server: m.Meta.Server})
+		st.Members = append(st.Members, api.GossipMember{Name: m.Name, Addr: m.Address(), State: m.State, Server: m.Meta.Server})
 	}
 	if a.store != nil {
 		// Bounded so that a cut-off agent still answers promptly.

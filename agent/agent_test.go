@@ -360,7 +360,7 @@ func TestWatchResumesFromResourceVersion(t *testing.T) {
 func TestGossipEventsReachAgent(t *testing.T) {
 	f := newFleet(t, 3, 3)
 	f.leader()
-	statusOf := func(i int, name string) string {
+	statusOf := func(i int, name string) api.MemberState {
 		for _, m := range f.agents[i].a.Status(t.Context()).Members {
 			if m.Name == name {
 				return m.State

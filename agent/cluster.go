@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
 	"github.com/herd-dev/herd/raftstore"
 )
@@ -224,7 +225,7 @@ func (a *Agent) reconcileRaftMembers() {
 			continue
 		}
 		cands = append(cands, raftstore.Candidate{ID: m.Name, Address: m.Meta.RaftAddr,
-			Alive: m.State == gossip.StateAlive, Left: m.State == gossip.StateLeft})
+			Alive: m.State == api.MemberAlive, Left: m.State == api.MemberLeft})
 	}
 	for _, c := range raftstore.PlanMembership(servers, cands, a.cfg.BootstrapExpect, a.cfg.Name) {
 		var err error

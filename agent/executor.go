@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -121,18 +120,8 @@ func (b *boardExecutor) ShowUnitsMarked(ctx context.Context, node string) ([]uni
 // which follows no symbolic link in any component of path; a refusal
 // matches placer.ErrFileRefused.
 func (b *boardExecutor) PutFile(ctx context.Context, node, path string, content []byte, opt placer.FileOptions) error {
-	mode := uint32(opt.Mode.Perm())
-	if opt.Mode&os.ModeSetuid != 0 {
-		mode |= 0o4000
-	}
-	if opt.Mode&os.ModeSetgid != 0 {
-		mode |= 0o2000
-	}
-	if opt.Mode&os.ModeSticky != 0 {
-		mode |= 0o1000
-	}
 	err := b.ssh.WriteFileNoFollow(ctx, node, path, content, sshexec.NoFollowOptions{
-		Mode: mode, AllowSetID: opt.AllowSetID, ParentMode: uint32(opt.ParentMode.Perm()),
+		Mode: api.OctalMode(opt.Mode), AllowSetID: opt.AllowSetID, ParentMode: uint32(opt.ParentMode.Perm()),
 	})
 	return refused(err)
 }

@@ -117,5 +117,5 @@ func proxyBindings(v svcview.View) []svcproxy.Binding {
 type viewWriter struct{ exec placerExecutor }
 
 func (w viewWriter) WriteView(ctx context.Context, node string, content []byte) error {
-	return w.exec.PutFile(ctx, node, svcview.Path, content, placer.FileOptions{Mode: 0o600, ParentMode: 0o700})
+	return w.exec.PutFile(ctx, node, svcview.Path, content, placer.FileOptions{Mode: svcview.FileMode, ParentMode: svcview.DirMode})
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
 )
 
@@ -80,7 +81,7 @@ func (s *standby) step(silence time.Duration) bool {
 func warmTargets(members []gossip.Member) []string {
 	var out []string
 	for _, m := range members {
-		if m.State == gossip.StateAlive {
+		if m.State == api.MemberAlive {
 			out = append(out, m.Name)
 		}
 	}

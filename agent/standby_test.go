@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
 	"github.com/herd-dev/herd/internal/testutil"
 )
@@ -28,11 +29,11 @@ func TestStandbyStepWarmsOncePerSilence(t *testing.T) {
 
 func TestWarmTargetsAreTheLiveMembers(t *testing.T) {
 	members := []gossip.Member{
-		{Name: "b4", State: gossip.StateAlive},
-		{Name: "b1", State: gossip.StateAlive},
-		{Name: "b2", State: gossip.StateDead},
-		{Name: "b3", State: gossip.StateAlive},
-		{Name: "b5", State: gossip.StateLeft},
+		{Name: "b4", State: api.MemberAlive},
+		{Name: "b1", State: api.MemberAlive},
+		{Name: "b2", State: api.MemberDead},
+		{Name: "b3", State: api.MemberAlive},
+		{Name: "b5", State: api.MemberLeft},
 	}
 	if diff := cmp.Diff([]string{"b1", "b3", "b4"}, warmTargets(members)); diff != "" {
 		t.Errorf("targets (-want +got):\n%s", diff)
@@ -86,7 +87,7 @@ func TestStandbyLoopWarmsOnTheLeadersSilence(t *testing.T) {
 	st.silence.Store(int64(50 * time.Millisecond))
 	ex := &fakeStandbyExec{}
 	members := func() []gossip.Member {
-		return []gossip.Member{{Name: "b1", State: gossip.StateAlive}, {Name: "b2", State: gossip.StateAlive}, {Name: "b3", State: gossip.StateDead}}
+		return []gossip.Member{{Name: "b1", State: api.MemberAlive}, {Name: "b2", State: api.MemberAlive}, {Name: "b3", State: api.MemberDead}}
 	}
 	sb := standby{tick: 5 * time.Millisecond, warmAfter: 300 * time.Millisecond, coolEvery: 20 * time.Millisecond, idle: time.Minute, warmFor: time.Second}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -132,7 +132,7 @@ func memberInfo(m gossip.Member) controller.MemberInfo {
 	return controller.MemberInfo{
 		Name:  m.Name,
 		Addr:  m.Addr,
-		State: controller.MemberState(m.State),
+		State: api.MemberState(m.State),
 		Facts: controller.NodeFacts{
 			BoardFacts:  m.Meta.BoardFacts,
 			RaftAddress: m.Meta.RaftAddr,
@@ -156,7 +156,7 @@ func (s *clusterState) witnessed(infos []controller.MemberInfo, ms []gossip.Memb
 	defer s.wmu.Unlock()
 	for i := range infos {
 		m := &infos[i]
-		if m.State == controller.MemberAlive {
+		if m.State == api.MemberAlive {
 			continue
 		}
 		m.DownSince = since[m.Name]
@@ -202,7 +202,7 @@ func (s *clusterState) awaitingWitness(now time.Time) []string {
 	infos := s.witnessed(memberInfos(ms), ms)
 	var out []string
 	for _, m := range infos {
-		if m.State != controller.MemberDead {
+		if m.State != api.MemberDead {
 			continue
 		}
 		okRecent := !m.Witness.OKAt.IsZero() && now.Sub(m.Witness.OKAt) <= 2*controller.WitnessGrace
@@ -220,14 +220,14 @@ type witnessTicker struct {
 	on bool
 }
 
-func newWitnessTicker(states map[string]gossip.State) *witnessTicker {
+func newWitnessTicker(states map[string]api.MemberState) *witnessTicker {
 	t := &witnessTicker{Ticker: time.NewTicker(witnessTick), on: true}
 	t.pace(states)
 	return t
 }
 
 // pace starts or stops the ticks for the members' states.
-func (t *witnessTicker) pace(states map[string]gossip.State) {
+func (t *witnessTicker) pace(states map[string]api.MemberState) {
 	if dead := anyDead(states); dead != t.on {
 		t.on = dead
 		if dead {
@@ -240,9 +240,9 @@ func (t *witnessTicker) pace(states map[string]gossip.State) {
 
 // anyDead reports whether gossip calls any member dead: only then may a
 // witness be awaited (awaitingWitness).
-func anyDead(states map[string]gossip.State) bool {
+func anyDead(states map[string]api.MemberState) bool {
 	for _, st := range states {
-		if st == gossip.StateDead {
+		if st == api.MemberDead {
 			return true
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/herd-dev/herd/agent/unitreport"
 	"github.com/herd-dev/herd/agent/unitwatch"
-	"github.com/herd-dev/herd/gossip"
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/units/sshexec"
 )
 
@@ -55,7 +55,7 @@ func (a *Agent) receiveReport(body []byte) {
 func (a *Agent) sendReport(ctx context.Context, body []byte) {
 	var wg sync.WaitGroup
 	for _, m := range a.gossip.Members() {
-		if m.State != gossip.StateAlive || !m.Meta.Server {
+		if m.State != api.MemberAlive || !m.Meta.Server {
 			continue
 		}
 		if m.Name == a.cfg.Name {

@@ -314,15 +314,37 @@ func (f File) Perm() (fs.FileMode, error) {
 	if !ok {
 		return 0, fmt.Errorf("api: file %s: mode %q is not an octal permission string such as 0644", f.Path, s)
 	}
-	mode := fs.FileMode(m & 0o777)
-	if m&0o4000 != 0 {
+	return FileModeOf(m), nil
+}
+
+// FileModeOf turns octal permission bits, as chmod takes them (setuid
+// 04000, setgid 02000 and sticky 01000 included), into an fs.FileMode.
+func FileModeOf(octal uint32) fs.FileMode {
+	mode := fs.FileMode(octal & 0o777)
+	if octal&0o4000 != 0 {
 		mode |= fs.ModeSetuid
 	}
-	if m&0o2000 != 0 {
+	if octal&0o2000 != 0 {
 		mode |= fs.ModeSetgid
 	}
-	if m&0o1000 != 0 {
+	if octal&0o1000 != 0 {
 		mode |= fs.ModeSticky
 	}
-	return mode, nil
+	return mode
+}
+
+// OctalMode is FileModeOf the other way round: m's permission, setuid,
+// setgid and sticky bits as chmod takes them.
+func OctalMode(m fs.FileMode) uint32 {
+	octal := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		octal |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		octal |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		octal |= 0o1000
+	}
+	return octal
 }

@@ -242,13 +242,26 @@ func TestFilePerm(t *testing.T) {
 	}
 }
 
+func TestOctalModeRoundTrip(t *testing.T) {
+	for _, octal := range []uint32{0, 0o600, 0o644, 0o4755, 0o2750, 0o1777, 0o7777} {
+		m := FileModeOf(octal)
+		if got := OctalMode(m); got != octal {
+			t.Errorf("OctalMode(FileModeOf(%#o)) = %#o (mode %v)", octal, got, m)
+		}
+	}
+	if got := OctalMode(0o755 | fs.ModeSetuid | fs.ModeDir); got != 0o4755 {
+		t.Errorf("OctalMode keeps only permission and special bits: got %#o, want 04755", got)
+	}
+}
+
 func TestPhasePredicates(t *testing.T) {
-	for ph, want := range map[PodPhase][2]bool{
-		PodPending: {false, false}, PodScheduled: {false, true}, PodStarting: {false, true}, PodRunning: {false, true},
-		PodFailed: {true, false}, PodLost: {true, false}, PodSucceeded: {true, false},
+	for ph, want := range map[PodPhase][3]bool{
+		"": {false, false, true}, PodPending: {false, false, true},
+		PodScheduled: {false, true, false}, PodStarting: {false, true, false}, PodRunning: {false, true, false},
+		PodFailed: {true, false, false}, PodLost: {true, false, false}, PodSucceeded: {true, false, false},
 	} {
-		if got := [2]bool{ph.Terminal(), ph.Occupies()}; got != want {
-			t.Errorf("%s: Terminal, Occupies = %v, want %v", ph, got, want)
+		if got := [3]bool{ph.Terminal(), ph.Occupies(), ph.Pending()}; got != want {
+			t.Errorf("%q: Terminal, Occupies, Pending = %v, want %v", ph, got, want)
 		}
 	}
 }

@@ -48,6 +48,55 @@ type Condition struct {
 	LastTransitionTime time.Time       `json:"lastTransitionTime,omitzero"`
 }
 
+// FindCondition returns the condition of type typ in conds, or nil.
+func FindCondition(conds []Condition, typ string) *Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// SetCondition returns conds with c in place of the condition of its type
+// (appended when there is none), and whether that changed anything: a
+// condition with the same status, reason and message stays as it was, and
+// conds is returned as it is. Its LastTransitionTime is the old
+// condition's while the status stays the same, else now. conds is not
+// modified.
+func SetCondition(conds []Condition, c Condition, now time.Time) ([]Condition, bool) {
+	i := slices.IndexFunc(conds, func(o Condition) bool { return o.Type == c.Type })
+	if i < 0 {
+		c.LastTransitionTime = now
+		return append(slices.Clone(conds), c), true
+	}
+	old := conds[i]
+	if old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
+		return conds, false
+	}
+	c.LastTransitionTime = now
+	if old.Status == c.Status {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	out := slices.Clone(conds)
+	out[i] = c
+	return out, true
+}
+
+// RemoveCondition returns conds without the condition of type typ (nil
+// when none remain), and whether there was one. conds is not modified.
+func RemoveCondition(conds []Condition, typ string) ([]Condition, bool) {
+	i := slices.IndexFunc(conds, func(o Condition) bool { return o.Type == typ })
+	if i < 0 {
+		return conds, false
+	}
+	out := slices.Delete(slices.Clone(conds), i, i+1)
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, true
+}
+
 // ConditionStatus is True, False or Unknown.
 type ConditionStatus string
 
@@ -512,6 +561,12 @@ const (
 // replaced (or kept, for Succeeded) by its owner; it never runs again.
 func (ph PodPhase) Terminal() bool {
 	return ph == PodLost || ph == PodFailed || ph == PodSucceeded
+}
+
+// Pending reports whether a pod in this phase waits to be placed: Pending,
+// or no phase yet (a pod as created).
+func (ph PodPhase) Pending() bool {
+	return ph == PodPending || ph == ""
 }
 
 // Occupies reports whether a pod in this phase holds its node's resources

@@ -117,10 +117,34 @@ type RaftServer struct {
 
 // GossipMember is a gossip member in ClusterStatus.
 type GossipMember struct {
-	Name   string `json:"name"`
-	Addr   string `json:"addr"`
-	State  string `json:"state"` // alive, suspect, dead, left
-	Server bool   `json:"server"`
+	Name   string      `json:"name"`
+	Addr   string      `json:"addr"`
+	State  MemberState `json:"state"`
+	Server bool        `json:"server"`
+}
+
+// MemberState is a gossip member's liveness as this agent's gossip sees it.
+type MemberState string
+
+// Member states. Gossip reports no suspicion: a suspect member is alive
+// until it is declared dead (gossip.Member.State); MemberSuspect is for the
+// controllers' tables and tests. The empty state means gossip has no record
+// of the member (never seen, or reaped after it died or left).
+const (
+	MemberAlive   MemberState = "alive"
+	MemberSuspect MemberState = "suspect"
+	MemberDead    MemberState = "dead"
+	MemberLeft    MemberState = "left"
+)
+
+// Alive reports whether the member named name is in s and alive.
+func (s ClusterStatus) Alive(name string) bool {
+	for _, m := range s.Members {
+		if m.Name == name {
+			return m.State == MemberAlive
+		}
+	}
+	return false
 }
 
 // MaxLogTail is the largest number of lines a logs request may ask for.

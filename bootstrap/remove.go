@@ -62,7 +62,7 @@ func CheckRemoval(cst api.ClusterStatus, name string, force bool) error {
 	}
 	alive := 0
 	for _, id := range rest {
-		if slices.ContainsFunc(cst.Members, func(m api.GossipMember) bool { return m.Name == id && m.State == "alive" }) {
+		if cst.Alive(id) {
 			alive++
 		}
 	}
@@ -76,7 +76,7 @@ func CheckRemoval(cst api.ClusterStatus, name string, force bool) error {
 // alive gossip member and not in the Raft configuration.
 func Gone(st api.ClusterStatus, name string) (bool, string) {
 	var why []string
-	if slices.ContainsFunc(st.Members, func(m api.GossipMember) bool { return m.Name == name && m.State == "alive" }) {
+	if st.Alive(name) {
 		why = append(why, "still an alive gossip member")
 	}
 	if slices.ContainsFunc(st.Servers, func(s api.RaftServer) bool { return s.ID == name }) {

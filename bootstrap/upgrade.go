@@ -255,7 +255,7 @@ func Gate(g GateInput) (bool, string) {
 		if g.Cluster.Leader == "" {
 			missing = append(missing, "no leader")
 		}
-		if !slices.ContainsFunc(g.Cluster.Members, func(m api.GossipMember) bool { return m.Name == g.Board.Name && m.State == "alive" }) {
+		if !g.Cluster.Alive(g.Board.Name) {
 			missing = append(missing, "not alive in gossip")
 		}
 	}

@@ -3,7 +3,6 @@ package bootstrap
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +21,7 @@ func Formed(st api.ClusterStatus, names []string) (bool, string) {
 	}
 	var absent []string
 	for _, n := range names {
-		if !slices.ContainsFunc(st.Members, func(m api.GossipMember) bool { return m.Name == n && m.State == "alive" }) {
+		if !st.Alive(n) {
 			absent = append(absent, n)
 		}
 	}

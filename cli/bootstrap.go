@@ -546,7 +546,7 @@ func (a *app) waitBootstrapped(ctx context.Context, res *bootstrap.Result, o boo
 		if m.Server {
 			role = "server"
 		}
-		t.Rows = append(t.Rows, []string{m.Name, m.Addr, m.State, role})
+		t.Rows = append(t.Rows, []string{m.Name, m.Addr, string(m.State), role})
 	}
 	say("%s", strings.TrimRight(t.String(), "\n"))
 	return nil

@@ -188,7 +188,7 @@ func (a *app) statusCmd() *cobra.Command {
 					if m.Server {
 						role = "server"
 					}
-					t.Rows = append(t.Rows, []string{m.Name, m.Addr, m.State, role})
+					t.Rows = append(t.Rows, []string{m.Name, m.Addr, string(m.State), role})
 				}
 				d.table(1, t)
 			}

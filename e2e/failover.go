@@ -375,11 +375,10 @@ func (r *Failover) observe(s Snapshot, w Workload, victimIP string, at time.Dura
 		if p.Spec.Node == "" || p.Spec.Node == victim {
 			continue
 		}
-		switch p.Status.Phase {
-		case api.PodScheduled, api.PodStarting:
+		if p.Status.Phase.Occupies() {
 			placed++
-		case api.PodRunning:
-			placed++
+		}
+		if p.Status.Phase == api.PodRunning {
 			running++
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/herd-dev/herd/api"
 )
 
 var (
@@ -246,7 +247,7 @@ func BenchmarkDetectLAN(b *testing.B) {
 		joinTo(b, victim, survivors[0])
 		waitFor(b, 30*time.Second, func() string {
 			for _, g := range survivors {
-				if memberState(g, victim.LocalMember().Name) != StateAlive {
+				if memberState(g, victim.LocalMember().Name) != api.MemberAlive {
 					return states(g)
 				}
 			}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/herd-dev/herd/api"
 )
 
 var (
@@ -48,7 +50,7 @@ func BootstrapPeers(self string, expect int, members []Member) (peers []Member, 
 	var bad []string
 	seen := make(map[string]bool)
 	for _, m := range members {
-		if m.State != StateAlive || m.MetaErr != "" || !m.Meta.Server || m.Meta.BootstrapExpect == 0 {
+		if m.State != api.MemberAlive || m.MetaErr != "" || !m.Meta.Server || m.Meta.BootstrapExpect == 0 {
 			continue
 		}
 		if seen[m.Name] {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/herd-dev/herd/api"
 )
 
 func server(name string, expect int) Member {
@@ -13,13 +14,13 @@ func server(name string, expect int) Member {
 		Name:  name,
 		Addr:  "10.0.0.1",
 		Port:  7946,
-		State: StateAlive,
+		State: api.MemberAlive,
 		Meta:  Meta{Server: true, RaftAddr: name + ":7000", BootstrapExpect: expect},
 	}
 }
 
 func worker(name string) Member {
-	return Member{Name: name, State: StateAlive, Meta: Meta{SSHAddr: name + ":22"}}
+	return Member{Name: name, State: api.MemberAlive, Meta: Meta{SSHAddr: name + ":22"}}
 }
 
 func with(m Member, edit func(*Member)) Member {
@@ -66,8 +67,8 @@ func TestBootstrapPeers(t *testing.T) {
 			name: "dead and left servers do not count", self: "a", expect: 3,
 			members: []Member{
 				server("a", 3), server("b", 3),
-				with(server("c", 3), func(m *Member) { m.State = StateDead }),
-				with(server("d", 3), func(m *Member) { m.State = StateLeft }),
+				with(server("c", 3), func(m *Member) { m.State = api.MemberDead }),
+				with(server("d", 3), func(m *Member) { m.State = api.MemberLeft }),
 			},
 		},
 		{

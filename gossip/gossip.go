@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/internal/clock"
 )
 
@@ -26,22 +27,6 @@ var (
 	ErrJoin = errors.New("gossip: join failed")
 )
 
-// State is a member's liveness as this node sees it.
-//
-// There is no "suspect" state: memberlist offers no callback for suspicion
-// and its Members() hands out pointers that it keeps mutating under its own
-// lock, so reading suspicion from it would be a data race. A suspect member
-// is reported alive until it is declared dead (see LANTiming for how long
-// that takes).
-type State string
-
-// Member states.
-const (
-	StateAlive State = "alive"
-	StateDead  State = "dead"
-	StateLeft  State = "left"
-)
-
 // Member is one node of the cluster as this node sees it.
 type Member struct {
 	Name string
@@ -49,8 +34,12 @@ type Member struct {
 	Addr string
 	// Port is the advertised gossip port.
 	Port int
-	// State is alive, dead or left.
-	State State
+	// State is api.MemberAlive, MemberDead or MemberLeft. There is no
+	// suspicion: memberlist offers no callback for it and its Members()
+	// hands out pointers that it keeps mutating under its own lock, so
+	// reading it would be a data race. A suspect member is reported alive
+	// until it is declared dead (see LANTiming for how long that takes).
+	State api.MemberState
 	// Since is when this node saw State begin (Config.Clock).
 	Since time.Time
 	// Meta is the member's decoded metadata; zero if MetaErr is set.
@@ -240,7 +229,7 @@ func (g *Gossip) Members() []Member {
 	defer g.mu.Unlock()
 	out := make([]Member, 0, len(g.table))
 	for name, m := range g.table {
-		if m.State != StateAlive && g.cfg.DeadRetention > 0 && now.Sub(m.Since) > g.cfg.DeadRetention {
+		if m.State != api.MemberAlive && g.cfg.DeadRetention > 0 && now.Sub(m.Since) > g.cfg.DeadRetention {
 			delete(g.table, name)
 			continue
 		}
@@ -258,7 +247,7 @@ func (g *Gossip) Ping(name string) (time.Duration, error) {
 	g.mu.Lock()
 	m, ok := g.table[name]
 	g.mu.Unlock()
-	if !ok || m.State != StateAlive {
+	if !ok || m.State != api.MemberAlive {
 		return 0, fmt.Errorf("gossip: ping %s: not an alive member", name)
 	}
 	ip := net.ParseIP(m.Addr)
@@ -274,7 +263,7 @@ func (g *Gossip) NumMembers() int {
 	defer g.mu.Unlock()
 	n := 0
 	for _, m := range g.table {
-		if m.State == StateAlive {
+		if m.State == api.MemberAlive {
 			n++
 		}
 	}
@@ -381,7 +370,7 @@ const maxLeavePushes = 7
 func (g *Gossip) pushLeavingToServers() {
 	var addrs []string
 	for _, m := range g.Members() {
-		if m.Name != g.cfg.Name && m.State == StateAlive && m.Meta.Server && len(addrs) < maxLeavePushes {
+		if m.Name != g.cfg.Name && m.State == api.MemberAlive && m.Meta.Server && len(addrs) < maxLeavePushes {
 			addrs = append(addrs, m.Address())
 		}
 	}
@@ -428,11 +417,11 @@ func (g *Gossip) observe(n *memberlist.Node, typ EventType) {
 	}
 	switch typ {
 	case EventJoin, EventUpdate:
-		m.State = StateAlive
+		m.State = api.MemberAlive
 	case EventLeave:
-		m.State = StateLeft
+		m.State = api.MemberLeft
 	case EventFail:
-		m.State = StateDead
+		m.State = api.MemberDead
 	}
 	meta, _, err := decodeMeta(n.Meta)
 	if err != nil {
@@ -520,8 +509,8 @@ func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 }
 
 // States maps each member's name to its state.
-func States(ms []Member) map[string]State {
-	out := make(map[string]State, len(ms))
+func States(ms []Member) map[string]api.MemberState {
+	out := make(map[string]api.MemberState, len(ms))
 	for _, m := range ms {
 		out[m.Name] = m.State
 	}
@@ -530,7 +519,7 @@ func States(ms []Member) map[string]State {
 
 // StateChanges returns, sorted, the names whose state differs between two
 // States maps: changed, appeared or gone.
-func StateChanges(prev, now map[string]State) []string {
+func StateChanges(prev, now map[string]api.MemberState) []string {
 	var changed []string
 	for name, st := range now {
 		if prev[name] != st {

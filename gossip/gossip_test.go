@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/memberlist"
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/internal/clock/clocktest"
 )
 
@@ -54,7 +55,7 @@ func waitAllAlive(t *testing.T, nodes []*Gossip) {
 			ms := g.Members()
 			alive := 0
 			for _, m := range ms {
-				if m.State == StateAlive {
+				if m.State == api.MemberAlive {
 					alive++
 				}
 			}
@@ -91,7 +92,7 @@ func TestThreeMembersSeeEachOther(t *testing.T) {
 		}
 	}
 	self := nodes[1].LocalMember()
-	if self.Name != "n1" || self.State != StateAlive || self.Port == 0 {
+	if self.Name != "n1" || self.State != api.MemberAlive || self.Port == 0 {
 		t.Errorf("LocalMember = %+v", self)
 	}
 }
@@ -163,7 +164,7 @@ func TestGracefulLeave(t *testing.T) {
 	ev := waitEvent(t, a, detectWithin, func(ev Event) bool {
 		return ev.Member.Name == "n2" && ev.Type != EventJoin && ev.Type != EventUpdate
 	})
-	if ev.Type != EventLeave || ev.Member.State != StateLeft {
+	if ev.Type != EventLeave || ev.Member.State != api.MemberLeft {
 		t.Fatalf("event = %s, state %s; want leave, left", ev.Type, ev.Member.State)
 	}
 	if err := c.Shutdown(); err != nil {
@@ -171,7 +172,7 @@ func TestGracefulLeave(t *testing.T) {
 	}
 	waitFor(t, detectWithin, func() string {
 		for _, g := range nodes[:2] {
-			if s := memberState(g, "n2"); s != StateLeft {
+			if s := memberState(g, "n2"); s != api.MemberLeft {
 				return fmt.Sprintf("%s sees %s", g.LocalMember().Name, states(g))
 			}
 			if g.NumMembers() != 2 {
@@ -193,7 +194,7 @@ func TestFailureDetected(t *testing.T) {
 		ev := waitEvent(t, g, detectWithin, func(ev Event) bool {
 			return ev.Member.Name == "n2" && ev.Type != EventJoin && ev.Type != EventUpdate
 		})
-		if ev.Type != EventFail || ev.Member.State != StateDead {
+		if ev.Type != EventFail || ev.Member.State != api.MemberDead {
 			t.Fatalf("%s: event = %s, state %s; want fail, dead", g.LocalMember().Name, ev.Type, ev.Member.State)
 		}
 		if ev.At.Before(before) {
@@ -205,7 +206,7 @@ func TestFailureDetected(t *testing.T) {
 		if len(ms) != 3 {
 			t.Fatalf("%s: dead member not kept: %s", g.LocalMember().Name, states(g))
 		}
-		if ms[2].State != StateDead || ms[2].Since.Before(before) {
+		if ms[2].State != api.MemberDead || ms[2].Since.Before(before) {
 			t.Errorf("%s: n2 = %s since %v", g.LocalMember().Name, ms[2].State, ms[2].Since)
 		}
 		if g.NumMembers() != 2 {
@@ -301,7 +302,7 @@ func TestGarbageMetaIsReportedNotFatal(t *testing.T) {
 		if m.Name == "a" {
 			continue
 		}
-		if m.MetaErr == "" || m.State != StateAlive {
+		if m.MetaErr == "" || m.State != api.MemberAlive {
 			t.Errorf("%s: state %s, MetaErr %q; want alive with a decode error", m.Name, m.State, m.MetaErr)
 		}
 		if diff := cmp.Diff(Meta{}, m.Meta); diff != "" {
@@ -398,16 +399,16 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 func TestStateChanges(t *testing.T) {
-	prev := map[string]State{"a": StateAlive, "b": StateAlive, "c": StateDead}
-	now := map[string]State{"a": StateAlive, "b": StateDead, "d": StateAlive}
+	prev := map[string]api.MemberState{"a": api.MemberAlive, "b": api.MemberAlive, "c": api.MemberDead}
+	now := map[string]api.MemberState{"a": api.MemberAlive, "b": api.MemberDead, "d": api.MemberAlive}
 	if diff := cmp.Diff([]string{"b", "c", "d"}, StateChanges(prev, now)); diff != "" {
 		t.Errorf("StateChanges (-want +got):\n%s", diff)
 	}
 	if got := StateChanges(now, now); len(got) != 0 {
 		t.Errorf("StateChanges of equal maps = %v", got)
 	}
-	ms := []Member{{Name: "a", State: StateAlive}, {Name: "b", State: StateLeft}}
-	if diff := cmp.Diff(map[string]State{"a": StateAlive, "b": StateLeft}, States(ms)); diff != "" {
+	ms := []Member{{Name: "a", State: api.MemberAlive}, {Name: "b", State: api.MemberLeft}}
+	if diff := cmp.Diff(map[string]api.MemberState{"a": api.MemberAlive, "b": api.MemberLeft}, States(ms)); diff != "" {
 		t.Errorf("States (-want +got):\n%s", diff)
 	}
 }
@@ -467,7 +468,7 @@ func TestLeaveReachesServersOverTCP(t *testing.T) {
 	ev := waitEvent(t, s, detectWithin, func(ev Event) bool {
 		return ev.Member.Name == "n1" && (ev.Type == EventLeave || ev.Type == EventFail)
 	})
-	if ev.Type != EventLeave || ev.Member.State != StateLeft {
+	if ev.Type != EventLeave || ev.Member.State != api.MemberLeft {
 		t.Fatalf("event = %s, state %s; want leave, left", ev.Type, ev.Member.State)
 	}
 }

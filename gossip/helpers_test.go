@@ -119,7 +119,7 @@ func states(g *Gossip) string {
 }
 
 // memberState returns name's state in g's table, "" if absent.
-func memberState(g *Gossip, name string) State {
+func memberState(g *Gossip, name string) api.MemberState {
 	for _, m := range g.Members() {
 		if m.Name == name {
 			return m.State

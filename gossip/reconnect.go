@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/herd-dev/herd/api"
 )
 
 // Reconnect runs until ctx ends (or the member shuts down). Every
@@ -46,7 +48,7 @@ func spread(d time.Duration, r float64) time.Duration {
 func (g *Gossip) reconnectOnce() {
 	var addrs []string
 	for _, m := range g.Members() {
-		if m.State == StateDead && m.Addr != "" {
+		if m.State == api.MemberDead && m.Addr != "" {
 			addrs = append(addrs, m.Address())
 		}
 	}

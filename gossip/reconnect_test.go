@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/herd-dev/herd/api"
 )
 
 // partition cuts one address off from everyone while cut is set: packets
@@ -97,7 +98,7 @@ func TestReconnectHealsPartition(t *testing.T) {
 		go g.Reconnect(ctx)
 	}
 
-	stateOf := func(g *Gossip, name string) State {
+	stateOf := func(g *Gossip, name string) api.MemberState {
 		for _, m := range g.Members() {
 			if m.Name == name {
 				return m.State
@@ -107,10 +108,10 @@ func TestReconnectHealsPartition(t *testing.T) {
 	}
 	p.cut.Store(true)
 	waitFor(t, 10*time.Second, func() string {
-		if s := stateOf(nodes[0], "n2"); s != StateDead {
+		if s := stateOf(nodes[0], "n2"); s != api.MemberDead {
 			return "n0 sees n2 " + string(s)
 		}
-		if s := stateOf(nodes[2], "n0"); s != StateDead {
+		if s := stateOf(nodes[2], "n0"); s != api.MemberDead {
 			return "n2 sees n0 " + string(s)
 		}
 		return ""

@@ -384,6 +384,11 @@ type PodFile struct {
 // written by root only, since it holds the pod's secrets.
 const EnvFileMode os.FileMode = 0o600
 
+// SecretDirMode is the permission of the folders of the environment files
+// and the credentials: root's alone, so that no pod user can read another
+// pod's secrets or swap anything into the path.
+const SecretDirMode os.FileMode = 0o700
+
 // String formats an action for logs: "stop herd-web-1.service: not placed
 // on this node".
 func (a Action) String() string {

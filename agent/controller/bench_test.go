@@ -19,7 +19,7 @@ func benchWorld(b *testing.B, nodes int) *Cluster {
 			withLabels("rack", fmt.Sprint(i%10)))
 		n.Status.MemoryBytes = 8 * gib
 		w.add(n)
-		w.members[n.Metadata.Name] = MemberInfo{Name: n.Metadata.Name, Addr: n.Status.Address, State: MemberAlive,
+		w.members[n.Metadata.Name] = MemberInfo{Name: n.Metadata.Name, Addr: n.Status.Address, State: api.MemberAlive,
 			Facts: NodeFacts{BoardFacts: api.BoardFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 8 * gib, CPUs: 4}, Labels: n.Metadata.Labels}}
 	}
 	nodeNames := make([]string, 0, nodes)

@@ -127,7 +127,7 @@ func TestScheduleInvalidPodGetsCondition(t *testing.T) {
 				t.Fatalf("ScheduleWith = %v, want one status update", acts)
 			}
 			np := acts[0].Object.(*api.Pod)
-			c := findCondition(np.Status.Conditions, api.ConditionScheduled)
+			c := api.FindCondition(np.Status.Conditions, api.ConditionScheduled)
 			if c == nil || c.Status != api.ConditionFalse || c.Reason != "InvalidPod" || !strings.Contains(c.Message, tc.want) {
 				t.Fatalf("condition = %+v, want Scheduled=False InvalidPod naming %q", c, tc.want)
 			}

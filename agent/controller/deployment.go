@@ -279,25 +279,25 @@ func (r *rollout) status(now time.Time, d *api.Deployment) api.DeploymentStatus 
 	}
 	replicas, rev, minAvailable := r.replicas, r.rev, r.minAvailable()
 	if st.AvailableReplicas >= minAvailable {
-		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionAvailable, Status: api.ConditionTrue,
+		st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: api.ConditionAvailable, Status: api.ConditionTrue,
 			Reason: reasonMinimumAvailable, Message: fmt.Sprintf("%d of %d replicas available", st.AvailableReplicas, replicas)}, now)
 	} else {
-		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionAvailable, Status: api.ConditionFalse,
+		st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: api.ConditionAvailable, Status: api.ConditionFalse,
 			Reason: reasonMinimumUnavailable, Message: fmt.Sprintf("%d of %d replicas available, %d required", st.AvailableReplicas, replicas, minAvailable)}, now)
 	}
 	complete := r.nOld == 0 && st.UpdatedReplicas == replicas && st.AvailableReplicas == replicas
 	switch {
 	case complete:
-		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
+		st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
 			Reason: reasonRolloutComplete, Message: fmt.Sprintf("revision %s is available", rev)}, now)
 	case r.moveNote != "":
-		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
+		st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
 			Reason: reasonMoving, Message: r.moveNote}, now)
 	case r.nOld > 0:
-		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
+		st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
 			Reason: reasonRolling, Message: fmt.Sprintf("%d of %d pods updated to revision %s, %d old remain", st.UpdatedReplicas, replicas, rev, r.nOld)}, now)
 	default:
-		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
+		st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: api.ConditionProgressing, Status: api.ConditionTrue,
 			Reason: reasonScaling, Message: fmt.Sprintf("%d of %d replicas available", st.AvailableReplicas, replicas)}, now)
 	}
 	st.Conditions = replicaFailure(st.Conditions, r.live, r.deleted, r.failed, complete, now)
@@ -311,33 +311,35 @@ func (r *rollout) status(now time.Time, d *api.Deployment) api.DeploymentStatus 
 func replicaFailure(conds []api.Condition, live []*api.Pod, deleted map[string]bool, failed []*api.Pod, complete bool, now time.Time) []api.Condition {
 	var unsched []*api.Pod
 	for _, p := range live {
-		if deleted[p.Metadata.Name] || p.Status.Phase != api.PodPending {
+		if deleted[p.Metadata.Name] || !p.Status.Phase.Pending() {
 			continue
 		}
-		if c := findCondition(p.Status.Conditions, api.ConditionScheduled); c != nil && c.Status == api.ConditionFalse {
+		if c := api.FindCondition(p.Status.Conditions, api.ConditionScheduled); c != nil && c.Status == api.ConditionFalse {
 			unsched = append(unsched, p)
 		}
 	}
 	slices.SortFunc(unsched, compareByName)
 	switch {
 	case len(unsched) > 0:
-		c := findCondition(unsched[0].Status.Conditions, api.ConditionScheduled)
-		return setCondition(conds, api.Condition{Type: api.ConditionReplicaFailure, Status: api.ConditionTrue,
+		c := api.FindCondition(unsched[0].Status.Conditions, api.ConditionScheduled)
+		conds, _ = api.SetCondition(conds, api.Condition{Type: api.ConditionReplicaFailure, Status: api.ConditionTrue,
 			Reason: reasonUnschedulable, Message: fmt.Sprintf("%d pods cannot be scheduled; %s: %s", len(unsched), unsched[0].Metadata.Name, c.Message)}, now)
+		return conds
 	case len(failed) > 0:
 		msg := failed[0].Status.Message
 		if msg == "" {
 			msg = string(failed[0].Status.Phase)
 		}
-		return setCondition(conds, api.Condition{Type: api.ConditionReplicaFailure, Status: api.ConditionTrue,
+		conds, _ = api.SetCondition(conds, api.Condition{Type: api.ConditionReplicaFailure, Status: api.ConditionTrue,
 			Reason: reasonPodFailed, Message: fmt.Sprintf("pod %s: %s", failed[0].Metadata.Name, msg)}, now)
-	case complete:
-		return removeCondition(conds, api.ConditionReplicaFailure)
-	}
-	if c := findCondition(conds, api.ConditionReplicaFailure); c != nil && c.Reason == reasonPodFailed {
 		return conds
+	case !complete:
+		if c := api.FindCondition(conds, api.ConditionReplicaFailure); c != nil && c.Reason == reasonPodFailed {
+			return conds
+		}
 	}
-	return removeCondition(conds, api.ConditionReplicaFailure)
+	conds, _ = api.RemoveCondition(conds, api.ConditionReplicaFailure)
+	return conds
 }
 
 func countAvailable(ps []*api.Pod, nodes map[string]*api.Node) int {
@@ -363,7 +365,7 @@ func sortForDeletion(ps []*api.Pod, nodes map[string]*api.Node) {
 	for i, p := range ps {
 		r := 3
 		switch {
-		case p.Status.Phase == api.PodPending || p.Status.Phase == "":
+		case p.Status.Phase.Pending():
 			r = 0
 		case nodes[p.Spec.Node] != nil && (nodes[p.Spec.Node].Status.Phase != api.NodeReady || onDrainingNode(p, nodes)):
 			r = 1

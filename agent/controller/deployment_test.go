@@ -170,7 +170,7 @@ func TestReconcileDeployment(t *testing.T) {
 				t.Errorf("status revision %q generation %d", st.Revision, st.ObservedGeneration)
 			}
 			for typ, reason := range tt.wantReason {
-				if c := findCondition(st.Conditions, typ); c == nil || c.Reason != reason {
+				if c := api.FindCondition(st.Conditions, typ); c == nil || c.Reason != reason {
 					t.Errorf("condition %s = %+v, want reason %s", typ, c, reason)
 				}
 			}
@@ -292,7 +292,7 @@ func TestRollingUpdate(t *testing.T) {
 					tc.startPerStep = -1
 				}
 				st := w.deployments["web"].Status
-				c := findCondition(st.Conditions, api.ConditionProgressing)
+				c := api.FindCondition(st.Conditions, api.ConditionProgressing)
 				if len(acts) == 0 && started == 0 && c != nil && c.Reason == reasonRolloutComplete {
 					break
 				}

@@ -89,7 +89,7 @@ func nodeEvents(old, cur *api.Node, now time.Time) []api.EventSpec {
 			out = append(out, event(cur, api.ReasonNodeReady, api.EventNormal, name, now, "%s is Ready: %s", name, msg))
 		case api.NodeNotReady:
 			reason := api.ReasonNodeNotReady
-			if c := findCondition(cur.Status.Conditions, api.ConditionReady); c != nil && c.Reason == reasonMemberDead {
+			if c := api.FindCondition(cur.Status.Conditions, api.ConditionReady); c != nil && c.Reason == reasonMemberDead {
 				reason = api.ReasonNodeDead
 			}
 			out = append(out, event(cur, reason, api.EventWarning, name, now, "%s is NotReady: %s", name, msg))
@@ -113,8 +113,8 @@ func podEvents(old, cur *api.Pod, now time.Time) []api.EventSpec {
 		}
 	}
 	var out []api.EventSpec
-	if c := findCondition(cur.Status.Conditions, api.ConditionScheduled); c != nil && c.Status == api.ConditionFalse {
-		if oc := findCondition(old.Status.Conditions, api.ConditionScheduled); oc == nil || oc.Status != c.Status || oc.Message != c.Message {
+	if c := api.FindCondition(cur.Status.Conditions, api.ConditionScheduled); c != nil && c.Status == api.ConditionFalse {
+		if oc := api.FindCondition(old.Status.Conditions, api.ConditionScheduled); oc == nil || oc.Status != c.Status || oc.Message != c.Message {
 			out = append(out, event(cur, api.ReasonFailedScheduling, api.EventWarning, "", now, "%s", c.Message))
 		}
 	}
@@ -202,13 +202,13 @@ func rolloutEvents(o api.Object, oldRev, rev string, oldConds, conds []api.Condi
 	if oldRev != "" && rev != oldRev {
 		out = append(out, event(o, api.ReasonRolloutStarted, api.EventNormal, "", now, "rolling out revision %s", rev))
 	}
-	if c := findCondition(conds, api.ConditionAvailable); c != nil && c.Status == api.ConditionTrue {
-		if oc := findCondition(oldConds, api.ConditionAvailable); oc == nil || oc.Status != api.ConditionTrue {
+	if c := api.FindCondition(conds, api.ConditionAvailable); c != nil && c.Status == api.ConditionTrue {
+		if oc := api.FindCondition(oldConds, api.ConditionAvailable); oc == nil || oc.Status != api.ConditionTrue {
 			out = append(out, event(o, api.ReasonAvailable, api.EventNormal, "", now, "available%s", colonMsg(c.Message)))
 		}
 	}
-	if c := findCondition(conds, api.ConditionReplicaFailure); c != nil && c.Status == api.ConditionTrue {
-		if oc := findCondition(oldConds, api.ConditionReplicaFailure); oc == nil || oc.Status != api.ConditionTrue || oc.Reason != c.Reason {
+	if c := api.FindCondition(conds, api.ConditionReplicaFailure); c != nil && c.Status == api.ConditionTrue {
+		if oc := api.FindCondition(oldConds, api.ConditionReplicaFailure); oc == nil || oc.Status != api.ConditionTrue || oc.Reason != c.Reason {
 			out = append(out, event(o, api.ReasonReplicaFailure, api.EventWarning, "", now, "%s", c.Message))
 		}
 	}
@@ -216,12 +216,12 @@ func rolloutEvents(o api.Object, oldRev, rev string, oldConds, conds []api.Condi
 }
 
 func hasTrue(conds []api.Condition, typ string) bool {
-	c := findCondition(conds, typ)
+	c := api.FindCondition(conds, typ)
 	return c != nil && c.Status == api.ConditionTrue
 }
 
 func conditionMessage(conds []api.Condition, typ string) string {
-	if c := findCondition(conds, typ); c != nil {
+	if c := api.FindCondition(conds, typ); c != nil {
 		if c.Message != "" {
 			return c.Message
 		}

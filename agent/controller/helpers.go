@@ -2,8 +2,6 @@ package controller
 
 import (
 	"maps"
-	"slices"
-	"time"
 
 	"github.com/herd-dev/herd/api"
 )
@@ -64,49 +62,6 @@ func nodeIndex(nodes []*api.Node) map[string]*api.Node {
 		}
 	}
 	return m
-}
-
-// findCondition returns the condition of type typ, or nil.
-func findCondition(conds []api.Condition, typ string) *api.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
-// setCondition returns a copy of conds with c set: replacing the condition
-// of the same type in place (keeping its LastTransitionTime when the status
-// did not change) or appending it (LastTransitionTime now). conds is not
-// modified.
-func setCondition(conds []api.Condition, c api.Condition, now time.Time) []api.Condition {
-	out := slices.Clone(conds)
-	if old := findCondition(out, c.Type); old != nil {
-		c.LastTransitionTime = old.LastTransitionTime
-		if old.Status != c.Status {
-			c.LastTransitionTime = now
-		}
-		*old = c
-		return out
-	}
-	c.LastTransitionTime = now
-	return append(out, c)
-}
-
-// removeCondition returns conds without the condition of type typ (nil if
-// none remain). conds is not modified.
-func removeCondition(conds []api.Condition, typ string) []api.Condition {
-	if findCondition(conds, typ) == nil {
-		return conds
-	}
-	var out []api.Condition
-	for _, c := range conds {
-		if c.Type != typ {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // sameLabels compares label maps, nil and empty being equal.

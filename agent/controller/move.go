@@ -92,7 +92,7 @@ func (r *rollout) finishMoves() {
 		if q.Spec.Replaces == "" || p == nil || r.deleted[p.Metadata.Name] || r.leaving[p.Metadata.Name] || r.deleted[q.Metadata.Name] {
 			continue
 		}
-		pending := q.Status.Phase == api.PodPending || q.Status.Phase == ""
+		pending := q.Status.Phase.Pending()
 		switch {
 		case available(q, r.nodeByName):
 			if left := r.availNew - boolInt(available(p, r.nodeByName)); left < r.minAvailable() {
@@ -120,7 +120,7 @@ func (r *rollout) finishMoves() {
 // unschedulable returns the scheduler's message for a pod it could not
 // place, or "".
 func unschedulable(p *api.Pod) string {
-	if c := findCondition(p.Status.Conditions, api.ConditionScheduled); c != nil && c.Status == api.ConditionFalse {
+	if c := api.FindCondition(p.Status.Conditions, api.ConditionScheduled); c != nil && c.Status == api.ConditionFalse {
 		return c.Message
 	}
 	return ""
@@ -130,7 +130,7 @@ func unschedulable(p *api.Pod) string {
 // "Starting on b3".
 func podProgress(p *api.Pod) string {
 	switch {
-	case p.Status.Phase == api.PodPending || p.Status.Phase == "":
+	case p.Status.Phase.Pending():
 		if msg := unschedulable(p); msg != "" {
 			return "Pending: " + msg
 		}

@@ -142,7 +142,7 @@ func TestDrainKeepsAvailability(t *testing.T) {
 			if st.AvailableReplicas != tc.replicas || st.Replicas != tc.replicas {
 				t.Errorf("status after the drain: %+v", st)
 			}
-			if c := findCondition(st.Conditions, api.ConditionProgressing); c == nil || c.Reason != reasonRolloutComplete {
+			if c := api.FindCondition(st.Conditions, api.ConditionProgressing); c == nil || c.Reason != reasonRolloutComplete {
 				t.Errorf("Progressing after the drain: %+v", c)
 			}
 			moved := 0
@@ -229,7 +229,7 @@ func TestDrainWithdrawnCancelsPendingReplacement(t *testing.T) {
 	if pending == nil || pending.Status.Phase != api.PodPending {
 		t.Fatalf("want a Pending replacement: %v", podLines(w))
 	}
-	c := findCondition(w.deployments["web"].Status.Conditions, api.ConditionProgressing)
+	c := api.FindCondition(w.deployments["web"].Status.Conditions, api.ConditionProgressing)
 	if c == nil || c.Reason != reasonMoving || !strings.Contains(c.Message, "cordoned") {
 		t.Errorf("Progressing while stuck: %+v", c)
 	}

@@ -11,18 +11,6 @@ import (
 	"github.com/herd-dev/herd/api"
 )
 
-// MemberState is a gossip member's liveness as memberlist reports it.
-type MemberState string
-
-// Member states. The empty state means gossip has no record of the member
-// (never seen, or reaped after it died or left).
-const (
-	MemberAlive   MemberState = "alive"
-	MemberSuspect MemberState = "suspect"
-	MemberDead    MemberState = "dead"
-	MemberLeft    MemberState = "left"
-)
-
 // MemberInfo is what gossip knows about one board.
 type MemberInfo struct {
 	// Name is the member (node) name; empty when gossip has no record.
@@ -30,7 +18,7 @@ type MemberInfo struct {
 	// Addr is the board's IP address (the gossip advertise address).
 	Addr string
 	// State is the member's liveness.
-	State MemberState
+	State api.MemberState
 	// Facts ride in the member metadata.
 	Facts NodeFacts
 	// DownSince is when the leader first knew the member as not alive: the
@@ -140,9 +128,9 @@ const (
 
 // Reasons of the node Ready condition.
 const (
-	reasonMemberAlive   = "MemberAlive"
-	reasonMemberDead    = "MemberDead"
-	reasonMemberLeft    = "MemberLeft"
+	reasonMemberAlive   = "api.MemberAlive"
+	reasonMemberDead    = "api.MemberDead"
+	reasonMemberLeft    = "api.MemberLeft"
 	reasonMemberUnknown = "MemberUnknown"
 	reasonFencing       = "Fencing"
 )
@@ -163,7 +151,7 @@ const (
 //   - dead, node Ready: two witnesses decide. With m.Witness taken since
 //     m.DownSince that succeeded (and is at most WitnessGrace old) the
 //     board is only "agent down": it stays Ready, with condition
-//     AgentDown=True (reason MemberDead) naming both witnesses, and its
+//     AgentDown=True (reason api.MemberDead) naming both witnesses, and its
 //     pods are kept. With one that failed it becomes NotReady, the SSH
 //     error in the message. With none yet nothing changes, until
 //     WitnessGrace has passed since m.DownSince (or since the last
@@ -181,7 +169,7 @@ func ReconcileNode(now time.Time, node *api.Node, m MemberInfo, pods []*api.Pod)
 	if node != nil {
 		name = node.Metadata.Name
 	}
-	if name == "" || (node == nil && m.State != MemberAlive) {
+	if name == "" || (node == nil && m.State != api.MemberAlive) {
 		return nil
 	}
 	known := m.Name != "" && m.State != ""
@@ -200,31 +188,31 @@ func ReconcileNode(now time.Time, node *api.Node, m MemberInfo, pods []*api.Pod)
 	}
 
 	switch {
-	case m.State == MemberAlive && node != nil && old.Phase == api.NodeReady:
+	case m.State == api.MemberAlive && node != nil && old.Phase == api.NodeReady:
 		// Stays Ready: conditions are ObservedUnits' business. Nothing
 		// was lost while the agent was down, so nothing needs fencing.
-		st.Conditions = removeCondition(st.Conditions, ConditionAgentDown)
-	case m.State == MemberAlive:
+		st.Conditions, _ = api.RemoveCondition(st.Conditions, ConditionAgentDown)
+	case m.State == api.MemberAlive:
 		st.Phase, st.Fenced = api.NodeNotReady, false
-		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
+		st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
 			Reason: reasonFencing, Message: "waiting for the board's units to be checked"}, now)
-		if findCondition(st.Conditions, ConditionFencing) == nil {
-			st.Conditions = setCondition(st.Conditions, api.Condition{Type: ConditionFencing, Status: api.ConditionTrue,
+		if api.FindCondition(st.Conditions, ConditionFencing) == nil {
+			st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: ConditionFencing, Status: api.ConditionTrue,
 				Reason: "StaleUnits", Message: "waiting for the executor to list the board's units"}, now)
 		}
-	case m.State == MemberSuspect:
+	case m.State == api.MemberSuspect:
 		// Keep the phase; a suspect board is usually fine.
-	case m.State == MemberLeft || (!known && old.Phase == api.NodeLeft):
+	case m.State == api.MemberLeft || (!known && old.Phase == api.NodeLeft):
 		st.Phase, st.Fenced = api.NodeLeft, false
-		st.Conditions = removeCondition(st.Conditions, ConditionFencing)
-		st.Conditions = removeCondition(st.Conditions, ConditionAgentDown)
-		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
+		st.Conditions, _ = api.RemoveCondition(st.Conditions, ConditionFencing)
+		st.Conditions, _ = api.RemoveCondition(st.Conditions, ConditionAgentDown)
+		st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
 			Reason: reasonMemberLeft, Message: "the board left the cluster"}, now)
-	case m.State == MemberDead && node != nil && old.Phase == api.NodeReady && witnessVerdict(now, m, old) != verdictDead:
+	case m.State == api.MemberDead && node != nil && old.Phase == api.NodeReady && witnessVerdict(now, m, old) != verdictDead:
 		// The second witness says the board runs (or has not spoken
 		// yet): keep it Ready and its pods running.
 		if witnessVerdict(now, m, old) == verdictAgentDown {
-			st.Conditions = setCondition(st.Conditions, api.Condition{Type: ConditionAgentDown, Status: api.ConditionTrue,
+			st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: ConditionAgentDown, Status: api.ConditionTrue,
 				Reason: reasonMemberDead, Message: "gossip declared the agent dead; the board's sshd and systemd answer the leader"}, now)
 		}
 	default: // dead or unknown
@@ -233,13 +221,13 @@ func ReconcileNode(now time.Time, node *api.Node, m MemberInfo, pods []*api.Pod)
 			reason, msg = reasonMemberUnknown, "gossip has no record of the board"
 		} else if old.Phase == api.NodeReady {
 			msg += " and " + witnessFailure(now, m)
-		} else if c := findCondition(old.Conditions, api.ConditionReady); old.Phase == api.NodeNotReady && c != nil && c.Reason == reasonMemberDead {
+		} else if c := api.FindCondition(old.Conditions, api.ConditionReady); old.Phase == api.NodeNotReady && c != nil && c.Reason == reasonMemberDead {
 			msg = c.Message // keep the message the board went down with
 		}
 		st.Phase, st.Fenced = api.NodeNotReady, false
-		st.Conditions = removeCondition(st.Conditions, ConditionFencing)
-		st.Conditions = removeCondition(st.Conditions, ConditionAgentDown)
-		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
+		st.Conditions, _ = api.RemoveCondition(st.Conditions, ConditionFencing)
+		st.Conditions, _ = api.RemoveCondition(st.Conditions, ConditionAgentDown)
+		st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionFalse,
 			Reason: reason, Message: msg}, now)
 	}
 	if st.Phase != old.Phase || node == nil {
@@ -293,7 +281,7 @@ func witnessVerdict(now time.Time, m MemberInfo, old api.NodeStatus) verdict {
 	}
 	if !w.At.IsZero() && !w.At.Before(m.DownSince) {
 		if w.Err != "" {
-			if findCondition(old.Conditions, ConditionAgentDown) != nil && !w.OKAt.Before(m.DownSince) &&
+			if api.FindCondition(old.Conditions, ConditionAgentDown) != nil && !w.OKAt.Before(m.DownSince) &&
 				now.Sub(w.OKAt) <= WitnessGrace {
 				return verdictAgentDown
 			}
@@ -326,7 +314,7 @@ func witnessFailure(now time.Time, m MemberInfo) string {
 
 func nodeChangeReason(old, st api.NodeStatus, m MemberInfo) string {
 	if old.Phase == st.Phase {
-		was, is := findCondition(old.Conditions, ConditionAgentDown) != nil, findCondition(st.Conditions, ConditionAgentDown) != nil
+		was, is := api.FindCondition(old.Conditions, ConditionAgentDown) != nil, api.FindCondition(st.Conditions, ConditionAgentDown) != nil
 		switch {
 		case is && !was:
 			return "board's agent is down (gossip: member dead), its sshd and systemd answer: pods kept"
@@ -352,7 +340,7 @@ func losePods(node string, st api.NodeStatus, pods []*api.Pod) []Action {
 	}
 	slices.SortFunc(lost, compareByName)
 	why := "NotReady"
-	if c := findCondition(st.Conditions, api.ConditionReady); c != nil && c.Message != "" {
+	if c := api.FindCondition(st.Conditions, api.ConditionReady); c != nil && c.Message != "" {
 		why = c.Message
 	}
 	var acts []Action
@@ -376,7 +364,7 @@ func losePods(node string, st api.NodeStatus, pods []*api.Pod) []Action {
 // returns nothing. pods may be every pod; units is the executor's complete
 // listing of herd-*.service units on the board.
 func ObservedUnits(now time.Time, node *api.Node, pods []*api.Pod, units []UnitObservation) []Action {
-	if node == nil || node.Status.Phase != api.NodeNotReady || findCondition(node.Status.Conditions, ConditionFencing) == nil {
+	if node == nil || node.Status.Phase != api.NodeNotReady || api.FindCondition(node.Status.Conditions, ConditionFencing) == nil {
 		return nil
 	}
 	live := make(map[string]bool)
@@ -400,8 +388,8 @@ func ObservedUnits(now time.Time, node *api.Node, pods []*api.Pod, units []UnitO
 	var reason string
 	if len(stale) == 0 {
 		st.Phase, st.Fenced, st.Since = api.NodeReady, true, now
-		st.Conditions = removeCondition(st.Conditions, ConditionFencing)
-		st.Conditions = setCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionTrue,
+		st.Conditions, _ = api.RemoveCondition(st.Conditions, ConditionFencing)
+		st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: api.ConditionReady, Status: api.ConditionTrue,
 			Reason: reasonMemberAlive, Message: "fenced: no stale units"}, now)
 		reason = "board fenced: no stale units left"
 	} else {
@@ -413,7 +401,7 @@ func ObservedUnits(now time.Time, node *api.Node, pods []*api.Pod, units []UnitO
 		if len(stale) > len(shown) {
 			msg += ", ..."
 		}
-		st.Conditions = setCondition(st.Conditions, api.Condition{Type: ConditionFencing, Status: api.ConditionTrue,
+		st.Conditions, _ = api.SetCondition(st.Conditions, api.Condition{Type: ConditionFencing, Status: api.ConditionTrue,
 			Reason: "StaleUnits", Message: msg}, now)
 		reason = msg
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/herd-dev/herd/api"
 )
 
-func member(name string, state MemberState) MemberInfo {
+func member(name string, state api.MemberState) MemberInfo {
 	return MemberInfo{Name: name, Addr: "10.0.0." + string(rune('0'+len(name))), State: state,
 		Facts: NodeFacts{BoardFacts: api.BoardFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4}, SSHAddress: "10.0.0.1:22"}}
 }
@@ -38,31 +38,31 @@ func TestReconcileNode(t *testing.T) {
 	}{
 		{
 			name:      "new alive board is created fencing",
-			member:    member("a", MemberAlive),
+			member:    member("a", api.MemberAlive),
 			want:      []string{"create nodes/a"},
 			wantPhase: api.NodeNotReady, wantSince: later, wantCond: reasonFencing,
 		},
 		{
 			name:   "no node for a dead unknown board",
-			member: member("a", MemberDead),
+			member: member("a", api.MemberDead),
 		},
 		{
 			name:      "ready alive board: nothing",
-			node:      storedNode(member("a", MemberAlive), api.NodeReady),
-			member:    member("a", MemberAlive),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeReady),
+			member:    member("a", api.MemberAlive),
 			wantPhase: api.NodeReady, wantFenced: true, wantSince: t0,
 		},
 		{
 			name:      "suspect keeps ready",
-			node:      storedNode(member("a", MemberAlive), api.NodeReady),
-			member:    member("a", MemberSuspect),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeReady),
+			member:    member("a", api.MemberSuspect),
 			pods:      []*api.Pod{deployPod(web, "web-1", "a", api.PodRunning)},
 			wantPhase: api.NodeReady, wantFenced: true, wantSince: t0,
 		},
 		{
 			name:   "dead: not ready, its live pods lost",
-			node:   storedNode(member("a", MemberAlive), api.NodeReady),
-			member: member("a", MemberDead),
+			node:   storedNode(member("a", api.MemberAlive), api.NodeReady),
+			member: member("a", api.MemberDead),
 			pods: []*api.Pod{
 				deployPod(web, "web-1", "a", api.PodRunning),
 				deployPod(web, "web-2", "a", api.PodStarting),
@@ -75,38 +75,38 @@ func TestReconcileNode(t *testing.T) {
 		},
 		{
 			name:      "left",
-			node:      storedNode(member("a", MemberAlive), api.NodeReady),
-			member:    member("a", MemberLeft),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeReady),
+			member:    member("a", api.MemberLeft),
 			pods:      []*api.Pod{deployPod(web, "web-1", "a", api.PodScheduled)},
 			want:      []string{"updateStatus nodes/a", "updateStatus pods/web-1"},
 			wantPhase: api.NodeLeft, wantSince: later, wantLost: []string{"web-1"}, wantCond: reasonMemberLeft,
 		},
 		{
 			name:      "unknown to gossip: not ready",
-			node:      storedNode(member("a", MemberAlive), api.NodeReady),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeReady),
 			member:    MemberInfo{},
 			want:      []string{"updateStatus nodes/a"},
 			wantPhase: api.NodeNotReady, wantSince: later, wantCond: reasonMemberUnknown,
 		},
 		{
 			name:      "left and reaped stays left",
-			node:      storedNode(member("a", MemberAlive), api.NodeLeft),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeLeft),
 			member:    MemberInfo{},
 			want:      []string{"updateStatus nodes/a"}, // the Ready condition is added once
 			wantPhase: api.NodeLeft, wantSince: t0, wantCond: reasonMemberLeft,
 		},
 		{
 			name:      "returning board fences, since unchanged",
-			node:      storedNode(member("a", MemberAlive), api.NodeNotReady),
-			member:    member("a", MemberAlive),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeNotReady),
+			member:    member("a", api.MemberAlive),
 			want:      []string{"updateStatus nodes/a"},
 			wantPhase: api.NodeNotReady, wantSince: t0, wantCond: reasonFencing,
 		},
 		{
 			name: "facts change on a ready board",
-			node: storedNode(member("a", MemberAlive), api.NodeReady),
+			node: storedNode(member("a", api.MemberAlive), api.NodeReady),
 			member: func() MemberInfo {
-				m := member("a", MemberAlive)
+				m := member("a", api.MemberAlive)
 				m.Facts.Version = "v2"
 				return m
 			}(),
@@ -115,9 +115,9 @@ func TestReconcileNode(t *testing.T) {
 		},
 		{
 			name: "labels come from gossip",
-			node: storedNode(member("a", MemberAlive), api.NodeReady),
+			node: storedNode(member("a", api.MemberAlive), api.NodeReady),
 			member: func() MemberInfo {
-				m := member("a", MemberAlive)
+				m := member("a", api.MemberAlive)
 				m.Facts.Labels = map[string]string{"disk": "ssd"}
 				return m
 			}(),
@@ -155,7 +155,7 @@ func TestReconcileNode(t *testing.T) {
 				t.Errorf("node = phase %s fenced %v since %v; want %s %v %v", n.Status.Phase, n.Status.Fenced, n.Status.Since, tt.wantPhase, tt.wantFenced, tt.wantSince)
 			}
 			if tt.wantCond != "" {
-				if c := findCondition(n.Status.Conditions, api.ConditionReady); c == nil || c.Reason != tt.wantCond {
+				if c := api.FindCondition(n.Status.Conditions, api.ConditionReady); c == nil || c.Reason != tt.wantCond {
 					t.Errorf("Ready condition = %+v, want reason %s", c, tt.wantCond)
 				}
 			}
@@ -179,13 +179,13 @@ func TestReconcileNode(t *testing.T) {
 func TestFencing(t *testing.T) {
 	w := newWorld(t)
 	web := deployment("web", 1)
-	m := member("a", MemberAlive)
+	m := member("a", api.MemberAlive)
 	w.add(storedNode(m, api.NodeReady), deployPod(web, "web-1", "a", api.PodRunning), readyNode("b"),
 		deployPod(web, "other", "b", api.PodRunning))
 
 	// The board dies: NotReady, its pod Lost.
 	w.now = t0.Add(time.Minute)
-	w.apply(ReconcileNode(w.now, w.nodes["a"], member("a", MemberDead), w.podList()))
+	w.apply(ReconcileNode(w.now, w.nodes["a"], member("a", api.MemberDead), w.podList()))
 	if got := w.pods["web-1"].Status.Phase; got != api.PodLost {
 		t.Fatalf("web-1 = %s, want Lost", got)
 	}
@@ -196,7 +196,7 @@ func TestFencing(t *testing.T) {
 	w.now = t0.Add(2 * time.Minute)
 	w.apply(ReconcileNode(w.now, w.nodes["a"], m, w.podList()))
 	n := w.nodes["a"]
-	if n.Status.Phase != api.NodeNotReady || n.Status.Fenced || findCondition(n.Status.Conditions, ConditionFencing) == nil {
+	if n.Status.Phase != api.NodeNotReady || n.Status.Fenced || api.FindCondition(n.Status.Conditions, ConditionFencing) == nil {
 		t.Fatalf("returning node = %s fenced=%v conditions %+v; want NotReady, unfenced, Fencing", n.Status.Phase, n.Status.Fenced, n.Status.Conditions)
 	}
 	staleUnit := UnitObservation{Unit: api.UnitName("web-1"), Found: true, ActiveState: "active", SubState: "running"}
@@ -207,7 +207,7 @@ func TestFencing(t *testing.T) {
 	if n.Status.Phase == api.NodeReady {
 		t.Fatal("node Ready while a stale unit runs")
 	}
-	c := findCondition(n.Status.Conditions, ConditionFencing)
+	c := api.FindCondition(n.Status.Conditions, ConditionFencing)
 	if c == nil || c.Message != "1 stale units to stop: herd-web-1.service" {
 		t.Fatalf("Fencing condition = %+v", c)
 	}
@@ -229,7 +229,7 @@ func TestFencing(t *testing.T) {
 	w.now = t0.Add(3 * time.Minute)
 	w.apply(ObservedUnits(w.now, w.nodes["a"], w.podList(), nil))
 	n = w.nodes["a"]
-	if n.Status.Phase != api.NodeReady || !n.Status.Fenced || !n.Status.Since.Equal(w.now) || findCondition(n.Status.Conditions, ConditionFencing) != nil {
+	if n.Status.Phase != api.NodeReady || !n.Status.Fenced || !n.Status.Since.Equal(w.now) || api.FindCondition(n.Status.Conditions, ConditionFencing) != nil {
 		t.Fatalf("after fencing: %s fenced=%v since %v conditions %+v", n.Status.Phase, n.Status.Fenced, n.Status.Since, n.Status.Conditions)
 	}
 	if acts := ReconcileNode(w.now.Add(time.Second), n, m, w.podList()); len(acts) != 0 {
@@ -242,7 +242,7 @@ func TestFencing(t *testing.T) {
 
 func TestNewNodeFencedBeforeReady(t *testing.T) {
 	w := newWorld(t)
-	m := member("fresh", MemberAlive)
+	m := member("fresh", api.MemberAlive)
 	m.Facts.Labels = map[string]string{"zone": "attic"}
 	w.apply(ReconcileNode(t0, nil, m, nil))
 	n := w.nodes["fresh"]
@@ -258,7 +258,7 @@ func TestNewNodeFencedBeforeReady(t *testing.T) {
 // TestReconcileNodeBoardFacts: the board facts a new agent gossips land on
 // the Node once, and an old agent's (none) leave them empty.
 func TestReconcileNodeBoardFacts(t *testing.T) {
-	m := member("a", MemberAlive)
+	m := member("a", api.MemberAlive)
 	node := storedNode(m, api.NodeReady)
 	node.Status.Arch, node.Status.Model, node.Status.MemoryBytes, node.Status.CPUs = m.Facts.Arch, m.Facts.Model, m.Facts.MemoryBytes, m.Facts.CPUs
 	if acts := ReconcileNode(t0, node, m, nil); len(acts) != 0 {
@@ -289,7 +289,7 @@ func TestReconcileNodeBoardFacts(t *testing.T) {
 // change (a restarted agent that found a new one), and the Node does not
 // share the member's slice.
 func TestReconcileNodeDevices(t *testing.T) {
-	m := member("a", MemberAlive)
+	m := member("a", api.MemberAlive)
 	node := storedNode(m, api.NodeReady)
 	node.Status.BoardFacts = m.Facts.BoardFacts.Clone()
 	for _, tt := range []struct {

@@ -22,13 +22,12 @@ const ConditionArtifactsFetched = "ArtifactsFetched"
 // obs, or removed when the unit is active or no failure is on record.
 func artifactCondition(now time.Time, st api.PodStatus, obs UnitObservation) []api.Condition {
 	if obs.ArtifactReason == "" || !obs.Found || st.Phase == api.PodRunning {
-		if findCondition(st.Conditions, ConditionArtifactsFetched) == nil {
-			return st.Conditions
-		}
-		return removeCondition(st.Conditions, ConditionArtifactsFetched)
+		conds, _ := api.RemoveCondition(st.Conditions, ConditionArtifactsFetched)
+		return conds
 	}
-	return setCondition(st.Conditions, api.Condition{Type: ConditionArtifactsFetched, Status: api.ConditionFalse,
+	conds, _ := api.SetCondition(st.Conditions, api.Condition{Type: ConditionArtifactsFetched, Status: api.ConditionFalse,
 		Reason: obs.ArtifactReason, Message: obs.ArtifactMessage}, now)
+	return conds
 }
 
 // ObservePod folds what the executor saw of a pod's unit into the pod's
@@ -66,9 +65,7 @@ func ObservePod(now time.Time, pod *api.Pod, obs UnitObservation) []Action {
 	if pod == nil {
 		return nil
 	}
-	switch pod.Status.Phase {
-	case api.PodScheduled, api.PodStarting, api.PodRunning:
-	default:
+	if !pod.Status.Phase.Occupies() {
 		return nil
 	}
 	old := pod.Status
@@ -136,7 +133,7 @@ func ObservePod(now time.Time, pod *api.Pod, obs UnitObservation) []Action {
 		return nil // a state herd does not know: leave the pod alone
 	}
 	st.Conditions = artifactCondition(now, st, obs)
-	if c := findCondition(st.Conditions, ConditionArtifactsFetched); c != nil && (st.Phase == api.PodStarting || st.Phase == api.PodFailed) {
+	if c := api.FindCondition(st.Conditions, ConditionArtifactsFetched); c != nil && (st.Phase == api.PodStarting || st.Phase == api.PodFailed) {
 		st.Message = "artifact: " + c.Message
 	}
 	if reflect.DeepEqual(st, old) {

@@ -129,7 +129,7 @@ func TestObservePodArtifactCondition(t *testing.T) {
 			}
 			w.apply(acts)
 			got := w.pods["p"].Status
-			if diff := cmp.Diff(tt.want, findCondition(got.Conditions, ConditionArtifactsFetched)); diff != "" {
+			if diff := cmp.Diff(tt.want, api.FindCondition(got.Conditions, ConditionArtifactsFetched)); diff != "" {
 				t.Errorf("ArtifactsFetched (-want +got):\n%s", diff)
 			}
 			if got.Phase != tt.wantPhas || tt.wantMsg != "" && got.Message != tt.wantMsg {

@@ -129,7 +129,7 @@ func TestRunner(t *testing.T) {
 	for _, n := range []string{"a", "b"} {
 		node := readyNode(n)
 		w.add(node)
-		w.members[n] = MemberInfo{Name: n, Addr: node.Status.Address, State: MemberAlive,
+		w.members[n] = MemberInfo{Name: n, Addr: node.Status.Address, State: api.MemberAlive,
 			Facts: NodeFacts{BoardFacts: api.BoardFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4}}}
 	}
 	w.add(deployment("web", 2))

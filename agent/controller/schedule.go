@@ -32,7 +32,7 @@ func ScheduleWith(cfg scheduler.Config, now time.Time, snap *scheduler.Snapshot,
 	var pending []*api.Pod
 	var acts []Action
 	for _, p := range pods {
-		if p == nil || (p.Status.Phase != api.PodPending && p.Status.Phase != "") {
+		if p == nil || !p.Status.Phase.Pending() {
 			continue
 		}
 		if miss := api.MissingSecrets(p); miss != "" {
@@ -86,7 +86,7 @@ func ScheduleWith(cfg scheduler.Config, now time.Time, snap *scheduler.Snapshot,
 		if n := nodes[d.Node]; n != nil {
 			np.Status.IP = n.Status.Address
 		}
-		np.Status.Conditions = setCondition(p.Status.Conditions, api.Condition{Type: api.ConditionScheduled,
+		np.Status.Conditions, _ = api.SetCondition(p.Status.Conditions, api.Condition{Type: api.ConditionScheduled,
 			Status: api.ConditionTrue, Reason: "Scheduled", Message: fmt.Sprintf("placed on %s", d.Node)}, now)
 		acts = append(acts, newAction(ActionBind, &np, "placed on %s: %s", d.Node, d.Reason))
 	}
@@ -100,12 +100,12 @@ const reasonSecretMissing = "SecretMissing"
 // notScheduled returns the status write that gives p the condition
 // Scheduled=False with reason and msg, unless p has it already.
 func notScheduled(p *api.Pod, reason, msg string, now time.Time) (Action, bool) {
-	if c := findCondition(p.Status.Conditions, api.ConditionScheduled); c != nil &&
+	if c := api.FindCondition(p.Status.Conditions, api.ConditionScheduled); c != nil &&
 		c.Status == api.ConditionFalse && c.Reason == reason && c.Message == msg {
 		return Action{}, false
 	}
 	np := *p
-	np.Status.Conditions = setCondition(p.Status.Conditions, api.Condition{Type: api.ConditionScheduled,
+	np.Status.Conditions, _ = api.SetCondition(p.Status.Conditions, api.Condition{Type: api.ConditionScheduled,
 		Status: api.ConditionFalse, Reason: reason, Message: msg}, now)
 	return newAction(ActionUpdateStatus, &np, "cannot schedule: %s", msg), true
 }
@@ -119,7 +119,7 @@ func withoutAgentDown(snap *scheduler.Snapshot) *scheduler.Snapshot {
 		if n == nil || n.Status.Phase != api.NodeReady {
 			continue
 		}
-		if c := findCondition(n.Status.Conditions, ConditionAgentDown); c == nil || c.Status != api.ConditionTrue {
+		if c := api.FindCondition(n.Status.Conditions, ConditionAgentDown); c == nil || c.Status != api.ConditionTrue {
 			continue
 		}
 		if out == nil {

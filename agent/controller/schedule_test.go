@@ -33,10 +33,10 @@ func TestSchedulePending(t *testing.T) {
 		!cmp.Equal(bound.Spec.HostPorts, map[string]int{"http": 8080}) {
 		t.Errorf("bound pod: node %q phase %s ip %q ports %v", bound.Spec.Node, bound.Status.Phase, bound.Status.IP, bound.Spec.HostPorts)
 	}
-	if c := findCondition(bound.Status.Conditions, api.ConditionScheduled); c == nil || c.Status != api.ConditionTrue {
+	if c := api.FindCondition(bound.Status.Conditions, api.ConditionScheduled); c == nil || c.Status != api.ConditionTrue {
 		t.Errorf("Scheduled condition = %+v", c)
 	}
-	c := findCondition(w.pods["web-1"].Status.Conditions, api.ConditionScheduled)
+	c := api.FindCondition(w.pods["web-1"].Status.Conditions, api.ConditionScheduled)
 	if c == nil || c.Status != api.ConditionFalse || c.Message != "0/2 boards: 1 not ready, 1 port 8080 in use" || !c.LastTransitionTime.Equal(t0) {
 		t.Errorf("unschedulable condition = %+v", c)
 	}
@@ -51,7 +51,7 @@ func TestSchedulePending(t *testing.T) {
 	w.put(&nb)
 	acts = SchedulePending(t0.Add(2*time.Minute), w.snapshot(), w.podList())
 	w.apply(acts)
-	c = findCondition(w.pods["web-1"].Status.Conditions, api.ConditionScheduled)
+	c = api.FindCondition(w.pods["web-1"].Status.Conditions, api.ConditionScheduled)
 	if len(acts) != 1 || c.Message != "0/2 boards: 1 cordoned, 1 port 8080 in use" || !c.LastTransitionTime.Equal(t0) {
 		t.Errorf("changed explanation: %s, condition %+v", fmtActions(acts), c)
 	}
@@ -141,13 +141,13 @@ func messyWorld(t testing.TB) *world {
 	w.add(readyNode("a"), readyNode("b"), readyNode("c", withLabels("disk", "ssd")),
 		readyNode("dead"), readyNode("back", withPhase(api.NodeNotReady)))
 	for _, n := range []string{"a", "b", "c"} {
-		w.members[n] = MemberInfo{Name: n, Addr: w.nodes[n].Status.Address, State: MemberAlive,
+		w.members[n] = MemberInfo{Name: n, Addr: w.nodes[n].Status.Address, State: api.MemberAlive,
 			Facts: NodeFacts{BoardFacts: api.BoardFacts{Arch: "arm64", Model: "Pi 4", MemoryBytes: 4 * gib, CPUs: 4}, Labels: w.nodes[n].Metadata.Labels}}
 	}
-	w.members["dead"] = MemberInfo{Name: "dead", State: MemberDead}
+	w.members["dead"] = MemberInfo{Name: "dead", State: api.MemberDead}
 	facts := NodeFacts{BoardFacts: api.BoardFacts{Arch: "arm64", MemoryBytes: 2 * gib, CPUs: 4}}
-	w.members["back"] = MemberInfo{Name: "back", Addr: "10.0.0.9", State: MemberAlive, Facts: facts}
-	w.members["new"] = MemberInfo{Name: "new", Addr: "10.0.0.10", State: MemberAlive, Facts: facts}
+	w.members["back"] = MemberInfo{Name: "back", Addr: "10.0.0.9", State: api.MemberAlive, Facts: facts}
+	w.members["new"] = MemberInfo{Name: "new", Addr: "10.0.0.10", State: api.MemberAlive, Facts: facts}
 
 	web := deployment("web", 4, strategy(1, 1))
 	w.add(web)

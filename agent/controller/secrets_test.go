@@ -82,7 +82,7 @@ func TestSecretRevision(t *testing.T) {
 	if len(acts) != 1 || acts[0].Type != ActionUpdateStatus {
 		t.Fatalf("schedule with a missing secret: %s", fmtActions(acts))
 	}
-	c := findCondition(acts[0].Object.(*api.Pod).Status.Conditions, api.ConditionScheduled)
+	c := api.FindCondition(acts[0].Object.(*api.Pod).Status.Conditions, api.ConditionScheduled)
 	if c == nil || c.Reason != reasonSecretMissing || c.Message != "secret db does not exist: herdctl create secret db --from-file KEY=PATH" {
 		t.Fatalf("condition %+v", c)
 	}

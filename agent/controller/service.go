@@ -27,13 +27,10 @@ func reconcileService(now time.Time, svc *api.Service, pods []*api.Pod, nodeByNa
 	}
 	var eps []api.Endpoint
 	for _, p := range pods {
-		if p == nil || p.Status.Phase != api.PodRunning || !p.Status.Ready || !api.MatchLabels(svc.Spec.Selector, p.Metadata.Labels) {
+		if p == nil || !api.MatchLabels(svc.Spec.Selector, p.Metadata.Labels) || !available(p, nodeByName) {
 			continue
 		}
 		n := nodeByName[p.Spec.Node]
-		if n == nil || n.Status.Phase != api.NodeReady {
-			continue
-		}
 		addr := n.Status.Address
 		if addr == "" {
 			addr = p.Status.IP

@@ -12,7 +12,7 @@ import (
 
 // dead is member name declared dead at since, with witness w.
 func dead(name string, since time.Time, w Witness) MemberInfo {
-	m := member(name, MemberDead)
+	m := member(name, api.MemberDead)
 	m.DownSince = since
 	m.Witness = w
 	return m
@@ -20,7 +20,7 @@ func dead(name string, since time.Time, w Witness) MemberInfo {
 
 func agentDownNode(m MemberInfo, at time.Time) *api.Node {
 	n := storedNode(m, api.NodeReady)
-	n.Status.Conditions = setCondition(n.Status.Conditions, api.Condition{Type: ConditionAgentDown, Status: api.ConditionTrue,
+	n.Status.Conditions, _ = api.SetCondition(n.Status.Conditions, api.Condition{Type: ConditionAgentDown, Status: api.ConditionTrue,
 		Reason: reasonMemberDead, Message: "gossip declared the agent dead; the board's sshd and systemd answer the leader"}, at)
 	return n
 }
@@ -44,7 +44,7 @@ func TestReconcileNodeWitness(t *testing.T) {
 	}{
 		{
 			name:      "dead, SSH answered since: agent down, stays ready, pods kept",
-			node:      storedNode(member("a", MemberAlive), api.NodeReady),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeReady),
 			member:    dead("a", down, ok),
 			now:       down.Add(time.Second),
 			want:      []string{"updateStatus nodes/a"},
@@ -52,7 +52,7 @@ func TestReconcileNodeWitness(t *testing.T) {
 		},
 		{
 			name:      "dead, SSH failed since: not ready, pods lost, error named",
-			node:      storedNode(member("a", MemberAlive), api.NodeReady),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeReady),
 			member:    dead("a", down, failed),
 			now:       down.Add(time.Second),
 			want:      []string{"updateStatus nodes/a", "updateStatus pods/web-1"},
@@ -60,21 +60,21 @@ func TestReconcileNodeWitness(t *testing.T) {
 		},
 		{
 			name:      "dead, no witness yet: wait",
-			node:      storedNode(member("a", MemberAlive), api.NodeReady),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeReady),
 			member:    dead("a", down, Witness{}),
 			now:       down.Add(time.Second),
 			wantPhase: api.NodeReady,
 		},
 		{
 			name:      "dead, only a witness from before: wait",
-			node:      storedNode(member("a", MemberAlive), api.NodeReady),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeReady),
 			member:    dead("a", down, before),
 			now:       down.Add(time.Second),
 			wantPhase: api.NodeReady,
 		},
 		{
 			name:      "dead, no witness within the grace: not ready",
-			node:      storedNode(member("a", MemberAlive), api.NodeReady),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeReady),
 			member:    dead("a", down, before),
 			now:       down.Add(WitnessGrace + time.Millisecond),
 			want:      []string{"updateStatus nodes/a", "updateStatus pods/web-1"},
@@ -82,7 +82,7 @@ func TestReconcileNodeWitness(t *testing.T) {
 		},
 		{
 			name:      "dead since an unknown time: not ready at once, as before",
-			node:      storedNode(member("a", MemberAlive), api.NodeReady),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeReady),
 			member:    dead("a", time.Time{}, Witness{}),
 			now:       down,
 			want:      []string{"updateStatus nodes/a", "updateStatus pods/web-1"},
@@ -90,21 +90,21 @@ func TestReconcileNodeWitness(t *testing.T) {
 		},
 		{
 			name:      "agent down, witnesses keep coming: nothing to write",
-			node:      agentDownNode(member("a", MemberAlive), down),
+			node:      agentDownNode(member("a", api.MemberAlive), down),
 			member:    dead("a", down, Witness{At: down.Add(10 * time.Second)}),
 			now:       down.Add(11 * time.Second),
 			wantPhase: api.NodeReady, wantDown: true,
 		},
 		{
 			name:      "agent down, one check fails: still agent down",
-			node:      agentDownNode(member("a", MemberAlive), down),
+			node:      agentDownNode(member("a", api.MemberAlive), down),
 			member:    dead("a", down, Witness{At: down.Add(10 * time.Second), Err: "no answer within 750ms", OKAt: down.Add(9 * time.Second)}),
 			now:       down.Add(10 * time.Second),
 			wantPhase: api.NodeReady, wantDown: true,
 		},
 		{
 			name:      "agent down, then SSH keeps failing: not ready, condition dropped",
-			node:      agentDownNode(member("a", MemberAlive), down),
+			node:      agentDownNode(member("a", api.MemberAlive), down),
 			member:    dead("a", down, Witness{At: down.Add(13 * time.Second), Err: "connection lost", OKAt: down.Add(9 * time.Second)}),
 			now:       down.Add(13 * time.Second),
 			want:      []string{"updateStatus nodes/a", "updateStatus pods/web-1"},
@@ -112,7 +112,7 @@ func TestReconcileNodeWitness(t *testing.T) {
 		},
 		{
 			name:      "not yet agent down: one failed check is death",
-			node:      storedNode(member("a", MemberAlive), api.NodeReady),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeReady),
 			member:    dead("a", down, Witness{At: down.Add(time.Second), Err: "connection lost", OKAt: down.Add(500 * time.Millisecond)}),
 			now:       down.Add(time.Second),
 			want:      []string{"updateStatus nodes/a", "updateStatus pods/web-1"},
@@ -120,7 +120,7 @@ func TestReconcileNodeWitness(t *testing.T) {
 		},
 		{
 			name:      "agent down, checker went quiet: not ready",
-			node:      agentDownNode(member("a", MemberAlive), down),
+			node:      agentDownNode(member("a", api.MemberAlive), down),
 			member:    dead("a", down, ok),
 			now:       ok.At.Add(WitnessGrace + time.Millisecond),
 			want:      []string{"updateStatus nodes/a", "updateStatus pods/web-1"},
@@ -128,23 +128,23 @@ func TestReconcileNodeWitness(t *testing.T) {
 		},
 		{
 			name:      "agent back: condition dropped, stays ready",
-			node:      agentDownNode(member("a", MemberAlive), down),
-			member:    member("a", MemberAlive),
+			node:      agentDownNode(member("a", api.MemberAlive), down),
+			member:    member("a", api.MemberAlive),
 			now:       down.Add(2 * time.Second),
 			want:      []string{"updateStatus nodes/a"},
 			wantPhase: api.NodeReady,
 		},
 		{
 			name:      "agent down board leaves: left, condition dropped",
-			node:      agentDownNode(member("a", MemberAlive), down),
-			member:    member("a", MemberLeft),
+			node:      agentDownNode(member("a", api.MemberAlive), down),
+			member:    member("a", api.MemberLeft),
 			now:       down.Add(2 * time.Second),
 			want:      []string{"updateStatus nodes/a", "updateStatus pods/web-1"},
 			wantPhase: api.NodeLeft, wantLost: []string{"web-1"},
 		},
 		{
 			name:      "not ready board: a witness does not bring it back",
-			node:      storedNode(member("a", MemberAlive), api.NodeNotReady),
+			node:      storedNode(member("a", api.MemberAlive), api.NodeNotReady),
 			member:    dead("a", down, ok),
 			now:       down.Add(time.Second),
 			want:      []string{"updateStatus nodes/a", "updateStatus pods/web-1"},
@@ -165,7 +165,7 @@ func TestReconcileNodeWitness(t *testing.T) {
 			if n.Status.Phase != tt.wantPhase {
 				t.Errorf("phase = %s, want %s", n.Status.Phase, tt.wantPhase)
 			}
-			c := findCondition(n.Status.Conditions, ConditionAgentDown)
+			c := api.FindCondition(n.Status.Conditions, ConditionAgentDown)
 			if got := c != nil && c.Status == api.ConditionTrue; got != tt.wantDown {
 				t.Errorf("AgentDown condition = %+v, want present %v", c, tt.wantDown)
 			}
@@ -173,7 +173,7 @@ func TestReconcileNodeWitness(t *testing.T) {
 				t.Errorf("AgentDown condition %+v should name both witnesses", c)
 			}
 			if tt.wantMsg != "" {
-				if rc := findCondition(n.Status.Conditions, api.ConditionReady); rc == nil || !strings.Contains(rc.Message, tt.wantMsg) {
+				if rc := api.FindCondition(n.Status.Conditions, api.ConditionReady); rc == nil || !strings.Contains(rc.Message, tt.wantMsg) {
 					t.Errorf("Ready condition = %+v, want message containing %q", rc, tt.wantMsg)
 				}
 			}
@@ -200,7 +200,7 @@ func TestReconcileNodeWitness(t *testing.T) {
 func TestAgentRestartLosesNothing(t *testing.T) {
 	web := deployment("web", 1)
 	w := newWorld(t)
-	alive := member("a", MemberAlive)
+	alive := member("a", api.MemberAlive)
 	w.add(storedNode(alive, api.NodeReady), deployPod(web, "web-1", "a", api.PodRunning))
 	down := t0.Add(time.Minute)
 	for i := range 5 {
@@ -214,12 +214,12 @@ func TestAgentRestartLosesNothing(t *testing.T) {
 			t.Fatalf("after %ds: node %s, want Ready", i, ph)
 		}
 	}
-	if c := findCondition(w.nodes["a"].Status.Conditions, ConditionAgentDown); c == nil {
+	if c := api.FindCondition(w.nodes["a"].Status.Conditions, ConditionAgentDown); c == nil {
 		t.Fatal("no AgentDown condition while the agent was down")
 	}
 	w.apply(ReconcileNode(down.Add(6*time.Second), w.nodes["a"], alive, w.podList()))
 	n := w.nodes["a"]
-	if n.Status.Phase != api.NodeReady || findCondition(n.Status.Conditions, ConditionAgentDown) != nil {
+	if n.Status.Phase != api.NodeReady || api.FindCondition(n.Status.Conditions, ConditionAgentDown) != nil {
 		t.Errorf("agent back: %s %+v, want Ready without AgentDown", n.Status.Phase, n.Status.Conditions)
 	}
 	if p := w.pods["web-1"]; p.Status.Phase != api.PodRunning {
@@ -228,7 +228,7 @@ func TestAgentRestartLosesNothing(t *testing.T) {
 }
 
 func TestScheduleSkipsAgentDown(t *testing.T) {
-	down := agentDownNode(member("a", MemberAlive), t0)
+	down := agentDownNode(member("a", api.MemberAlive), t0)
 	b := readyNode("b")
 	pod := deployPod(deployment("web", 1), "p", "", api.PodPending)
 	snap := &scheduler.Snapshot{Nodes: []*api.Node{down}, Pods: []*api.Pod{pod}}

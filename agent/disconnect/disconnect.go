@@ -16,11 +16,11 @@ import (
 func Quorum(members []gossip.Member) bool {
 	known, alive := 0, 0
 	for _, m := range members {
-		if !m.Meta.Server || m.State == gossip.StateLeft {
+		if !m.Meta.Server || m.State == api.MemberLeft {
 			continue
 		}
 		known++
-		if m.State == gossip.StateAlive {
+		if m.State == api.MemberAlive {
 			alive++
 		}
 	}

@@ -6,18 +6,19 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/gossip"
 	"github.com/herd-dev/herd/units"
 )
 
 var t0 = time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
 
-func member(name string, server bool, st gossip.State) gossip.Member {
+func member(name string, server bool, st api.MemberState) gossip.Member {
 	return gossip.Member{Name: name, State: st, Meta: gossip.Meta{Server: server}}
 }
 
 func TestQuorum(t *testing.T) {
-	alive, dead, left := gossip.StateAlive, gossip.StateDead, gossip.StateLeft
+	alive, dead, left := api.MemberAlive, api.MemberDead, api.MemberLeft
 	tests := []struct {
 		name    string
 		members []gossip.Member

@@ -101,14 +101,14 @@ var (
 	gossipRTTDesc      = counterDesc("herd_gossip_probe_rtt_seconds_total", "Sum of the round-trip times of the acknowledged direct probes.")
 	gossipEventsDesc   = counterDesc("herd_gossip_member_events_total", "Membership events this agent saw, by type: join (or came back), leave (graceful), fail (declared dead).", "type")
 	gossipHealthDesc   = desc("herd_gossip_health_score", "memberlist's local health (Lifeguard awareness): 0 is healthy, higher means probes of others are late here.")
-	gossipMemberStates = []gossip.State{gossip.StateAlive, gossip.StateDead, gossip.StateLeft}
+	gossipMemberStates = []api.MemberState{api.MemberAlive, api.MemberDead, api.MemberLeft}
 )
 
 // gossipCollector reads gossip.Members and gossip.Stats at scrape time.
 type gossipCollector struct{ src GossipSource }
 
 func (c *gossipCollector) collect(out *promtext.Sink) {
-	count := map[gossip.State]int{}
+	count := map[api.MemberState]int{}
 	for _, m := range c.src.Members() {
 		count[m.State]++
 	}

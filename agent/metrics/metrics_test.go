@@ -72,7 +72,7 @@ func fullRegistry(t *testing.T) *metrics.Registry {
 	r := metrics.New("v1.2.3")
 	r.AddRaft(fakeRaft{State: "Leader", Term: 3, CommitIndex: 40, AppliedIndex: 39, LastLogIndex: 41, LastSnapshotIndex: 16, Objects: 4})
 	r.AddGossip(fakeGossip{
-		members: []gossip.Member{{Name: "b1", State: gossip.StateAlive}, {Name: "b2", State: gossip.StateDead}, {Name: "b3", State: gossip.StateAlive}},
+		members: []gossip.Member{{Name: "b1", State: api.MemberAlive}, {Name: "b2", State: api.MemberDead}, {Name: "b3", State: api.MemberAlive}},
 		stats:   gossip.Stats{ProbeAcks: 12, ProbeRTT: 36 * time.Millisecond, Joins: 3, Leaves: 1, Failures: 2, HealthScore: 1},
 	})
 	r.AddState(st)

@@ -175,7 +175,7 @@ func TestExecuteWriteEnvAction(t *testing.T) {
 	w := h.p.newWorker("n1")
 	unit := "herd-web-1.service"
 	acts := []units.Action{
-		{Type: units.ActionWriteEnv, Unit: unit, Content: []byte("A='1'\n")},
+		{Type: units.ActionWriteEnv, Unit: unit, Content: []byte("A='1'\n"), Path: units.EnvFilePath(unit), Mode: units.EnvFileMode},
 		{Type: units.ActionWrite, Unit: unit, Content: render(t, pod), Files: podFiles(pod)},
 		{Type: units.ActionDaemonReload},
 		{Type: units.ActionEnable, Unit: unit},
@@ -207,7 +207,7 @@ func TestExecuteWriteEnvAction(t *testing.T) {
 	w2 := h.p.newWorker("n2")
 	unit2 := "herd-web-2.service"
 	acts2 := []units.Action{
-		{Type: units.ActionWriteEnv, Unit: unit2, Content: []byte("A='1'\n")},
+		{Type: units.ActionWriteEnv, Unit: unit2, Content: []byte("A='1'\n"), Path: units.EnvFilePath(unit2), Mode: units.EnvFileMode},
 		{Type: units.ActionWrite, Unit: unit2, Content: render(t, pod2), Files: podFiles(pod2)},
 		{Type: units.ActionDaemonReload},
 		{Type: units.ActionEnable, Unit: unit2},

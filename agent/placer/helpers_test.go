@@ -273,7 +273,7 @@ func readyNode(name, addr string) *api.Node {
 // leaves it.
 func downNode(t testing.TB, name, addr string) *api.Node {
 	n := readyNode(name, addr)
-	acts := controller.ReconcileNode(t0, n, controller.MemberInfo{Name: name, Addr: addr, State: controller.MemberDead}, nil)
+	acts := controller.ReconcileNode(t0, n, controller.MemberInfo{Name: name, Addr: addr, State: api.MemberDead}, nil)
 	return statusOf(t, n, acts)
 }
 
@@ -281,7 +281,7 @@ func downNode(t testing.TB, name, addr string) *api.Node {
 // the node controller leaves it: NotReady with the Fencing condition.
 func fencingNode(t testing.TB, name, addr string) *api.Node {
 	n := downNode(t, name, addr)
-	acts := controller.ReconcileNode(t0.Add(time.Minute), n, controller.MemberInfo{Name: name, Addr: addr, State: controller.MemberAlive}, nil)
+	acts := controller.ReconcileNode(t0.Add(time.Minute), n, controller.MemberInfo{Name: name, Addr: addr, State: api.MemberAlive}, nil)
 	n = statusOf(t, n, acts)
 	if !fencing(n) {
 		t.Fatalf("fencingNode: node is not fencing: %+v", n.Status)

@@ -46,12 +46,6 @@ func observation(u units.UnitState) controller.UnitObservation {
 	return o
 }
 
-// observable reports whether ObservePod folds observations into a pod in
-// phase ph.
-func observable(ph api.PodPhase) bool {
-	return ph == api.PodScheduled || ph == api.PodStarting || ph == api.PodRunning
-}
-
 // settled reports whether a unit is where it will stay for a while:
 // running and ready, failed, or stopped. Anything else (missing, starting,
 // restarting, stopping, not ready yet) asks for a quick re-observation.
@@ -97,7 +91,7 @@ func (w *worker) observe(ctx context.Context, v *view, node *api.Node, observed 
 	var acts []controller.Action
 	unsettled := false
 	for _, pod := range pods {
-		if !observable(pod.Status.Phase) {
+		if !pod.Status.Phase.Occupies() {
 			continue
 		}
 		name := api.UnitName(pod.Metadata.Name)
@@ -154,15 +148,15 @@ func (w *worker) filesCondition(now time.Time, pod *api.Pod, acts []controller.A
 	var files, render *api.Condition
 	msg := ""
 	if r, ok := w.fileRefused[pod.Metadata.Name]; ok {
-		files = &api.Condition{Type: ConditionFilesWritten, Status: api.ConditionFalse, Reason: ReasonFileRefused, Message: r.msg, LastTransitionTime: now}
+		files = &api.Condition{Type: ConditionFilesWritten, Status: api.ConditionFalse, Reason: ReasonFileRefused, Message: r.msg}
 		msg = "a pod file was refused: " + r.msg
 	}
 	if e := w.renderNoted[pod.Metadata.Name]; e != "" {
-		render = &api.Condition{Type: ConditionRenderable, Status: api.ConditionFalse, Reason: ReasonInvalidPod, Message: e, LastTransitionTime: now}
+		render = &api.Condition{Type: ConditionRenderable, Status: api.ConditionFalse, Reason: ReasonInvalidPod, Message: e}
 		msg = "the pod cannot be rendered as a unit: " + e
 	}
-	conds, c1 := setCondition(base.Status.Conditions, ConditionFilesWritten, files)
-	conds, c2 := setCondition(conds, ConditionRenderable, render)
+	conds, c1 := setOrRemove(base.Status.Conditions, ConditionFilesWritten, files, now)
+	conds, c2 := setOrRemove(conds, ConditionRenderable, render, now)
 	if !c1 && !c2 {
 		return acts
 	}
@@ -179,33 +173,13 @@ func (w *worker) filesCondition(now time.Time, pod *api.Pod, acts []controller.A
 	return []controller.Action{{Type: controller.ActionUpdateStatus, Kind: api.KindPod, Name: pod.Metadata.Name, Object: &np, Reason: reason}}
 }
 
-// setCondition returns conds with the condition of type t set to c (nil:
-// removed), keeping the transition time of an unchanged status, and
-// whether anything changed. conds is not modified.
-func setCondition(conds []api.Condition, t string, c *api.Condition) ([]api.Condition, bool) {
-	i := slices.IndexFunc(conds, func(c api.Condition) bool { return c.Type == t })
-	switch {
-	case c != nil && i >= 0:
-		old := conds[i]
-		if old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
-			return conds, false
-		}
-		if old.Status == c.Status {
-			c.LastTransitionTime = old.LastTransitionTime
-		}
-		out := slices.Clone(conds)
-		out[i] = *c
-		return out, true
-	case c != nil:
-		return append(slices.Clone(conds), *c), true
-	case i >= 0:
-		out := slices.Delete(slices.Clone(conds), i, i+1)
-		if len(out) == 0 {
-			out = nil
-		}
-		return out, true
+// setOrRemove sets the condition of type t to c, or removes it when c is
+// nil (api.SetCondition, api.RemoveCondition).
+func setOrRemove(conds []api.Condition, t string, c *api.Condition, now time.Time) ([]api.Condition, bool) {
+	if c == nil {
+		return api.RemoveCondition(conds, t)
 	}
-	return conds, false
+	return api.SetCondition(conds, *c, now)
 }
 
 // probeMemo is the last passing readiness check of a pod, reused until
@@ -250,7 +224,7 @@ func (w *worker) readiness(ctx context.Context, node *api.Node, pods []*api.Pod,
 		bound[pod.Metadata.Name] = true
 		pr := pod.Spec.Template.Readiness
 		u, ok := byUnit[api.UnitName(pod.Metadata.Name)]
-		if pr == nil || !observable(pod.Status.Phase) || !ok || !(u.ActiveState == "active" || u.ActiveState == "reloading") {
+		if pr == nil || !pod.Status.Phase.Occupies() || !ok || !(u.ActiveState == "active" || u.ActiveState == "reloading") {
 			delete(w.probes, pod.Metadata.Name)
 			delete(w.failures, pod.Metadata.Name)
 			continue

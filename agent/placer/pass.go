@@ -395,7 +395,7 @@ func (r *run) step(ctx context.Context, batch []units.Action) (bool, error) {
 		// before its unit file.
 		err := w.stillWanted(ctx, batch)
 		if err == nil {
-			err = w.writeEnv(ctx, a.Unit, a.Content)
+			err = w.writeEnv(ctx, a)
 		}
 		if errors.Is(err, ErrFileRefused) {
 			r.refuse(ctx, a, err)
@@ -613,18 +613,18 @@ func (w *worker) writeCredentials(ctx context.Context, a units.Action) error {
 			return fmt.Errorf("secret %s has no key %q any more (the pod is replaced once its owner sees the change)", c.Secret, c.Key)
 		}
 		p := units.CredentialPath(a.Unit, c.ID())
-		if err := w.p.exec.PutFile(ctx, w.node, p, v, FileOptions{Mode: units.CredentialFileMode, ParentMode: 0o700}); err != nil {
+		if err := w.p.exec.PutFile(ctx, w.node, p, v, FileOptions{Mode: units.CredentialFileMode, ParentMode: units.SecretDirMode}); err != nil {
 			return fmt.Errorf("writing credential %s: %w", c.ID(), err)
 		}
 	}
 	return nil
 }
 
-// writeEnv writes a unit's environment file: mode 0600, owned by root, in
-// the env directory, which is made root-only (0700) so no pod user can read
-// another pod's environment or swap anything into the path.
-func (w *worker) writeEnv(ctx context.Context, unit string, content []byte) error {
-	if err := w.p.exec.PutFile(ctx, w.node, units.EnvFilePath(unit), content, FileOptions{Mode: 0o600, ParentMode: 0o700}); err != nil {
+// writeEnv carries out a write-env action: the unit's environment file
+// (a.Mode, units.EnvFileMode: root's only) at a.Path, in a folder made
+// root-only (units.SecretDirMode).
+func (w *worker) writeEnv(ctx context.Context, a units.Action) error {
+	if err := w.p.exec.PutFile(ctx, w.node, a.Path, a.Content, FileOptions{Mode: a.Mode, ParentMode: units.SecretDirMode}); err != nil {
 		return fmt.Errorf("writing environment file: %w", err)
 	}
 	return nil

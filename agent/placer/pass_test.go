@@ -403,7 +403,7 @@ func TestPassSkipsDownBoards(t *testing.T) {
 	tests := []struct {
 		name   string
 		node   func(t *testing.T) *api.Node
-		member controller.MemberState
+		member api.MemberState
 	}{
 		{"dead", func(t *testing.T) *api.Node { return downNode(t, "n1", "127.0.0.1") }, ""},
 		{"left", func(t *testing.T) *api.Node {
@@ -411,7 +411,7 @@ func TestPassSkipsDownBoards(t *testing.T) {
 			n.Status.Phase = api.NodeLeft
 			return n
 		}, ""},
-		{"fencing but gossip says left", func(t *testing.T) *api.Node { return fencingNode(t, "n1", "127.0.0.1") }, controller.MemberLeft},
+		{"fencing but gossip says left", func(t *testing.T) *api.Node { return fencingNode(t, "n1", "127.0.0.1") }, api.MemberLeft},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -760,7 +760,7 @@ func TestSweepStopsStaleUnitsOfADownBoard(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.st.putNode(tt.node(t))
-			h.st.setMember(controller.MemberInfo{Name: "n1", Addr: "127.0.0.1", State: controller.MemberDead})
+			h.st.setMember(controller.MemberInfo{Name: "n1", Addr: "127.0.0.1", State: api.MemberDead})
 			lost := webPod("web-1", "n1")
 			lost.Status.Phase = api.PodLost
 			h.st.putPod(lost)

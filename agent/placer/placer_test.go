@@ -195,7 +195,7 @@ func TestRunUnreachableBoardNoHotLoop(t *testing.T) {
 func TestRunDownBoardIsSweptThenFenced(t *testing.T) {
 	h := newHarness(t)
 	h.st.putNode(downNode(t, "n1", "127.0.0.1"))
-	h.st.setMember(controller.MemberInfo{Name: "n1", Addr: "127.0.0.1", State: controller.MemberDead})
+	h.st.setMember(controller.MemberInfo{Name: "n1", Addr: "127.0.0.1", State: api.MemberDead})
 	lost := webPod("web-1", "n1")
 	lost.Status.Phase = api.PodLost
 	h.st.putPod(lost)
@@ -217,7 +217,7 @@ func TestRunDownBoardIsSweptThenFenced(t *testing.T) {
 		t.Errorf("a swept board is %s, want NotReady until gossip calls it alive", ph)
 	}
 
-	h.st.setMember(controller.MemberInfo{Name: "n1", Addr: "127.0.0.1", State: controller.MemberAlive})
+	h.st.setMember(controller.MemberInfo{Name: "n1", Addr: "127.0.0.1", State: api.MemberAlive})
 	h.st.putNode(fencingNode(t, "n1", "127.0.0.1"))
 	h.waitFor("n1 Ready", func() bool { return h.st.node("n1").Status.Phase == api.NodeReady })
 	if got := b.ActiveUnits(); len(got) != 0 {

@@ -80,7 +80,7 @@ const (
 func (v *view) witnessing(node string) bool {
 	n := v.ix.Node(node)
 	m, ok := v.ix.Member(node)
-	return n != nil && ok && m.State == controller.MemberDead && n.Status.Phase == api.NodeReady
+	return n != nil && ok && m.State == api.MemberDead && n.Status.Phase == api.NodeReady
 }
 
 // fencing reports whether n is an alive board waiting to be fenced: NotReady
@@ -103,10 +103,10 @@ func (v *view) eligible(node string) eligibility {
 	if n == nil {
 		return nodeGone
 	}
-	if m, ok := v.ix.Member(node); ok && m.State == controller.MemberLeft {
+	if m, ok := v.ix.Member(node); ok && m.State == api.MemberLeft {
 		return nodeSkipped
 	}
-	if m, ok := v.ix.Member(node); ok && m.State == controller.MemberDead && n.Status.Phase != api.NodeReady {
+	if m, ok := v.ix.Member(node); ok && m.State == api.MemberDead && n.Status.Phase != api.NodeReady {
 		return nodeSweep
 	}
 	if n.Status.Phase == api.NodeReady || fencing(n) {

@@ -38,7 +38,7 @@ func deadReadyBoard(t *testing.T, tweak ...func(*Config)) (*harness, *witnesses)
 	rec := &witnesses{}
 	h := newHarness(t, append([]func(*Config){func(c *Config) { c.RecordWitness = rec.record }}, tweak...)...)
 	h.st.putNode(readyNode("n1", "127.0.0.1"))
-	h.st.setMember(controller.MemberInfo{Name: "n1", State: controller.MemberDead})
+	h.st.setMember(controller.MemberInfo{Name: "n1", State: api.MemberDead})
 	h.st.putPod(webPod("web-1", "n1"))
 	return h, rec
 }
@@ -189,7 +189,7 @@ func TestSilentBoardWitnessedWithoutBackoff(t *testing.T) {
 	if pk := h.waitPark("n1", 1); pk.retry || pk.delay <= 0 {
 		t.Fatalf("park after the silent pass = %+v, want a backoff that a poke may cut short", pk)
 	}
-	h.st.setMember(controller.MemberInfo{Name: "n1", State: controller.MemberDead})
+	h.st.setMember(controller.MemberInfo{Name: "n1", State: api.MemberDead})
 	h.waitFor("a failed witness, with the clock standing still", func() bool {
 		got := rec.all()
 		return len(got) == 1 && strings.Contains(got[0].Err, "stopped answering")

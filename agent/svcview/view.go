@@ -4,15 +4,23 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/herd-dev/herd/api"
 )
 
 // Path is where the leader writes the view on a worker board: a file
-// only root reads (0600) in a folder of its own (0700), beside the API
-// socket's folder, whose mode it leaves alone.
+// only root reads (FileMode) in a folder of its own (DirMode), beside the
+// API socket's folder, whose mode it leaves alone.
 const Path = "/run/herd/view/services.json"
+
+// FileMode and DirMode are the view file's permission and its folder's:
+// root's only.
+const (
+	FileMode os.FileMode = 0o600
+	DirMode  os.FileMode = 0o700
+)
 
 // MaxBytes bounds a view file a worker reads (a view of 100 services with
 // 100 endpoints each is about 1.5 MB).

@@ -275,27 +275,12 @@ func (c Config) install(a api.Artifact) error {
 		return errorf(KindFailed, "%v", err)
 	}
 	vr := newVerifier(f, a.SHA256)
-	err = boardfs.PutFile(a.Path, vr, boardfs.PutOptions{Mode: unixMode(mode), AllowSetID: a.AllowSetID, MaxSize: c.MaxSize})
+	err = boardfs.PutFile(a.Path, vr, boardfs.PutOptions{Mode: api.OctalMode(mode), AllowSetID: a.AllowSetID, MaxSize: c.MaxSize})
 	if errors.Is(err, errMismatch) {
 		os.Remove(cp)
 		return errNotCached
 	}
 	return err
-}
-
-// unixMode turns an fs.FileMode from api.Artifact.Perm into octal bits.
-func unixMode(m os.FileMode) uint32 {
-	b := uint32(m.Perm())
-	if m&os.ModeSetuid != 0 {
-		b |= 0o4000
-	}
-	if m&os.ModeSetgid != 0 {
-		b |= 0o2000
-	}
-	if m&os.ModeSticky != 0 {
-		b |= 0o1000
-	}
-	return b
 }
 
 // errMismatch is returned by a verifier at the end of bytes of the wrong
