@@ -3,6 +3,8 @@ package api
 import (
 	"strings"
 	"time"
+
+	"github.com/herd-dev/herd/internal/backoff"
 )
 
 // KindJob is the kind of Job objects.
@@ -95,11 +97,7 @@ const (
 // failures failed runs (1 for the first retry): 10 s, 20 s, 40 s, ... at
 // most 5 minutes, like Kubernetes' Job.
 func JobBackoff(failures int) time.Duration {
-	d := JobBackoffBase
-	for i := 1; i < failures && d < JobBackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, JobBackoffMax)
+	return backoff.Double(failures, JobBackoffBase, JobBackoffMax)
 }
 
 // JobPhase is where a job is in its life.

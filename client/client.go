@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/backoff"
 )
 
 // DefaultAddr is the agent API address herdctl uses when nothing else is set.
@@ -70,11 +71,7 @@ const DefaultRetries = 6
 
 // DefaultBackoff waits 100 ms before the first retry, doubling up to 1 s.
 func DefaultBackoff(n int) time.Duration {
-	d := 100 * time.Millisecond
-	for i := 1; i < n && d < time.Second; i++ {
-		d *= 2
-	}
-	return min(d, time.Second)
+	return backoff.Double(n, 100*time.Millisecond, time.Second)
 }
 
 // Client talks to one of several agent addresses, moving on to the next

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/herd-dev/herd/internal/backoff"
 )
 
 // resyncDelays returns n resync pauses of a Runner whose Jitter is a source
@@ -19,7 +21,7 @@ func resyncDelays(t *testing.T, seed uint64, n int) []time.Duration {
 	}
 	var out []time.Duration
 	for range n {
-		out = append(out, resyncDelay(cfg.ResyncPeriod, cfg.ResyncJitter, r.jitter()))
+		out = append(out, backoff.Stretch(cfg.ResyncPeriod, cfg.ResyncJitter, r.jitter()))
 	}
 	return out
 }

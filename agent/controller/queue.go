@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herd-dev/herd/internal/backoff"
 	"github.com/herd-dev/herd/internal/clock"
 	"golang.org/x/time/rate"
 )
@@ -168,11 +169,7 @@ func (q *Queue) when(key string) time.Duration {
 	now := q.clock.Now()
 	q.mu.Unlock()
 
-	d := q.cfg.BaseDelay
-	for i := 0; i < n && d < q.cfg.MaxDelay; i++ {
-		d *= 2
-	}
-	d = min(d, q.cfg.MaxDelay)
+	d := backoff.Double(n+1, q.cfg.BaseDelay, q.cfg.MaxDelay)
 	if q.limiter != nil {
 		if b := q.limiter.ReserveN(now, 1).DelayFrom(now); b > d {
 			d = b

@@ -12,6 +12,7 @@ import (
 
 	"github.com/herd-dev/herd/agent/scheduler"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/backoff"
 	"github.com/herd-dev/herd/internal/clock"
 )
 
@@ -405,18 +406,9 @@ func (r *Runner) watchLoop(ctx context.Context, q *Queue) {
 	}
 }
 
-// resyncDelay stretches period by the fraction r·f, r in [0, 1): into
-// [period, period·(1+f)).
-func resyncDelay(period time.Duration, f, r float64) time.Duration {
-	if f <= 0 {
-		return period
-	}
-	return period + time.Duration(r*f*float64(period))
-}
-
 func (r *Runner) resyncLoop(ctx context.Context, q *Queue) {
 	for {
-		d := resyncDelay(r.cfg.ResyncPeriod, r.cfg.ResyncJitter, r.jitter())
+		d := backoff.Stretch(r.cfg.ResyncPeriod, r.cfg.ResyncJitter, r.jitter())
 		if !r.sleep(ctx, d) {
 			return
 		}

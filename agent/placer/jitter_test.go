@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/herd-dev/herd/internal/backoff"
 )
 
 // observeDelays returns n ObserveInterval pauses of a Placer whose Jitter is
@@ -17,7 +19,7 @@ func observeDelays(t *testing.T, seed uint64, n int) []time.Duration {
 	cfg := h.p.cfg
 	var out []time.Duration
 	for range n {
-		out = append(out, jitter(cfg.ObserveInterval, cfg.ObserveJitter, h.p.jitter()))
+		out = append(out, backoff.Stretch(cfg.ObserveInterval, cfg.ObserveJitter, h.p.jitter()))
 	}
 	return out
 }

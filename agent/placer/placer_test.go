@@ -58,18 +58,6 @@ func TestNewNeedsDependencies(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	var got []time.Duration
-	for n := 1; n <= 8; n++ {
-		got = append(got, backoff(n, 200*time.Millisecond, 5*time.Second))
-	}
-	want := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond,
-		3200 * time.Millisecond, 5 * time.Second, 5 * time.Second, 5 * time.Second}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("backoff (-want +got):\n%s", diff)
-	}
-}
-
 // TestRunPlacesOnBindAndObservesQuickly: a bind wakes the board's worker
 // at once; after acting it re-observes quickly while the unit comes up,
 // then settles on the steady interval.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/unitreport"
+	"github.com/herd-dev/herd/internal/backoff"
 	"github.com/herd-dev/herd/internal/clock"
 	"github.com/herd-dev/herd/units"
 )
@@ -158,6 +159,6 @@ func (w *worker) listed(ctx context.Context) ([]units.UnitState, bool, error) {
 		}
 	}
 	us, err := w.listSSH(ctx)
-	w.listDue = w.listedAt.Add(jitter(w.p.cfg.ReportedListInterval, w.p.cfg.ObserveJitter, w.p.jitter()))
+	w.listDue = w.listedAt.Add(backoff.Stretch(w.p.cfg.ReportedListInterval, w.p.cfg.ObserveJitter, w.p.jitter()))
 	return us, false, err
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/agent/unitreport"
+	"github.com/herd-dev/herd/internal/backoff"
 	"github.com/herd-dev/herd/internal/clock"
 	"github.com/herd-dev/herd/units"
 )
@@ -71,7 +72,7 @@ func (p *Placer) newWorker(node string) *worker {
 		// into the worker's life (see listed): a new leader's first
 		// passes take its units from the report, and a pod bound there
 		// meanwhile is placed without waiting for a listing.
-		listDue:     p.clock.Now().Add(jitter(p.cfg.ObserveInterval, p.cfg.ObserveJitter, p.jitter())),
+		listDue:     p.clock.Now().Add(backoff.Stretch(p.cfg.ObserveInterval, p.cfg.ObserveJitter, p.jitter())),
 		log:         p.log.With("node", node),
 		wake:        make(chan struct{}, 1),
 		done:        make(chan struct{}),
@@ -220,7 +221,7 @@ func (w *worker) pace(ctx context.Context, ps *pacing, res passResult) {
 		// A board gone silent is about to be declared dead: let that
 		// change wake the worker for its witness at once.
 		ps.retrying, ps.idle = !errors.Is(res.err, errSilent), false
-		ps.delay = backoff(ps.failures, cfg.RetryBase, cfg.RetryMax)
+		ps.delay = backoff.Double(ps.failures, cfg.RetryBase, cfg.RetryMax)
 		level := slog.LevelDebug
 		if ps.failures == 1 || ps.failures%20 == 0 {
 			level = slog.LevelWarn
@@ -249,26 +250,9 @@ func (w *worker) pace(ctx context.Context, ps *pacing, res passResult) {
 			// for the safety-net SSH listing.
 			ps.delay = max(0, w.listDue.Sub(now))
 		default:
-			ps.delay = jitter(cfg.ObserveInterval, cfg.ObserveJitter, w.p.jitter())
+			ps.delay = backoff.Stretch(cfg.ObserveInterval, cfg.ObserveJitter, w.p.jitter())
 		}
 	}
-}
-
-// backoff returns base·2^(n-1) capped at max.
-func backoff(n int, base, max time.Duration) time.Duration {
-	d := base
-	for i := 1; i < n && d < max; i++ {
-		d *= 2
-	}
-	return min(d, max)
-}
-
-// jitter stretches d by the fraction r·f, r in [0, 1): into [d, d·(1+f)).
-func jitter(d time.Duration, f, r float64) time.Duration {
-	if f <= 0 {
-		return d
-	}
-	return d + time.Duration(r*f*float64(d))
 }
 
 // errStale: the state moved under a pass (a pod was unbound, changed, or

@@ -1,6 +1,10 @@
 package svcproxy
 
-import "time"
+import (
+	"time"
+
+	"github.com/herd-dev/herd/internal/backoff"
+)
 
 // Passive health: a target whose dial failed is skipped for a backoff that
 // starts at minBackoff and doubles with each further failure up to
@@ -19,19 +23,15 @@ type health struct {
 // failed returns h after one more failed dial at now.
 func (h health) failed(now time.Time) health {
 	h.fails++
-	return health{fails: h.fails, until: now.Add(backoff(h.fails))}
+	return health{fails: h.fails, until: now.Add(skipFor(h.fails))}
 }
 
 // down reports whether a new connection should skip the target at now.
 func (h health) down(now time.Time) bool { return now.Before(h.until) }
 
-// backoff is how long a target is skipped after fails failures in a row.
-func backoff(fails int) time.Duration {
-	d := minBackoff
-	for i := 1; i < fails && d < maxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, maxBackoff)
+// skipFor is how long a target is skipped after fails failures in a row.
+func skipFor(fails int) time.Duration {
+	return backoff.Double(fails, minBackoff, maxBackoff)
 }
 
 // order is the round robin choice of endpoint: the indexes of n targets

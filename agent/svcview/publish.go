@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herd-dev/herd/internal/backoff"
 	"github.com/herd-dev/herd/internal/clock"
 )
 
@@ -143,7 +144,7 @@ func (p *Publisher) write(ctx context.Context, node string, enc []byte, sum [sha
 		} else {
 			b.has = false
 			b.failures++
-			b.retryAt = p.clock.Now().Add(backoff(b.failures))
+			b.retryAt = p.clock.Now().Add(retryAfter(b.failures))
 		}
 	}
 	p.mu.Unlock()
@@ -156,11 +157,7 @@ func (p *Publisher) write(ctx context.Context, node string, enc []byte, sum [sha
 	}
 }
 
-// backoff is the pause after the n-th failure in a row (n ≥ 1).
-func backoff(n int) time.Duration {
-	d := publishBackoffMin
-	for i := 1; i < n && d < publishBackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, publishBackoffMax)
+// retryAfter is the pause after the n-th failure in a row (n ≥ 1).
+func retryAfter(n int) time.Duration {
+	return backoff.Double(n, publishBackoffMin, publishBackoffMax)
 }

@@ -124,10 +124,10 @@ func keys(m map[string][][]byte) []string {
 func TestBackoff(t *testing.T) {
 	var got []time.Duration
 	for n := 1; n <= 7; n++ {
-		got = append(got, backoff(n))
+		got = append(got, retryAfter(n))
 	}
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
 	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("backoff (-want +got):\n%s", d)
+		t.Errorf("retryAfter (-want +got):\n%s", d)
 	}
 }

@@ -13,6 +13,8 @@ const module = "github.com/herd-dev/herd/"
 
 // layers lists herd's packages bottom up, by their path in the module.
 var layers = [][]string{
+	// Helpers that import nothing of herd's, for api and everything above.
+	{"internal/backoff"},
 	// Object rules, wire types and leaf helpers.
 	{"api", "internal/atomicfile", "internal/clock", "internal/promtext", "internal/testutil",
 		"units/sshexec/boardfs", "units/sshexec/sshdtest", "agent/placer/boardapi", "agent/svcproxy", "e2e/truth"},

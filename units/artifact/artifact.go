@@ -24,6 +24,7 @@ import (
 
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/internal/atomicfile"
+	"github.com/herd-dev/herd/internal/backoff"
 	"github.com/herd-dev/herd/units/sshexec/boardfs"
 )
 
@@ -127,11 +128,7 @@ func oneLine(s string) string {
 
 // Backoff is how long to wait after the n-th failure in a row (n ≥ 1).
 func Backoff(n int) time.Duration {
-	d := BackoffBase
-	for i := 1; i < n && d < BackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, BackoffMax)
+	return backoff.Double(n, BackoffBase, BackoffMax)
 }
 
 // Config is where a fetch reads and writes and how it reaches the network.

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/herd-dev/herd/internal/backoff"
 	"github.com/herd-dev/herd/internal/clock"
 	"github.com/herd-dev/herd/units/sshexec/boardsession"
 	"github.com/pkg/sftp"
@@ -401,13 +402,7 @@ func answered(err error) bool {
 // backoffDelay is the wait after the n-th consecutive failed dial:
 // base·2^(n-1) capped at max, jittered into [d/2, d) by r in [0, 1).
 func backoffDelay(n int, base, max time.Duration, r float64) time.Duration {
-	d := base
-	for i := 1; i < n && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
+	d := backoff.Double(n, base, max)
 	half := d / 2
 	return half + time.Duration(r*float64(d-half))
 }
