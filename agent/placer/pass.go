@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io/fs"
-	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -553,12 +552,10 @@ func (w *worker) writeUnit(ctx context.Context, a units.Action) error {
 	if err := w.writeCredentials(ctx, a); err != nil {
 		return fmt.Errorf("pod %s: %w", pod, err)
 	}
-	for i, f := range a.Files {
+	for _, f := range a.Files {
+		// The board refuses setuid/setgid bits without allow_setid
+		// (ErrFileRefused), as admission did.
 		opt := FileOptions{Mode: f.Mode, AllowSetID: f.AllowSetID}
-		if f.Mode&(os.ModeSetuid|os.ModeSetgid) != 0 && !opt.AllowSetID {
-			return fmt.Errorf("pod %s: spec.template.files[%d]: %w: mode %s of %s has setuid/setgid bits and allow_setid is not set",
-				pod, i, ErrFileRefused, f.Mode, f.Path)
-		}
 		if err := ex.PutFile(ctx, w.node, f.Path, f.Content, opt); err != nil {
 			return fmt.Errorf("pod %s: writing %s: %w", pod, f.Path, err)
 		}

@@ -68,9 +68,6 @@ func (e *Executor) WriteFileNoFollow(ctx context.Context, node, p string, conten
 	if opt.Mode&^0o7777 != 0 || opt.ParentMode&^0o777 != 0 {
 		return fmt.Errorf("%w: mode %o / parent mode %o for %s", ErrInvalidArgument, opt.Mode, opt.ParentMode, p)
 	}
-	if opt.Mode&0o6000 != 0 && !opt.AllowSetID {
-		return fmt.Errorf("%w: node %s: %s: mode %04o has setuid/setgid bits and the template does not allow them", ErrRefused, node, p, opt.Mode)
-	}
 	if err, ok := e.fileSession(ctx, node, boardsession.Put(p, content, opt.Mode, opt.ParentMode, opt.AllowSetID)); ok {
 		return err
 	}
