@@ -62,9 +62,16 @@ func IsCode(err error, code string) bool {
 type ApplyResult struct {
 	Kind   Kind      `json:"kind"`
 	Name   string    `json:"name"`
-	Action string    `json:"action"` // "created", "configured", "unchanged"
+	Action string    `json:"action"` // ApplyCreated, ApplyConfigured or ApplyUnchanged
 	Object RawObject `json:"object"`
 }
+
+// What an apply did to each object (ApplyResult.Action).
+const (
+	ApplyCreated    = "created"
+	ApplyConfigured = "configured"
+	ApplyUnchanged  = "unchanged"
+)
 
 // ObjectList is the body of a list response.
 type ObjectList struct {

@@ -48,7 +48,7 @@ the labels and spec it would store with what is stored now.
 			}
 			changed := 0
 			for _, r := range results {
-				if r.Action == "unchanged" {
+				if r.Action == api.ApplyUnchanged {
 					continue
 				}
 				changed++
@@ -64,7 +64,7 @@ the labels and spec it would store with what is stored now.
 					}
 				}
 				var live *api.RawObject
-				if r.Action != "created" {
+				if r.Action != api.ApplyCreated {
 					got, err := c.Get(ctx, r.Kind, r.Name)
 					switch {
 					case isNotFound(err):
@@ -79,7 +79,7 @@ the labels and spec it would store with what is stored now.
 					return fmt.Errorf("%s: %w", key, err)
 				}
 				fmt.Fprintf(a.stdout, "%s %s\n", key, r.Action)
-				if len(lines) == 0 && r.Action != "created" {
+				if len(lines) == 0 && r.Action != api.ApplyCreated {
 					fmt.Fprintln(a.stdout, "  (no label or spec changes)")
 				}
 				for _, l := range lines {

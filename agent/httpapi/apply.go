@@ -13,13 +13,6 @@ import (
 	"github.com/herd-dev/herd/raftstore"
 )
 
-// Apply actions, as in api.ApplyResult.Action.
-const (
-	ActionCreated    = "created"
-	ActionConfigured = "configured"
-	ActionUnchanged  = "unchanged"
-)
-
 // applyItem is one admitted object of an apply request.
 type applyItem struct {
 	obj          api.Object
@@ -238,11 +231,11 @@ func (s *Server) planApply(items []applyItem) (results []api.ApplyResult, ops []
 		res := api.ApplyResult{Kind: op.Object.Kind, Name: op.Object.Metadata.Name, Object: objs[i]}
 		switch {
 		case !changed[i]:
-			res.Action = ActionUnchanged
+			res.Action = api.ApplyUnchanged
 		case op.Type == raftstore.OpCreate:
-			res.Action = ActionCreated
+			res.Action = api.ApplyCreated
 		default:
-			res.Action = ActionConfigured
+			res.Action = api.ApplyConfigured
 			// Not committed yet: the version it will replace.
 			res.Object.Metadata.ResourceVersion = op.Object.Metadata.ResourceVersion
 		}
