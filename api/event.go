@@ -141,7 +141,7 @@ func (r OwnerRef) String() string {
 func ValidateEvent(e *Event) error {
 	var errs FieldErrors
 	add := func(field, format string, args ...any) {
-		errs = append(errs, FieldError{Object: "event/" + e.Metadata.Name, Field: field, Message: fmt.Sprintf(format, args...)})
+		errs = append(errs, FieldError{Object: ObjectRef(KindEvent, e.Metadata.Name), Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	if !validEventName(e.Metadata.Name) {
 		add("metadata.name", "%q is not an event name (16 hex digits, '-', 4 digits)", e.Metadata.Name)

@@ -103,7 +103,7 @@ func ProxyConflicts(applied, stored []*Service) []FieldError {
 				continue
 			}
 			if by, ok := taken[c]; ok {
-				errs = append(errs, FieldError{Object: string(KindService) + "/" + s.Metadata.Name,
+				errs = append(errs, FieldError{Object: ObjectRef(KindService, s.Metadata.Name),
 					Field:   fmt.Sprintf("spec.ports[%d].port", i),
 					Message: fmt.Sprintf("%s is already the port of %s: a port belongs to one service on every board", c, by)})
 				continue

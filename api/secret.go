@@ -152,7 +152,7 @@ func ValidateSecretRequest(r *SecretRequest) FieldErrors {
 	if total > MaxSecretBytes {
 		v.addf(dp, "%d bytes of values; a secret holds at most %d", total, MaxSecretBytes)
 	}
-	return v.fieldErrors(objectName(KindSecret, r.Metadata.Name))
+	return v.fieldErrors(ObjectRef(KindSecret, r.Metadata.Name))
 }
 
 // secret checks a stored (sealed) secret: valid keys, each with a key id,
@@ -236,8 +236,6 @@ func (v *validator) fieldErrors(obj string) FieldErrors {
 	}
 	return errs
 }
-
-func objectName(k Kind, name string) string { return string(k) + "/" + name }
 
 // PodSecret is one secret a pod's unit loads, as the controller that
 // created the pod found it: its name, its version (SecretVersion, "" when
@@ -338,13 +336,13 @@ func SecretUsers(name string, objs []Object) []string {
 		}
 		if t != nil && slices.Contains(t.Secrets, name) {
 			owners[OwnerRef{Kind: o.GetKind(), Name: o.GetMeta().Name}] = true
-			users = append(users, objectName(o.GetKind(), o.GetMeta().Name))
+			users = append(users, ObjectRef(o.GetKind(), o.GetMeta().Name))
 		}
 	}
 	for _, p := range pods {
 		if !p.Status.Phase.Terminal() && !owners[p.Spec.Owner] && (slices.Contains(p.Spec.Template.Secrets, name) ||
 			slices.ContainsFunc(p.Spec.Secrets, func(r PodSecret) bool { return r.Name == name })) {
-			users = append(users, objectName(KindPod, p.Metadata.Name))
+			users = append(users, ObjectRef(KindPod, p.Metadata.Name))
 		}
 	}
 	slices.Sort(users)

@@ -10,6 +10,16 @@ import (
 // API paths and in herdctl commands.
 type Kind string
 
+// ObjectRef is how herd names an object in errors, events and logs: its
+// kind, '/', its name ("deployments/web"; "deployments/(unnamed)" for an
+// object without one).
+func ObjectRef(k Kind, name string) string {
+	if name == "" {
+		name = "(unnamed)"
+	}
+	return string(k) + "/" + name
+}
+
 // The object kinds.
 const (
 	KindNode       Kind = "nodes"

@@ -214,7 +214,7 @@ func validateUnit(p *Pod, placed bool) error {
 	if len(v.probs) == 0 {
 		return nil
 	}
-	obj := string(KindPod) + "/" + p.Metadata.Name
+	obj := ObjectRef(KindPod, p.Metadata.Name)
 	errs := make(FieldErrors, len(v.probs))
 	for i, pr := range v.probs {
 		errs[i] = FieldError{Object: obj, Field: pr.path.String(), Message: pr.msg}

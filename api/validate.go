@@ -113,7 +113,7 @@ func Validate(o Object) error {
 	if len(probs) == 0 {
 		return nil
 	}
-	obj := string(o.GetKind()) + "/" + o.GetMeta().Name
+	obj := ObjectRef(o.GetKind(), o.GetMeta().Name)
 	errs := make(FieldErrors, len(probs))
 	for i, p := range probs {
 		errs[i] = FieldError{Object: obj, Field: p.path.String(), Message: p.msg}

@@ -289,7 +289,7 @@ func TestValidateRules(t *testing.T) {
 			if !errors.As(err, &fes) {
 				t.Fatalf("error is %T, want FieldErrors", err)
 			}
-			wantObj := string(tt.obj.GetKind()) + "/" + tt.obj.GetMeta().Name
+			wantObj := ObjectRef(tt.obj.GetKind(), tt.obj.GetMeta().Name)
 			for _, fe := range fes {
 				if fe.Object != wantObj {
 					t.Errorf("Object = %q, want %q", fe.Object, wantObj)
@@ -361,5 +361,19 @@ func TestParseStopAfter(t *testing.T) {
 	}
 	if d, ok := (*OnDisconnect)(nil).StopAfterDuration(); ok || d != 0 {
 		t.Errorf("nil (keep) StopAfterDuration = %v, %v; want 0, false", d, ok)
+	}
+}
+
+func TestObjectRef(t *testing.T) {
+	for _, tt := range []struct {
+		kind       Kind
+		name, want string
+	}{
+		{KindDeployment, "web", "deployments/web"},
+		{KindEvent, "", "events/(unnamed)"},
+	} {
+		if got := ObjectRef(tt.kind, tt.name); got != tt.want {
+			t.Errorf("ObjectRef(%s, %q) = %q, want %q", tt.kind, tt.name, got, tt.want)
+		}
 	}
 }

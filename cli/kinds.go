@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/herd-dev/herd/api"
@@ -87,5 +86,5 @@ func kindCompletions() []string {
 
 // objectName returns "kinds/name" as the API names objects in errors.
 func objectName(o api.Object) string {
-	return fmt.Sprintf("%s/%s", o.GetKind(), o.GetMeta().Name)
+	return api.ObjectRef(o.GetKind(), o.GetMeta().Name)
 }

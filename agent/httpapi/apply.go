@@ -77,7 +77,7 @@ func (s *Server) admitAll(objects []json.RawMessage) ([]applyItem, []api.FieldEr
 		}
 		ref := pos
 		if head.Kind != "" && head.Metadata.Name != "" {
-			ref = objectRef(head.Kind, head.Metadata.Name)
+			ref = api.ObjectRef(head.Kind, head.Metadata.Name)
 		}
 		o := api.New(head.Kind)
 		switch {
@@ -103,7 +103,7 @@ func (s *Server) admitAll(objects []json.RawMessage) ([]applyItem, []api.FieldEr
 			errs = append(errs, decodeFieldError(ref, err))
 			continue
 		}
-		key := objectRef(head.Kind, o.GetMeta().Name)
+		key := api.ObjectRef(head.Kind, o.GetMeta().Name)
 		if j, dup := seen[key]; dup {
 			errs = append(errs, api.FieldError{Object: key, Field: "metadata.name",
 				Message: fmt.Sprintf("objects[%d] and objects[%d] are the same object", j, i)})
@@ -211,7 +211,7 @@ func (s *Server) planApply(items []applyItem) (results []api.ApplyResult, ops []
 		}
 		op := raftstore.Op{Type: raftstore.OpCreate, Object: raw}
 		if exists {
-			stored[objectRef(kind, name)] = cur
+			stored[api.ObjectRef(kind, name)] = cur
 			op.Type = raftstore.OpUpdate
 			raw.Metadata.ResourceVersion = cur.Metadata.ResourceVersion
 			op.Object = raw
@@ -221,7 +221,7 @@ func (s *Server) planApply(items []applyItem) (results []api.ApplyResult, ops []
 		all = append(all, op)
 	}
 	objs, changed, err := raftstore.Preview(all, func(kind api.Kind, name string) (api.RawObject, bool) {
-		o, ok := stored[objectRef(kind, name)]
+		o, ok := stored[api.ObjectRef(kind, name)]
 		return o, ok
 	}, now)
 	if err != nil {
@@ -259,7 +259,7 @@ func keepRebalance(o api.Object, cur api.RawObject, exists bool) error {
 	if exists {
 		so, err := api.FromRaw(cur)
 		if err != nil {
-			return fmt.Errorf("decoding stored %s: %w", objectRef(cur.Kind, cur.Metadata.Name), err)
+			return fmt.Errorf("decoding stored %s: %w", api.ObjectRef(cur.Kind, cur.Metadata.Name), err)
 		}
 		stored = so.(*api.Deployment)
 	}

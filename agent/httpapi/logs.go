@@ -137,7 +137,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, name string) {
 	raw.Kind = api.KindPod
 	o, err := api.FromRaw(raw)
 	if err != nil {
-		s.writeError(w, fmt.Errorf("decoding stored %s: %w", objectRef(api.KindPod, name), err))
+		s.writeError(w, fmt.Errorf("decoding stored %s: %w", api.ObjectRef(api.KindPod, name), err))
 		return
 	}
 	pod := o.(*api.Pod)

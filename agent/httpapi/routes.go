@@ -396,20 +396,13 @@ func (s *Server) admit(o api.Object) (ownsReplicas bool, errs []api.FieldError) 
 	}
 	s.cfg.Admission.SetDefaults(o)
 	errs = s.cfg.Admission.Validate(o)
-	ref := objectRef(o.GetKind(), o.GetMeta().Name)
+	ref := api.ObjectRef(o.GetKind(), o.GetMeta().Name)
 	for i := range errs {
 		if errs[i].Object == "" {
 			errs[i].Object = ref
 		}
 	}
 	return ownsReplicas, errs
-}
-
-func objectRef(kind api.Kind, name string) string {
-	if name == "" {
-		name = "(unnamed)"
-	}
-	return string(kind) + "/" + name
 }
 
 // setReplicas gives a deployment whose manifest leaves replicas out the
@@ -423,7 +416,7 @@ func setReplicas(o api.Object, cur *api.RawObject) error {
 	if cur != nil {
 		stored, err := api.FromRaw(*cur)
 		if err != nil {
-			return fmt.Errorf("decoding stored %s: %w", objectRef(cur.Kind, cur.Metadata.Name), err)
+			return fmt.Errorf("decoding stored %s: %w", api.ObjectRef(cur.Kind, cur.Metadata.Name), err)
 		}
 		if sd := stored.(*api.Deployment); sd.Spec.Replicas != nil {
 			n = *sd.Spec.Replicas
@@ -438,7 +431,7 @@ func setReplicas(o api.Object, cur *api.RawObject) error {
 func specRaw(o api.Object) (api.RawObject, error) {
 	raw, err := api.ToRaw(o)
 	if err != nil {
-		return api.RawObject{}, fmt.Errorf("encoding %s: %w", objectRef(o.GetKind(), o.GetMeta().Name), err)
+		return api.RawObject{}, fmt.Errorf("encoding %s: %w", api.ObjectRef(o.GetKind(), o.GetMeta().Name), err)
 	}
 	raw.Metadata = api.ObjectMeta{Name: raw.Metadata.Name, Labels: raw.Metadata.Labels}
 	raw.Status = nil
@@ -523,7 +516,7 @@ func (s *Server) casUpdate(ctx context.Context, kind api.Kind, name string, expe
 		}
 		if expectRV != 0 && cur.Metadata.ResourceVersion != expectRV && !resent {
 			return api.RawObject{}, fmt.Errorf("%w: %s has resourceVersion %d, the request carried %d",
-				raftstore.ErrConflict, objectRef(kind, name), cur.Metadata.ResourceVersion, expectRV)
+				raftstore.ErrConflict, api.ObjectRef(kind, name), cur.Metadata.ResourceVersion, expectRV)
 		}
 		raw, err := next(cur)
 		if err != nil {
@@ -594,7 +587,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, kind api.Kind, n
 // (a pod's status names its unit and a node's its address).
 func (s *Server) updateStatus(w http.ResponseWriter, _ *http.Request, kind api.Kind, name string) {
 	s.writeError(w, newError(http.StatusForbidden, api.CodeForbidden,
-		"status of %s is written by herd's agents only, not through the API; change the spec instead", objectRef(kind, name)))
+		"status of %s is written by herd's agents only, not through the API; change the spec instead", api.ObjectRef(kind, name)))
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, kind api.Kind, name string) {
@@ -635,7 +628,7 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request, name string) {
 		s.writeError(w, err)
 		return
 	}
-	ref := objectRef(api.KindDeployment, name)
+	ref := api.ObjectRef(api.KindDeployment, name)
 	switch {
 	case req.Replicas == nil:
 		s.writeError(w, invalid([]api.FieldError{{Object: ref, Field: "replicas", Message: "required"}}))
