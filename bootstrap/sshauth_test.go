@@ -6,13 +6,12 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/herd-dev/herd/internal/testutil"
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/agent"
 )
 
 // newKeyFile writes an ed25519 key (passphrase-protected when pass != "")
@@ -38,36 +37,6 @@ func newKeyFile(t *testing.T, dir, name, pass string) (string, ssh.PublicKey, ed
 		t.Fatal(err)
 	}
 	return p, pub, priv
-}
-
-// startAgent serves an in-memory ssh-agent holding keys on a socket.
-func startAgent(t *testing.T, keys ...ed25519.PrivateKey) string {
-	t.Helper()
-	kr := agent.NewKeyring()
-	for _, k := range keys {
-		if err := kr.Add(agent.AddedKey{PrivateKey: k}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sock := filepath.Join(t.TempDir(), "agent.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				agent.ServeAgent(kr, c)
-			}()
-		}
-	}()
-	return sock
 }
 
 func keysOf(ss []ssh.Signer) []string {
@@ -119,7 +88,7 @@ func TestAuthSigners(t *testing.T) {
 		}
 	})
 	t.Run("passphrase-protected key through the agent", func(t *testing.T) {
-		a := NewAuth([]string{locked}, home, startAgent(t, lockedPriv, agentPriv))
+		a := NewAuth([]string{locked}, home, testutil.SSHAgent(t, lockedPriv, agentPriv))
 		defer a.Close()
 		s, kf, err := a.Signers(target)
 		if err != nil || kf != locked {
@@ -135,7 +104,7 @@ func TestAuthSigners(t *testing.T) {
 		}
 	})
 	t.Run("agent only", func(t *testing.T) {
-		a := NewAuth(nil, t.TempDir(), startAgent(t, agentPriv))
+		a := NewAuth(nil, t.TempDir(), testutil.SSHAgent(t, agentPriv))
 		defer a.Close()
 		s, kf, err := a.Signers(target)
 		if err != nil || kf != "" || len(s) != 1 || !bytes.Equal(s[0].PublicKey().Marshal(), agentPub.Marshal()) {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -23,24 +22,12 @@ func startAgent(t *testing.T, h *harness) string {
 	return h.url
 }
 
-// deadAddr returns an address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
-}
-
 func TestHTTPEndToEnd(t *testing.T) {
 	h := newHarness(t)
 	url := startAgent(t, h)
 	h.loadFixtures()
 	// The first address is down: herdctl moves on to the next.
-	h.env["HERD_ADDR"] = deadAddr(t) + "," + url
+	h.env["HERD_ADDR"] = "http://" + testutil.FreeAddr(t) + "," + url
 
 	out, _ := h.mustRun(0, "get", "pods", "-o", "wide")
 	golden(t, "get_pods_wide.golden", out)

@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/raftstore"
 )
 
@@ -44,18 +44,6 @@ func agent(t *testing.T, node string) *httptest.Server {
 
 // noWait is a backoff that retries at once.
 func noWait(int) time.Duration { return 0 }
-
-// refusing returns an http address on which nothing listens.
-func refusing(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
-}
 
 func TestNewValidatesAddresses(t *testing.T) {
 	tests := []struct {
@@ -92,7 +80,7 @@ func TestNewValidatesAddresses(t *testing.T) {
 }
 
 func TestFailover(t *testing.T) {
-	dead := refusing(t)
+	dead := "http://" + testutil.FreeAddr(t)
 	live := agent(t, "pi2")
 	c, err := client.New([]string{dead, live.URL}, client.Options{Token: testToken})
 	if err != nil {
@@ -122,7 +110,7 @@ func TestFailover(t *testing.T) {
 }
 
 func TestAllUnreachable(t *testing.T) {
-	a, b := refusing(t), refusing(t)
+	a, b := "http://"+testutil.FreeAddr(t), "http://"+testutil.FreeAddr(t)
 	c, _ := client.New([]string{a, b, "unix:///nonexistent/herd.sock"}, client.Options{Token: testToken, Backoff: noWait})
 	_, err := c.Status(ctxT(t))
 	if !errors.Is(err, client.ErrUnreachable) {

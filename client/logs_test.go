@@ -15,6 +15,7 @@ import (
 	"github.com/herd-dev/herd/agent/httpapi"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/client"
+	"github.com/herd-dev/herd/internal/testutil"
 	"github.com/herd-dev/herd/raftstore"
 )
 
@@ -91,7 +92,7 @@ func TestLogs(t *testing.T) {
 		_, err := io.WriteString(w, "a\nb\n")
 		return err
 	})
-	c, _ := client.New([]string{refusing(t), srv.URL}, client.Options{Token: testToken})
+	c, _ := client.New([]string{"http://" + testutil.FreeAddr(t), srv.URL}, client.Options{Token: testToken})
 	var out bytes.Buffer
 	if err := c.Logs(ctxT(t), "web-1", client.LogOptions{Since: "2m", Tail: 7}, &out); err != nil {
 		t.Fatal(err)

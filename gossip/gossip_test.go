@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/internal/clock/clocktest"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // Deadlines are generous: the machine running the tests may be loaded. They
@@ -313,8 +316,9 @@ func TestGarbageMetaIsReportedNotFatal(t *testing.T) {
 
 func TestJoinRetriesUntilSeedComesUp(t *testing.T) {
 	key := newKey(t)
-	port := freePort(t)
-	seedAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	seedAddr := testutil.FreeAddr(t)
+	host, portStr, _ := net.SplitHostPort(seedAddr)
+	port, _ := strconv.Atoi(portStr)
 
 	b := startNode(t, testConfig(t, "b", key))
 	failed := make(chan struct{}, 1)
@@ -342,7 +346,7 @@ func TestJoinRetriesUntilSeedComesUp(t *testing.T) {
 		t.Fatalf("Join returned %d, %v before the seed existed", r.n, r.err)
 	}
 	cfg := testConfig(t, "a", key)
-	cfg.BindPort = port
+	cfg.BindAddr, cfg.BindPort = host, port
 	a := startNode(t, cfg)
 
 	r := <-done
@@ -359,7 +363,7 @@ func TestJoinErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := g.Join(ctx, []string{fmt.Sprintf("127.0.0.1:%d", freePort(t))}); !errors.Is(err, ErrJoin) || !strings.Contains(err.Error(), "canceled") {
+	if _, err := g.Join(ctx, []string{testutil.FreeAddr(t)}); !errors.Is(err, ErrJoin) || !strings.Contains(err.Error(), "canceled") {
 		t.Errorf("Join with a cancelled ctx = %v, want ErrJoin naming the cancellation", err)
 	}
 	if err := g.Shutdown(); err != nil {

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -126,26 +125,4 @@ func memberState(g *Gossip, name string) api.MemberState {
 		}
 	}
 	return ""
-}
-
-// freePort returns a port that is free for both TCP and UDP on 127.0.0.1
-// right now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		return port
-	}
-	t.Fatal("no free port")
-	return 0
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/herd-dev/herd/agent/controller"
 	"github.com/herd-dev/herd/internal/clock/clocktest"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -121,14 +122,14 @@ func TestQueueNoConcurrentProcessingOfOneKey(t *testing.T) {
 	for n := range adds {
 		q.Add(fmt.Sprintf("k%d", n%keys))
 	}
-	clocktest.WaitFor(t, "the queue to drain", func() bool { return q.Len() == 0 && processed.Load() > 0 })
+	testutil.Until(t, 10*time.Second, "the queue to drain", func() bool { return q.Len() == 0 && processed.Load() > 0 })
 	// Every key is processed at least once after its last Add: add a
 	// marker round and wait for it.
 	before := processed.Load()
 	for i := range keys {
 		q.Add(fmt.Sprintf("k%d", i))
 	}
-	clocktest.WaitFor(t, "the last round", func() bool { return processed.Load() >= before+1 && q.Len() == 0 })
+	testutil.Until(t, 10*time.Second, "the last round", func() bool { return processed.Load() >= before+1 && q.Len() == 0 })
 	cancel()
 	wg.Wait()
 	if v := violations.Load(); v != 0 {

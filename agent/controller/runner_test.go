@@ -169,7 +169,7 @@ func TestRunner(t *testing.T) {
 		t.Fatalf("%d pods before the retry, want 0", got)
 	}
 	clk.Advance(5 * time.Millisecond)
-	clocktest.WaitFor(t, "2 scheduled web pods after the retry", func() bool { return st.count(scheduledPods) == 2 })
+	testutil.Until(t, 10*time.Second, "2 scheduled web pods after the retry", func() bool { return st.count(scheduledPods) == 2 })
 	var gotNames []string
 	st.do(func(w *world) { gotNames = podNamesOf(w.owned(api.KindDeployment, "web")) })
 	if !slices.Equal(gotNames, wantNames) {
@@ -184,7 +184,7 @@ func TestRunner(t *testing.T) {
 		t.Fatalf("%d api pods before the resync, want 0", got)
 	}
 	clk.Advance(cfg.ResyncPeriod - 5*time.Millisecond)
-	clocktest.WaitFor(t, "the resync to create the api pod", func() bool { return st.count(apiPods) == 1 })
+	testutil.Until(t, 10*time.Second, "the resync to create the api pod", func() bool { return st.count(apiPods) == 1 })
 }
 
 func TestRunnerConfigValidate(t *testing.T) {

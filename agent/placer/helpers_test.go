@@ -403,13 +403,13 @@ func (h *harness) parksOf(node string) []park {
 // and returns that park.
 func (h *harness) waitPark(node string, n int) park {
 	h.t.Helper()
-	clocktest.WaitFor(h.t, fmt.Sprintf("park %d of %s", n, node), func() bool { return len(h.parksOf(node)) >= n })
+	testutil.Until(h.t, 10*time.Second, fmt.Sprintf("park %d of %s", n, node), func() bool { return len(h.parksOf(node)) >= n })
 	return h.parksOf(node)[n-1]
 }
 
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	clocktest.WaitFor(h.t, what, cond)
+	testutil.Until(h.t, 10*time.Second, what, cond)
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

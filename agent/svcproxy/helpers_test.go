@@ -126,18 +126,6 @@ func echo(_ string, c net.Conn) { io.Copy(c, c) }
 // sink reads and drops everything.
 func sink(_ string, c net.Conn) { io.Copy(io.Discard, c) }
 
-// deadAddr is a local TCP and UDP address nothing listens on.
-func deadAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
-}
-
 // client is a test's connection through the proxy.
 type client struct {
 	t testing.TB

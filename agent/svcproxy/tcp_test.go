@@ -42,7 +42,7 @@ func TestTCPSpread(t *testing.T) {
 // is skipped for its backoff).
 func TestTCPDeadTarget(t *testing.T) {
 	a := startBackend(t, "a", lines)
-	dead := deadAddr(t)
+	dead := testutil.FreeAddr(t)
 	p := newProxy(t, Options{})
 	set(t, p, Binding{Key: webTCP, Targets: targets(dead, a.addr())})
 	for i := range 6 {
@@ -60,7 +60,7 @@ func TestTCPDeadTarget(t *testing.T) {
 
 // TestTCPAllDead: with every target refusing the client is closed.
 func TestTCPAllDead(t *testing.T) {
-	d1, d2 := deadAddr(t), deadAddr(t)
+	d1, d2 := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	p := newProxy(t, Options{})
 	set(t, p, Binding{Key: webTCP, Targets: targets(d1, d2)})
 	if got := once(t, p, webTCP); got != "" {

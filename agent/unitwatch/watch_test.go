@@ -113,7 +113,7 @@ func start(t *testing.T, b *board, epochFile string) (*Watcher, *clocktest.Clock
 
 func waitReports(t *testing.T, b *board, n int) []unitreport.Report {
 	t.Helper()
-	clocktest.WaitFor(t, "the watcher's reports", func() bool { return len(b.reports()) >= n })
+	testutil.Until(t, 10*time.Second, "the watcher's reports", func() bool { return len(b.reports()) >= n })
 	rs := b.reports()
 	if len(rs) != n {
 		t.Fatalf("%d reports, want %d: %+v", len(rs), n, rs)

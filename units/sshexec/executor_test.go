@@ -8,7 +8,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/herd-dev/herd/internal/clock/clocktest"
@@ -581,36 +579,14 @@ func TestKeyLoading(t *testing.T) {
 		}
 	})
 	t.Run("AgentSigners", func(t *testing.T) {
-		keyring := agent.NewKeyring()
 		_, priv, _ := ed25519.GenerateKey(rand.Reader)
-		if err := keyring.Add(agent.AddedKey{PrivateKey: priv}); err != nil {
-			t.Fatal(err)
-		}
 		pub, _ := ssh.NewPublicKey(priv.Public())
 		// Authorise the agent's key too.
 		f, _ := os.OpenFile(filepath.Join(srv.Dir, "authorized_keys"), os.O_APPEND|os.O_WRONLY, 0)
 		f.Write(ssh.MarshalAuthorizedKey(pub))
 		f.Close()
 
-		sock := filepath.Join(t.TempDir(), "agent.sock")
-		l, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					agent.ServeAgent(keyring, c)
-				}()
-			}
-		}()
-		t.Setenv("SSH_AUTH_SOCK", sock)
+		t.Setenv("SSH_AUTH_SOCK", testutil.SSHAgent(t, priv))
 		signers, closer, err := AgentSigners()
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herd-dev/herd/internal/clock"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // Clock is a fake clock.Clock. Time stands still until Advance. It is
@@ -79,24 +80,9 @@ func (c *Clock) Timers() []time.Time {
 // Use it before advancing time that a goroutine under test arms timers for.
 func (c *Clock) WaitTimer(tb testing.TB, at time.Time) {
 	tb.Helper()
-	WaitFor(tb, "a timer due at "+at.Format(time.StampMicro), func() bool {
+	testutil.Until(tb, 10*time.Second, "a timer due at "+at.Format(time.StampMicro), func() bool {
 		return slices.ContainsFunc(c.Timers(), at.Equal)
 	})
-}
-
-// WaitFor polls cond (real time, every millisecond, up to 10 s) and fails
-// the test with what if it never becomes true.
-func WaitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		// Polling interval for a condition with a deadline, not a
-		// synchronisation by sleeping.
-		time.Sleep(time.Millisecond)
-	}
 }
 
 type timer struct {
