@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -54,7 +53,7 @@ func (m Member) Address() string {
 }
 
 func (m Member) clone() Member {
-	m.Meta.Labels = maps.Clone(m.Meta.Labels)
+	m.Meta = m.Meta.clone()
 	return m
 }
 
@@ -112,7 +111,7 @@ func New(cfg Config) (*Gossip, error) {
 	cfg.Key = append([]byte(nil), cfg.Key...)
 	cfg.AcceptKeys = slices.Clone(cfg.AcceptKeys)
 	cfg.Join = slices.Clone(cfg.Join)
-	cfg.Meta.Labels = maps.Clone(cfg.Meta.Labels)
+	cfg.Meta = cfg.Meta.clone()
 	g := &Gossip{
 		cfg:       cfg,
 		log:       cfg.Logger,
@@ -307,8 +306,7 @@ func (g *Gossip) UpdateMeta(m Meta) error {
 		g.metaMu.Unlock()
 		return fmt.Errorf("gossip: update metadata: node is leaving")
 	}
-	m.Labels = maps.Clone(m.Labels)
-	g.meta = m
+	g.meta = m.clone()
 	g.metaBytes = b
 	g.metaMu.Unlock()
 	if err := g.ml.UpdateNode(g.cfg.Timing.TCPTimeout); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -56,6 +57,13 @@ type Meta struct {
 	// bootstrapping Raft; 0 means "do not bootstrap, join an existing
 	// cluster". See BootstrapPeers.
 	BootstrapExpect int
+}
+
+// clone returns a copy of m that shares nothing with it.
+func (m Meta) clone() Meta {
+	m.BoardFacts = m.BoardFacts.Clone()
+	m.Labels = maps.Clone(m.Labels)
+	return m
 }
 
 // metaWire is the encoded form of Meta: short keys, empty fields left out.
