@@ -529,8 +529,8 @@ func (s *Server) casUpdate(ctx context.Context, kind api.Kind, name string, expe
 			// report, not a conflict.
 			raw.Metadata.ResourceVersion = expectRV
 		}
-		raw.Metadata.Created = cur.Metadata.Created
-		raw.Metadata.Generation = cur.Metadata.Generation
+		// Created and Generation are the store's (raftstore's update keeps
+		// the stored ones and counts spec changes).
 		out, err := s.cfg.Store.Txn(ctx, []raftstore.Op{{Type: raftstore.OpUpdate, Object: raw}})
 		if errors.Is(err, raftstore.ErrConflict) && expectRV == 0 && attempt < maxOwnCASRetries && ctx.Err() == nil {
 			continue
