@@ -161,6 +161,10 @@ type Config struct {
 
 	// Dev runs a single throw-away agent (herd agent -dev).
 	Dev bool `toml:"-"`
+
+	// hostName is the host name the default Name came from, for the error
+	// when it does not make a name.
+	hostName string
 }
 
 // DefaultConfig returns the configuration of a board agent before its
@@ -169,6 +173,7 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
 		Name:           api.NameFromHost(host),
+		hostName:       host,
 		DataDir:        DefaultDataDir,
 		Server:         true,
 		GossipKeyFile:  DefaultGossipKeyFile,
@@ -309,7 +314,11 @@ func (p *problems) add(format string, a ...any) {
 // directory (an absolute path) and bootstrap_expect (0-7, servers only).
 func (c *Config) validateNode(errs *problems) {
 	if err := api.ValidateName(c.Name); err != nil {
-		errs.add("%v (1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit; without name in the file or --name, the host name's first label)", err)
+		from := ""
+		if c.hostName != "" && c.Name == api.NameFromHost(c.hostName) {
+			from = fmt.Sprintf(", from the host name %q", c.hostName)
+		}
+		errs.add("%v%s (1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit): set name in the agent's file or --name", err, from)
 	}
 	if c.DataDir == "" {
 		errs.add("data_dir: must be set")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/herd-dev/herd/api"
 	"github.com/spf13/pflag"
 )
 
@@ -128,5 +129,25 @@ func TestTuneRuntime(t *testing.T) {
 				t.Errorf("MemProfileRate %d, want %d", runtime.MemProfileRate, c.wantRate)
 			}
 		})
+	}
+}
+
+// TestNameFromHostConfig: without a name the agent takes its host name's
+// first label; a host name that makes no name is refused, naming it.
+func TestNameFromHostConfig(t *testing.T) {
+	for _, c := range []struct{ host, name, want string }{
+		{"Pi-4.lan", "pi-4", ""},
+		{"my_pi.lan", "my_pi", `from the host name "my_pi.lan"`},
+	} {
+		cfg := DefaultConfig()
+		cfg.Name, cfg.hostName = api.NameFromHost(c.host), c.host
+		if cfg.Name != c.name {
+			t.Errorf("host %q: name %q, want %q", c.host, cfg.Name, c.name)
+		}
+		err := cfg.Validate()
+		if c.want == "" && err != nil && strings.Contains(err.Error(), "name") ||
+			c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "set name")) {
+			t.Errorf("host %q: Validate = %v, want %q", c.host, err, c.want)
+		}
 	}
 }

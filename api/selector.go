@@ -172,13 +172,13 @@ func SanitizeLabelValue(s string) string {
 }
 
 // NameFromHost is the node name a board takes from its host name when it
-// is given none: the host name's first label in lower case ("Pi-4.lan" →
-// "pi-4"). The result is not checked: ValidateName says whether it is a
-// name, and a host name that does not make one ("my_pi") needs a name
-// given explicitly.
+// is given none: the host name's first label in lower case, without
+// leading or trailing '-' ("Pi-4.lan" → "pi-4"). The result is not
+// checked: ValidateName says whether it is a name, and a host name that
+// does not make one ("my_pi") needs a name given explicitly.
 func NameFromHost(host string) string {
 	first, _, _ := strings.Cut(host, ".")
-	return strings.ToLower(first)
+	return strings.Trim(strings.ToLower(first), "-")
 }
 
 // ValidateName checks a DNS-label-like object name: lower-case letters,

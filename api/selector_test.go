@@ -136,7 +136,8 @@ func TestNameFromHost(t *testing.T) {
 		{"Pi-4.lan", "pi-4", true},
 		{"b1.lab.example.", "b1", true},
 		{"my_pi", "my_pi", false},
-		{"-pi", "-pi", false},
+		{"-pi-", "pi", true},
+		{"-", "", false},
 		{"", "", false},
 		{strings.Repeat("a", 64) + ".lan", strings.Repeat("a", 64), false},
 	}

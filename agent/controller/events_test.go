@@ -46,7 +46,7 @@ func TestDeriveEvents(t *testing.T) {
 		{"scheduling failure once", pod("", api.PodPending, false, 0), unschedulable, []ev{{api.ReasonFailedScheduling, api.EventWarning, "", "no node has 512Mi free"}}},
 		{"same scheduling failure again", unschedulable, unschedulable, nil},
 		{"pod deleted", pod("b4", api.PodRunning, true, 0), nil, []ev{{api.ReasonDeleted, api.EventNormal, "", "deleted"}}},
-		{"node dead", node(api.NodeReady, "api.MemberAlive", "", false, true), node(api.NodeNotReady, reasonMemberDead, "gossip declared the board dead", false, false),
+		{"node dead", node(api.NodeReady, "MemberAlive", "", false, true), node(api.NodeNotReady, reasonMemberDead, "gossip declared the board dead", false, false),
 			[]ev{{api.ReasonNodeDead, api.EventWarning, "b2", "b2 is NotReady: gossip declared the board dead"}}},
 		{"node back and fenced", node(api.NodeNotReady, reasonFencing, "", false, false), node(api.NodeReady, reasonMemberAlive, "fenced: no stale units", false, true),
 			[]ev{{api.ReasonNodeReady, api.EventNormal, "b2", "b2 is Ready: fenced: no stale units"}, {api.ReasonFenced, api.EventNormal, "b2", "b2 fenced: fenced: no stale units"}}},

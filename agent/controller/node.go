@@ -128,9 +128,9 @@ const (
 
 // Reasons of the node Ready condition.
 const (
-	reasonMemberAlive   = "api.MemberAlive"
-	reasonMemberDead    = "api.MemberDead"
-	reasonMemberLeft    = "api.MemberLeft"
+	reasonMemberAlive   = "MemberAlive"
+	reasonMemberDead    = "MemberDead"
+	reasonMemberLeft    = "MemberLeft"
 	reasonMemberUnknown = "MemberUnknown"
 	reasonFencing       = "Fencing"
 )
@@ -151,7 +151,7 @@ const (
 //   - dead, node Ready: two witnesses decide. With m.Witness taken since
 //     m.DownSince that succeeded (and is at most WitnessGrace old) the
 //     board is only "agent down": it stays Ready, with condition
-//     AgentDown=True (reason api.MemberDead) naming both witnesses, and its
+//     AgentDown=True (reason MemberDead) naming both witnesses, and its
 //     pods are kept. With one that failed it becomes NotReady, the SSH
 //     error in the message. With none yet nothing changes, until
 //     WitnessGrace has passed since m.DownSince (or since the last

@@ -325,3 +325,14 @@ func TestReconcileNodeDevices(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeReasonsStay: the Ready condition's reasons are stored with each
+// node and shown by herdctl, and a new leader reads what an old one wrote
+// (a board NotReady for MemberDead keeps its message): they must not change.
+func TestNodeReasonsStay(t *testing.T) {
+	got := []string{reasonMemberAlive, reasonMemberDead, reasonMemberLeft}
+	want := []string{"MemberAlive", "MemberDead", "MemberLeft"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("node reasons changed (-want +got):\n%s", diff)
+	}
+}

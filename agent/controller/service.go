@@ -31,6 +31,9 @@ func reconcileService(now time.Time, svc *api.Service, pods []*api.Pod, nodeByNa
 			continue
 		}
 		n := nodeByName[p.Spec.Node]
+		if n == nil {
+			continue
+		}
 		addr := n.Status.Address
 		if addr == "" {
 			addr = p.Status.IP

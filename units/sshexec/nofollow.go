@@ -31,7 +31,7 @@ type NoFollowOptions struct {
 	// Mode is the file's mode as octal bits (0644, 04755, ...).
 	Mode uint32
 	// AllowSetID permits the setuid (04000) and setgid (02000) bits;
-	// without it they are refused on both sides.
+	// without it the board refuses them (ErrRefused).
 	AllowSetID bool
 	// ParentMode, when not 0, is the mode of the file's own directory:
 	// created with it, or chown'ed to root and chmod'ed to it if it exists
