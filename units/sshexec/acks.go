@@ -77,8 +77,8 @@ func (c ackedConn) Write(p []byte) (int, error) {
 // send hangs that long. It returns nil when c closed for another reason.
 func keepAliveAcked(c *ssh.Client, a *ackClock, interval time.Duration, max int) error {
 	closed := closedSignal(c)
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	t := newWallTicker(interval)
+	defer t.stop()
 	limit := time.Duration(max) * interval
 	var stuck atomic.Bool
 	watchdog := time.AfterFunc(time.Hour, func() {
@@ -90,7 +90,8 @@ func keepAliveAcked(c *ssh.Client, a *ackClock, interval time.Duration, max int)
 		select {
 		case <-closed:
 			return nil
-		case <-t.C:
+		case <-t.c():
+			t.next()
 		}
 		if a.silence(time.Now()) >= limit {
 			c.Close()

@@ -17,7 +17,9 @@
 // Linux a keepalive wants no reply: the kernel's TCP acknowledgement of it
 // (TCP_INFO) is the answer, so an idle connection wakes the executor once
 // per interval, not for every reply (Config.KeepaliveReplies asks sshd to
-// answer instead, as herdctl's tunnel does). Well
+// answer instead, as herdctl's tunnel does). Every connection's keepalives
+// fall on the wall clock's multiples of the interval, so an idle leader
+// wakes once a second for all its boards, not once per board. Well
 // before that, Silence reports how long the keepalive in flight has gone
 // unanswered (or unacknowledged, while the board acknowledged nothing;
 // or, with no connection, how long the TCP connect in progress

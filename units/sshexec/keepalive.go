@@ -20,8 +20,8 @@ var ErrKeepaliveTimeout = errors.New("sshexec: peer stopped answering keepalives
 // it. It returns nil when c closed for another reason.
 func KeepAlive(c *ssh.Client, interval time.Duration, max int, sent func(time.Time)) error {
 	closed := closedSignal(c)
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	t := newWallTicker(interval)
+	defer t.stop()
 	replied := make(chan struct{}, 1)
 	inflight, missed := false, 0
 	for {
@@ -33,7 +33,8 @@ func KeepAlive(c *ssh.Client, interval time.Duration, max int, sent func(time.Ti
 			if sent != nil {
 				sent(time.Time{})
 			}
-		case <-t.C:
+		case <-t.c():
+			t.next()
 			if inflight {
 				missed++
 				if missed >= max {
@@ -65,4 +66,37 @@ func closedSignal(c *ssh.Client) <-chan struct{} {
 		close(closed)
 	}()
 	return closed
+}
+
+// wallTicker ticks about every d, on the wall clock's multiples of d: the
+// keepalives of all of an agent's connections (one per board) then fall
+// in one wake-up of an idle agent instead of one each. Ticks are at least
+// d/2 apart, whatever the timer's and the wall clock's small disagreements.
+type wallTicker struct {
+	d time.Duration
+	t *time.Timer
+}
+
+func newWallTicker(d time.Duration) *wallTicker {
+	if d <= 0 {
+		panic("sshexec: non-positive keepalive interval")
+	}
+	return &wallTicker{d: d, t: time.NewTimer(untilTick(time.Now(), d))}
+}
+
+func (w *wallTicker) c() <-chan time.Time { return w.t.C }
+
+// next arms the ticker for the tick after the one just received.
+func (w *wallTicker) next() { w.t.Reset(untilTick(time.Now(), w.d)) }
+
+func (w *wallTicker) stop() { w.t.Stop() }
+
+// untilTick is how long after now the next tick comes: at the first
+// multiple of d on the wall clock that is at least d/2 away.
+func untilTick(now time.Time, d time.Duration) time.Duration {
+	wait := now.Truncate(d).Add(d).Sub(now)
+	if wait < d/2 {
+		wait += d
+	}
+	return wait
 }
