@@ -377,7 +377,7 @@ func (r *Runner) allKeys(ctx context.Context, kinds ...api.Kind) []Key {
 func (r *Runner) watchLoop(ctx context.Context, q *Queue) {
 	for first := true; ; first = false {
 		if !first {
-			if !r.sleep(ctx, r.cfg.RewatchDelay) {
+			if !clock.Sleep(ctx, r.clock, r.cfg.RewatchDelay) {
 				return
 			}
 			r.enqueueAll(ctx, q) // changes may have been missed
@@ -409,22 +409,10 @@ func (r *Runner) watchLoop(ctx context.Context, q *Queue) {
 func (r *Runner) resyncLoop(ctx context.Context, q *Queue) {
 	for {
 		d := backoff.Stretch(r.cfg.ResyncPeriod, r.cfg.ResyncJitter, r.jitter())
-		if !r.sleep(ctx, d) {
+		if !clock.Sleep(ctx, r.clock, d) {
 			return
 		}
 		r.log.Debug("periodic resync")
 		r.enqueueAll(ctx, q)
-	}
-}
-
-// sleep waits d on the runner's clock; false if ctx ended first.
-func (r *Runner) sleep(ctx context.Context, d time.Duration) bool {
-	t := r.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
 	}
 }

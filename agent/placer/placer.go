@@ -133,7 +133,7 @@ func (p *Placer) Run(ctx context.Context) error {
 		d.wg.Wait()
 	}()
 	for first := true; ; first = false {
-		if !first && !p.sleep(ctx, p.cfg.RewatchDelay) {
+		if !first && !clock.Sleep(ctx, p.clock, p.cfg.RewatchDelay) {
 			return ctx.Err()
 		}
 		ch, err := p.state.Watch(ctx)
@@ -275,16 +275,4 @@ func (d *dispatcher) start(name string, fp uint64) {
 		}
 		w.run(ctx)
 	})
-}
-
-// sleep waits d on the placer's clock; false if ctx ended first.
-func (p *Placer) sleep(ctx context.Context, d time.Duration) bool {
-	t := p.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
 }

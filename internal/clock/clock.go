@@ -2,14 +2,17 @@
 // interface, real in production, driven by hand in tests (clocktest).
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock tells the time and makes timers. Everything outside pure code that
 // reads the time for a decision takes one (the work queue, the controller
 // runner, the placer, the HTTP API, gossip, the raftstore, the SSH
-// executor's dial backoff), so tests can
-// drive time by hand (package clocktest). Socket deadlines and the
-// libraries' own timers (raft, memberlist) use the real clock.
+// executor's dial backoff, artifact fetches' backoff), so tests can drive
+// time by hand (package clocktest). Socket deadlines and the libraries'
+// own timers (raft, memberlist) use the real clock.
 // Implementations must be safe for concurrent use.
 type Clock interface {
 	// Now returns the current time.
@@ -52,3 +55,15 @@ func (f NowFunc) Now() time.Time { return f() }
 
 // NewTimer returns a real timer.
 func (NowFunc) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+// Sleep waits d on c, or until ctx ends: it reports whether d passed.
+func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}

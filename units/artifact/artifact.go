@@ -25,6 +25,7 @@ import (
 	"github.com/herd-dev/herd/api"
 	"github.com/herd-dev/herd/internal/atomicfile"
 	"github.com/herd-dev/herd/internal/backoff"
+	"github.com/herd-dev/herd/internal/clock"
 	"github.com/herd-dev/herd/units/sshexec/boardfs"
 )
 
@@ -144,9 +145,8 @@ type Config struct {
 	MaxWait time.Duration
 	// RootCAs verifies https servers; nil means the board's system CAs.
 	RootCAs *x509.CertPool
-	// Now and Sleep are the clock (tests replace them).
-	Now   func() time.Time
-	Sleep func(ctx context.Context, d time.Duration) error
+	// Clock tells the time and times the backoff's sleep.
+	Clock clock.Clock
 }
 
 // DefaultConfig is the board's configuration.
@@ -160,24 +160,12 @@ func DefaultConfig() Config {
 		TLSTimeout:    10 * time.Second,
 		HeaderTimeout: 30 * time.Second,
 		MaxWait:       MaxWait,
-		Now:           time.Now,
-		Sleep:         sleep,
+		Clock:         clock.RealClock(),
 	}
 }
 
 // FetchTimeout bounds one artifact's download.
 const FetchTimeout = 5 * time.Minute
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // Fetch places every artifact of unit on this board (see the package
 // documentation). A failure is an *Error, also recorded in StatusDir.
@@ -202,11 +190,11 @@ func (c Config) Fetch(ctx context.Context, unit string, arts []api.Artifact) err
 		if prev.Count > 0 && !waited {
 			waited = true
 			due := prev.At.Add(Backoff(prev.Count))
-			if wait := due.Sub(c.Now()); wait > 0 {
-				if err := c.Sleep(ctx, min(wait, c.MaxWait)); err != nil {
+			if wait := due.Sub(c.Clock.Now()); wait > 0 {
+				if !clock.Sleep(ctx, c.Clock, min(wait, c.MaxWait)) {
 					return &Error{Kind: prev.Kind, Msg: prev.Msg}
 				}
-				if c.Now().Before(due) {
+				if c.Clock.Now().Before(due) {
 					// Not yet: the same failure, no new request.
 					return &Error{Kind: prev.Kind, Msg: prev.Msg}
 				}
@@ -244,7 +232,7 @@ func toError(err error, a api.Artifact) *Error {
 
 // fail records e in the unit's status file and returns it.
 func (c Config) fail(statusPath, key string, prev status, e *Error) error {
-	st := status{Kind: e.Kind, Msg: e.Msg, Count: prev.Count + 1, At: c.Now(), Key: key}
+	st := status{Kind: e.Kind, Msg: e.Msg, Count: prev.Count + 1, At: c.Clock.Now(), Key: key}
 	if err := os.MkdirAll(c.StatusDir, 0o700); err == nil {
 		atomicfile.WriteFile(statusPath, st.marshal(), 0o600)
 	}

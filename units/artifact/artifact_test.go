@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/clock/clocktest"
 )
 
 const testUnit = "herd-sensor-1.service"
@@ -25,15 +26,6 @@ const testUnit = "herd-sensor-1.service"
 func sum(b string) string {
 	h := sha256.Sum256([]byte(b))
 	return hex.EncodeToString(h[:])
-}
-
-// fakeClock is a clock whose Sleep advances it.
-type fakeClock struct{ now time.Time }
-
-func (c *fakeClock) Now() time.Time { return c.now }
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.now = c.now.Add(d)
-	return nil
 }
 
 // server serves files by path and counts requests.
@@ -63,13 +55,13 @@ func newServer(t *testing.T, files map[string]string) *server {
 	return s
 }
 
-func testConfig(t *testing.T) (Config, *fakeClock) {
+func testConfig(t *testing.T) (Config, *clocktest.Clock) {
 	dir := t.TempDir()
-	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	clk := clocktest.New(time.Unix(1_700_000_000, 0))
 	c := DefaultConfig()
 	c.CacheDir = filepath.Join(dir, "var/lib/herd/artifacts")
 	c.StatusDir = filepath.Join(dir, "run/herd/artifacts")
-	c.Now, c.Sleep = clk.Now, clk.Sleep
+	c.Clock = clk
 	c.Timeout, c.DialTimeout, c.HeaderTimeout = 10*time.Second, 2*time.Second, 5*time.Second
 	return c, clk
 }
@@ -244,6 +236,15 @@ func TestFetchBacksOffWithoutRequests(t *testing.T) {
 	c.MaxWait = time.Second
 	a := []api.Artifact{{URL: srv.URL + "/f", SHA256: sum("wrong"), Path: filepath.Join(t.TempDir(), "x"), Mode: "0755"}}
 	fetch := func() Kind { return kindOf(c.Fetch(context.Background(), testUnit, a)) }
+	// fetchSleeping runs a fetch that sleeps MaxWait of its backoff: the
+	// test's clock moves it on.
+	fetchSleeping := func() Kind {
+		done := make(chan Kind, 1)
+		go func() { done <- fetch() }()
+		clk.WaitTimer(t, clk.Now().Add(c.MaxWait))
+		clk.Advance(c.MaxWait)
+		return <-done
+	}
 
 	if k := fetch(); k != KindMismatch {
 		t.Fatalf("first fetch: %s", k)
@@ -251,16 +252,16 @@ func TestFetchBacksOffWithoutRequests(t *testing.T) {
 	// Within Backoff(1) = 10 s, systemd's restarts every second get the
 	// recorded failure and the server sees nothing.
 	for range 5 {
-		if k := fetch(); k != KindMismatch {
+		if k := fetchSleeping(); k != KindMismatch {
 			t.Fatalf("fetch in backoff: %s, want the recorded mismatch", k)
 		}
 	}
 	if got := srv.hits.Load(); got != 1 {
 		t.Fatalf("server saw %d requests during the backoff, want 1", got)
 	}
-	// The sleeps above advanced the clock by 5 s; once 10 s have passed
-	// the next run tries again, and the backoff doubles.
-	clk.now = clk.now.Add(5 * time.Second)
+	// The sleeps above took the clock 5 s on; once 10 s have passed the
+	// next run tries again, and the backoff doubles.
+	clk.Advance(5 * time.Second)
 	fetch()
 	if got := srv.hits.Load(); got != 2 {
 		t.Fatalf("server saw %d requests after the backoff, want 2", got)
