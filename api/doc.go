@@ -6,11 +6,15 @@
 // must meet to become a systemd unit live here too (unitrules.go): the
 // renderer in package units calls ValidateRenderable and QuoteUnitWord, so
 // admission and rendering cannot disagree. So do the object rules other
-// packages apply: names and labels (ValidateName, ValidateLabelKey), node
-// selectors (Node.MatchesNodeSelector), quantities and what a pod reserves
+// packages apply: names and labels (ValidateName, ValidateLabelKey, and
+// NameFromHost, a board's default name), node selectors
+// (Node.MatchesNodeSelector), quantities and what a pod reserves
 // (ParseMemory, ParseCPU, Resources.Request), default port names
-// (PodTemplate.PortName), phases (PodPhase.Terminal, Occupies), file
-// modes (File.Perm), the rollout history of deployments and daemons
+// (PodTemplate.PortName), phases (PodPhase.Pending, Terminal, Occupies),
+// conditions (SetCondition, RemoveCondition, FindCondition), how an object
+// is named in errors (ObjectRef), file modes (File.Perm, FileModeOf,
+// OctalMode), systemd's version (ParseSystemdVersion, SystemdMajor), the
+// rollout history of deployments and daemons
 // (history.go: RecordRevision numbers and bounds it, UndoTarget picks what
 // an undo goes back to), and what a board can enforce (capabilities.go:
 // NodeStatus.UnenforcedLimit, which the scheduler applies, and
@@ -33,9 +37,11 @@
 // one shape of a board's facts from the agent's reading to NodeStatus.
 //
 // The API's wire types live here as well (wire.go: request and response
-// bodies, ClusterStatus, APIError and its codes; token.go: the API token
-// and token file format), so the agent's HTTP server and its client share
-// them without either importing the other.
+// bodies and apply actions, ClusterStatus and the gossip MemberState that
+// gossip and the controllers use too, APIError and its codes;
+// ValidationErrors; token.go: the API token and token file format), so
+// the agent's HTTP server and its client share them without either
+// importing the other.
 //
 // Everything here is a value type with no I/O (ReadTokenFile reads one
 // bounded file); the raftstore stores these
