@@ -9,8 +9,9 @@
 // domain to the agent's DNS listener on 127.0.0.1 (resolver.go). It owns:
 //
 //   - resolving "user@host:port" arguments and ssh_config aliases (Target,
-//     SSHConfig), the user's SSH keys (Auth) and known_hosts checks
-//     (KnownHosts), which herdctl's SSH tunnel reuses;
+//     SSHConfig), the user's SSH keys (Auth) and the user's known_hosts
+//     files (KnownHosts, checked through sshexec.KnownHostsKey), which
+//     herdctl's SSH tunnel reuses;
 //   - the cluster's local state directory (State, 0700, files 0600): one
 //     key per purpose (gossip.key for memberlist, every member; server.key
 //     for the Raft and forwarding TLS identity, servers only; the cluster

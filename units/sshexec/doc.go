@@ -41,7 +41,9 @@
 // *HostKeyMismatchError matching ErrHostKeyMismatch; a node with neither a
 // pin nor a known_hosts entry is refused too. The host key algorithm is
 // negotiated to match the known key, so a board with several host keys
-// presents the one we can check. The lookup needs the full public key, not
+// presents the one we can check. HostKeyCheck (PinnedHostKey,
+// KnownHostsKey) is that rule, once: herdctl bootstrap and herdctl's
+// tunnels verify through it too. The lookup needs the full public key, not
 // only its fingerprint (an ed25519 key in authorized_keys format is ~80
 // bytes).
 //
