@@ -514,6 +514,9 @@ func (s *Server) casUpdate(ctx context.Context, kind api.Kind, name string, expe
 		if err != nil {
 			return api.RawObject{}, err
 		}
+		// A stale version is refused here only to spare the Raft log an
+		// entry the store would refuse when it applies it; the store's
+		// compare-and-swap below stays the rule.
 		if expectRV != 0 && cur.Metadata.ResourceVersion != expectRV && !resent {
 			return api.RawObject{}, fmt.Errorf("%w: %s has resourceVersion %d, the request carried %d",
 				raftstore.ErrConflict, api.ObjectRef(kind, name), cur.Metadata.ResourceVersion, expectRV)
