@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 var (
@@ -245,13 +246,13 @@ func BenchmarkDetectLAN(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		victim := lanNode(b, fmt.Sprintf("victim%d", i), key, 0, 0)
 		joinTo(b, victim, survivors[0])
-		waitFor(b, 30*time.Second, func() string {
+		testutil.Eventually(b, 30*time.Second, "gossip to agree", func() error {
 			for _, g := range survivors {
 				if memberState(g, victim.LocalMember().Name) != api.MemberAlive {
-					return states(g)
+					return errors.New(states(g))
 				}
 			}
-			return ""
+			return nil
 		})
 		for _, g := range survivors {
 			drain(g)
@@ -276,13 +277,13 @@ func BenchmarkLANLoss(b *testing.B) {
 			}
 			nodes = append(nodes, g)
 		}
-		waitFor(b, 30*time.Second, func() string {
+		testutil.Eventually(b, 30*time.Second, "gossip to agree", func() error {
 			for _, g := range nodes {
 				if g.NumMembers() != len(nodes) {
-					return states(g)
+					return errors.New(states(g))
 				}
 			}
-			return ""
+			return nil
 		})
 		for _, g := range nodes {
 			drain(g)

@@ -53,7 +53,7 @@ func startCluster(t *testing.T, n int) []*Gossip {
 
 func waitAllAlive(t *testing.T, nodes []*Gossip) {
 	t.Helper()
-	waitFor(t, joinWithin, func() string {
+	testutil.Eventually(t, joinWithin, "gossip to agree", func() error {
 		for _, g := range nodes {
 			ms := g.Members()
 			alive := 0
@@ -63,10 +63,10 @@ func waitAllAlive(t *testing.T, nodes []*Gossip) {
 				}
 			}
 			if alive != len(nodes) || g.NumMembers() != len(nodes) {
-				return fmt.Sprintf("%s sees %s", g.LocalMember().Name, states(g))
+				return fmt.Errorf("%s sees %s", g.LocalMember().Name, states(g))
 			}
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -115,16 +115,16 @@ func TestUpdateMetaPropagates(t *testing.T) {
 	if diff := cmp.Diff(want, ev.Member.Meta); diff != "" {
 		t.Errorf("event meta (-want +got):\n%s", diff)
 	}
-	waitFor(t, joinWithin, func() string {
+	testutil.Eventually(t, joinWithin, "gossip to agree", func() error {
 		for _, m := range a.Members() {
 			if m.Name == "n1" {
 				if diff := cmp.Diff(want, m.Meta); diff != "" {
-					return "n0 sees n1 meta (-want +got):\n" + diff
+					return errors.New("n0 sees n1 meta (-want +got):\n" + diff)
 				}
-				return ""
+				return nil
 			}
 		}
-		return "n1 missing"
+		return errors.New("n1 missing")
 	})
 	if diff := cmp.Diff(want, b.LocalMember().Meta); diff != "" {
 		t.Errorf("local meta (-want +got):\n%s", diff)
@@ -173,16 +173,16 @@ func TestGracefulLeave(t *testing.T) {
 	if err := c.Shutdown(); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	waitFor(t, detectWithin, func() string {
+	testutil.Eventually(t, detectWithin, "gossip to agree", func() error {
 		for _, g := range nodes[:2] {
 			if s := memberState(g, "n2"); s != api.MemberLeft {
-				return fmt.Sprintf("%s sees %s", g.LocalMember().Name, states(g))
+				return fmt.Errorf("%s sees %s", g.LocalMember().Name, states(g))
 			}
 			if g.NumMembers() != 2 {
-				return fmt.Sprintf("%s NumMembers = %d", g.LocalMember().Name, g.NumMembers())
+				return fmt.Errorf("%s NumMembers = %d", g.LocalMember().Name, g.NumMembers())
 			}
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -295,11 +295,11 @@ func TestGarbageMetaIsReportedNotFatal(t *testing.T) {
 			t.Fatalf("%s: raw join: %v", tc.name, err)
 		}
 	}
-	waitFor(t, joinWithin, func() string {
+	testutil.Eventually(t, joinWithin, "gossip to agree", func() error {
 		if a.NumMembers() != 4 {
-			return states(a)
+			return errors.New(states(a))
 		}
-		return ""
+		return nil
 	})
 	for _, m := range a.Members() {
 		if m.Name == "a" {
@@ -483,11 +483,11 @@ func TestPing(t *testing.T) {
 	nodes := startCluster(t, 3)
 	// One ping may miss its probe timeout on a loaded machine (qemu):
 	// an alive member answers one of them.
-	waitFor(t, 10*time.Second, func() string {
+	testutil.Eventually(t, 10*time.Second, "gossip to agree", func() error {
 		if rtt, err := nodes[0].Ping("n1"); err != nil || rtt <= 0 {
-			return fmt.Sprintf("Ping(n1) = %v, %v; want a round trip", rtt, err)
+			return fmt.Errorf("Ping(n1) = %v, %v; want a round trip", rtt, err)
 		}
-		return ""
+		return nil
 	})
 	if _, err := nodes[0].Ping("nobody"); err == nil {
 		t.Error("Ping of an unknown member succeeded")

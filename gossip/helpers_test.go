@@ -2,7 +2,6 @@ package gossip
 
 import (
 	"crypto/rand"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -72,18 +71,6 @@ func startNode(t testing.TB, cfg Config) *Gossip {
 	}
 	t.Cleanup(func() { _ = g.Shutdown() })
 	return g
-}
-
-// waitFor polls cond until it returns "" or the deadline passes; it fails
-// the test with the last reason otherwise.
-func waitFor(t testing.TB, within time.Duration, cond func() string) {
-	t.Helper()
-	testutil.Eventually(t, within, "condition", func() error {
-		if why := cond(); why != "" {
-			return errors.New(why)
-		}
-		return nil
-	})
 }
 
 // waitEvent reads g's events until one matches or the deadline passes.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // TestAcceptKeysRotation: a member that encrypts with the new gossip key
@@ -23,11 +25,11 @@ func TestAcceptKeysRotation(t *testing.T) {
 	if _, err := b.Join(ctx, []string{a.LocalMember().Address()}); err != nil {
 		t.Fatalf("join during the rotation: %v", err)
 	}
-	waitFor(t, 10*time.Second, func() string {
+	testutil.Eventually(t, 10*time.Second, "gossip to agree", func() error {
 		if a.NumMembers() != 2 || b.NumMembers() != 2 {
-			return "a sees " + states(a) + ", b sees " + states(b)
+			return errors.New("a sees " + states(a) + ", b sees " + states(b))
 		}
-		return ""
+		return nil
 	})
 
 	// After the rotation: c holds only the new key and joins; d holds only

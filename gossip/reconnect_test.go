@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/internal/testutil"
 )
 
 // partition cuts one address off from everyone while cut is set: packets
@@ -107,14 +108,14 @@ func TestReconnectHealsPartition(t *testing.T) {
 		return ""
 	}
 	p.cut.Store(true)
-	waitFor(t, 10*time.Second, func() string {
+	testutil.Eventually(t, 10*time.Second, "gossip to agree", func() error {
 		if s := stateOf(nodes[0], "n2"); s != api.MemberDead {
-			return "n0 sees n2 " + string(s)
+			return errors.New("n0 sees n2 " + string(s))
 		}
 		if s := stateOf(nodes[2], "n0"); s != api.MemberDead {
-			return "n2 sees n0 " + string(s)
+			return errors.New("n2 sees n0 " + string(s))
 		}
-		return ""
+		return nil
 	})
 	// Stay cut until gossip to the dead has stopped on both sides.
 	time.Sleep(3 * nodes[0].cfg.Timing.GossipToTheDeadTime) // lets memberlist's own window lapse; not synchronisation
