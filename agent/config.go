@@ -11,10 +11,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/herd-dev/herd/raftstore"
-
 	"github.com/BurntSushi/toml"
 	"github.com/herd-dev/herd/api"
+	"github.com/herd-dev/herd/raftstore"
 )
 
 // Default addresses. The API default is what herdctl uses when nothing else

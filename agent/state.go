@@ -132,7 +132,7 @@ func memberInfo(m gossip.Member) controller.MemberInfo {
 	return controller.MemberInfo{
 		Name:  m.Name,
 		Addr:  m.Addr,
-		State: api.MemberState(m.State),
+		State: m.State,
 		Facts: controller.NodeFacts{
 			BoardFacts:  m.Meta.BoardFacts,
 			RaftAddress: m.Meta.RaftAddr,
