@@ -114,11 +114,15 @@ type Config struct {
 	// so that a slightly lagging follower catches up without a snapshot.
 	TrailingLogs uint64
 	// WatchHistory is how many events are kept for watches that resume from
-	// a resourceVersion.
+	// a resourceVersion. Default 1024.
 	WatchHistory int
 	// WatchHistoryBytes bounds the same history by what its events hold on
 	// to (their objects' JSON, names and labels): a watch resuming from
-	// before the oldest kept event relists. Default 1 MiB.
+	// before the oldest kept event relists. Default 256 KiB: a few
+	// rollouts of a small fleet (an event holds about 700 bytes), which a
+	// watch that reconnects within seconds needs; relisting instead costs
+	// a small fleet little, and every server holds this history for as
+	// long as it runs (BENCHMARKS.md, "Memory after a busy hour").
 	WatchHistoryBytes int
 	// WatchBuffer is the channel buffer of each watch.
 	WatchBuffer int
@@ -169,8 +173,8 @@ func DefaultConfig() Config {
 		SnapshotThreshold:  4096,
 		SnapshotInterval:   2 * time.Minute,
 		TrailingLogs:       4096,
-		WatchHistory:       4096,
-		WatchHistoryBytes:  1 << 20,
+		WatchHistory:       1024,
+		WatchHistoryBytes:  256 << 10,
 		WatchBuffer:        128,
 		MaxTxnBytes:        1 << 20,
 		WriteTimeout:       10 * time.Second,

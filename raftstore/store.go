@@ -205,6 +205,15 @@ func Open(cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// logCacheEntries is how many of the newest Raft log entries every server
+// keeps in memory, so that replicating them to a follower does not read the
+// disk. A follower that is further behind reads the older ones from the log
+// store (raft-wal reads them from its segment files, mostly in the page
+// cache). Each entry holds a transaction's objects, about 1 KB for a pod:
+// 64 entries cover any burst a follower keeps up with, where hashicorp/raft's
+// usual 256–512 cost a Pi Zero's agent a few hundred KB for as long as it runs.
+const logCacheEntries = 64
+
 // openStorage sets up the Raft log, stable and snapshot stores: in
 // memory without a DataDir, else the on-disk log (openDiskLog, behind a
 // log cache) and snapshot files under DataDir/raft. The returned func
@@ -223,7 +232,7 @@ func (s *Store) openStorage(hc *hclogAdapter) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	cache, err := raft.NewLogCache(256, disk.logs)
+	cache, err := raft.NewLogCache(logCacheEntries, disk.logs)
 	if err != nil {
 		disk.Close()
 		return nil, fmt.Errorf("raftstore: log cache: %w", err)
