@@ -119,7 +119,7 @@ type Config struct {
 	// WatchHistoryBytes bounds the same history by what its events hold on
 	// to (their objects' JSON, names and labels): a watch resuming from
 	// before the oldest kept event relists. Default 256 KiB: a few
-	// rollouts of a small fleet (an event holds about 700 bytes), which a
+	// rollouts of a small fleet (a pod's JSON is about 2 KB), which a
 	// watch that reconnects within seconds needs; relisting instead costs
 	// a small fleet little, and every server holds this history for as
 	// long as it runs (BENCHMARKS.md, "Memory after a busy hour").
