@@ -33,7 +33,7 @@ type StateSource interface {
 
 // AddRaft adds the herd_raft_* gauges, read from src at scrape time.
 func (r *Registry) AddRaft(src RaftSource) {
-	c := &raftCollector{src: src, now: time.Now}
+	c := &raftCollector{src: src}
 	r.reg.Collect(c.collect, raftLeaderDesc, raftStateDesc, raftTermDesc, raftCommitDesc, raftAppliedDesc,
 		raftLastLogDesc, raftSnapshotDesc, raftLastContactDesc, raftObjectsDesc, raftSuspicionsDesc, raftSilencesHeldDesc)
 }
@@ -68,7 +68,6 @@ var (
 // raftCollector reads raftstore.Stats at scrape time.
 type raftCollector struct {
 	src RaftSource
-	now func() time.Time
 }
 
 func (c *raftCollector) collect(out *promtext.Sink) {
@@ -91,7 +90,8 @@ func (c *raftCollector) collect(out *promtext.Sink) {
 	case leader:
 		gauge(raftLastContactDesc, 0)
 	case !st.LastContact.IsZero():
-		gauge(raftLastContactDesc, max(0, c.now().Sub(st.LastContact).Seconds()))
+		// A reading, not a decision: the real clock.
+		gauge(raftLastContactDesc, max(0, time.Since(st.LastContact).Seconds()))
 	}
 }
 
