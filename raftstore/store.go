@@ -210,8 +210,9 @@ func Open(cfg Config) (*Store, error) {
 // disk. A follower that is further behind reads the older ones from the log
 // store (raft-wal reads them from its segment files, mostly in the page
 // cache). Each entry holds a transaction's objects, about 1 KB for a pod:
-// 64 entries cover any burst a follower keeps up with, where hashicorp/raft's
-// usual 256–512 cost a Pi Zero's agent a few hundred KB for as long as it runs.
+// 64 entries cover any burst a follower keeps up with, where 256 (herd's
+// before; Consul and Nomad keep 512) cost a Pi Zero's agent a few hundred KB
+// for as long as it runs (BENCHMARKS.md, "Memory after a busy hour").
 const logCacheEntries = 64
 
 // openStorage sets up the Raft log, stable and snapshot stores: in
