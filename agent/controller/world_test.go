@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -76,32 +77,74 @@ func (w *world) sync() {
 	w.nodes, w.pods, w.deployments = map[string]*api.Node{}, map[string]*api.Pod{}, map[string]*api.Deployment{}
 	w.daemons, w.services = map[string]*api.Daemon{}, map[string]*api.Service{}
 	for _, raw := range objs {
-		o, err := api.FromRaw(raw)
-		if err != nil {
-			w.t.Fatalf("FromRaw %s/%s: %v", raw.Kind, raw.Metadata.Name, err)
-		}
-		switch o := o.(type) {
-		case *api.Node:
-			w.nodes[o.Metadata.Name] = o
-		case *api.Pod:
-			w.pods[o.Metadata.Name] = o
-		case *api.Deployment:
-			w.deployments[o.Metadata.Name] = o
-		case *api.Daemon:
-			w.daemons[o.Metadata.Name] = o
-		case *api.Service:
-			w.services[o.Metadata.Name] = o
-		default:
-			w.t.Fatalf("sync: unexpected %T", o)
-		}
+		w.keep(raw)
 	}
 }
 
-// txn applies ops as one store transaction and reads the state back.
+// syncOne reads kind/name back from the store into the maps, or drops it
+// from them when the store has no such object.
+func (w *world) syncOne(kind api.Kind, name string) {
+	w.t.Helper()
+	raw, err := w.st.Get(kind, name)
+	switch {
+	case errors.Is(err, raftstore.ErrNotFound):
+		switch kind {
+		case api.KindNode:
+			delete(w.nodes, name)
+		case api.KindPod:
+			delete(w.pods, name)
+		case api.KindDeployment:
+			delete(w.deployments, name)
+		case api.KindDaemon:
+			delete(w.daemons, name)
+		case api.KindService:
+			delete(w.services, name)
+		}
+	case err != nil:
+		w.t.Fatalf("Get %s/%s: %v", kind, name, err)
+	default:
+		w.keep(raw)
+	}
+}
+
+// keep decodes a stored object into its map.
+func (w *world) keep(raw api.RawObject) {
+	w.t.Helper()
+	o, err := api.FromRaw(raw)
+	if err != nil {
+		w.t.Fatalf("FromRaw %s/%s: %v", raw.Kind, raw.Metadata.Name, err)
+	}
+	switch o := o.(type) {
+	case *api.Node:
+		w.nodes[o.Metadata.Name] = o
+	case *api.Pod:
+		w.pods[o.Metadata.Name] = o
+	case *api.Deployment:
+		w.deployments[o.Metadata.Name] = o
+	case *api.Daemon:
+		w.daemons[o.Metadata.Name] = o
+	case *api.Service:
+		w.services[o.Metadata.Name] = o
+	default:
+		w.t.Fatalf("sync: unexpected %T", o)
+	}
+}
+
+// txn applies ops as one store transaction and reads back the objects
+// they name: a transaction writes nothing else the world keeps (the
+// store's own events aside), and a refused one writes nothing at all.
+// Reading back only those keeps building a world of thousands of objects
+// linear (BenchmarkReconcile500Boards10000Pods).
 func (w *world) txn(ops []raftstore.Op) error {
-	_, err := w.st.Txn(context.Background(), ops)
-	w.sync()
-	return err
+	w.t.Helper()
+	if _, err := w.st.Txn(context.Background(), ops); err != nil {
+		return err
+	}
+	for _, op := range ops {
+		w.syncOne(op.Object.Kind, op.Object.Metadata.Name)
+	}
+	w.rv = w.st.ResourceVersion()
+	return nil
 }
 
 // raw encodes o for an op.
