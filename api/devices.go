@@ -2,6 +2,7 @@ package api
 
 import (
 	"slices"
+	"sort"
 	"strings"
 )
 
@@ -115,11 +116,12 @@ func SortDevices(names []string) []string {
 		}
 		nodes = append(nodes, nd)
 	}
-	slices.SortFunc(nodes, func(a, b node) int {
+	sort.Slice(nodes, func(i, j int) bool {
+		a, b := &nodes[i], &nodes[j]
 		if a.class != b.class {
-			return a.class - b.class
+			return a.class < b.class
 		}
-		return slices.Compare(a.num, b.num)
+		return slices.Compare(a.num, b.num) < 0
 	})
 	out := make([]string, 0, len(nodes))
 	for _, nd := range nodes {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"time"
 )
@@ -70,9 +71,10 @@ func ProxyOwners(services []*Service) []ProxyClaim {
 			all = append(all, s.ProxyPorts()...)
 		}
 	}
-	slices.SortFunc(all, func(a, b ProxyClaim) int {
+	sort.Slice(all, func(i, j int) bool {
+		a, b := &all[i], &all[j]
 		return cmp.Or(cmp.Compare(a.Port, b.Port), cmp.Compare(a.Protocol, b.Protocol),
-			a.Created.Compare(b.Created), cmp.Compare(a.Service, b.Service), cmp.Compare(a.Name, b.Name))
+			a.Created.Compare(b.Created), cmp.Compare(a.Service, b.Service), cmp.Compare(a.Name, b.Name)) < 0
 	})
 	return slices.CompactFunc(all, func(a, b ProxyClaim) bool { return a.ProxyPort == b.ProxyPort })
 }

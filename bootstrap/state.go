@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -523,15 +524,7 @@ func (s *State) Record(b StateBoard) {
 	} else {
 		s.Boards = append(s.Boards, b)
 	}
-	slices.SortStableFunc(s.Boards, func(a, b StateBoard) int {
-		switch {
-		case a.Server == b.Server:
-			return 0
-		case a.Server:
-			return -1
-		}
-		return 1
-	})
+	sort.SliceStable(s.Boards, func(i, j int) bool { return s.Boards[i].Server && !s.Boards[j].Server })
 }
 
 // Save writes boards.toml atomically.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/herd-dev/herd/api"
@@ -76,7 +77,7 @@ func BootstrapPeers(self string, expect int, members []Member) (peers []Member, 
 	if len(cands) < expect {
 		return nil, false, nil
 	}
-	slices.SortFunc(cands, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	sort.Slice(cands, func(i, j int) bool { return cands[i].Name < cands[j].Name })
 	peers = cands[:expect:expect]
 	ok = slices.ContainsFunc(peers, func(m Member) bool { return m.Name == self })
 	return peers, ok, nil

@@ -8,8 +8,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -234,7 +234,7 @@ func (g *Gossip) Members() []Member {
 		}
 		out = append(out, m.clone())
 	}
-	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 

@@ -3,6 +3,7 @@ package units
 import (
 	"path"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/herd-dev/herd/api"
@@ -53,6 +54,6 @@ func Credentials(p *api.Pod) []Credential {
 			out = append(out, Credential{Secret: s.Name, Key: k})
 		}
 	}
-	slices.SortFunc(out, func(a, b Credential) int { return strings.Compare(a.ID(), b.ID()) })
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
 	return slices.CompactFunc(out, func(a, b Credential) bool { return a == b })
 }

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -107,17 +108,15 @@ type UnitState struct {
 // one entry per name. in is not modified.
 func KeepInstances(in []UnitState) []UnitState {
 	all := slices.Clone(in)
-	slices.SortStableFunc(all, func(a, b UnitState) int {
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := &all[i], &all[j]
 		if fa, fb := a.Finished(), b.Finished(); fa != fb {
-			if fa {
-				return -1
-			}
-			return 1
+			return fa
 		}
 		if a.Finished() {
 			return newestStart(a, b)
 		}
-		return strings.Compare(a.Unit, b.Unit)
+		return a.Unit < b.Unit
 	})
 	seen := make(map[string]bool, len(all))
 	out := make([]UnitState, 0, min(len(all), api.MaxJobInstances))
@@ -130,7 +129,7 @@ func KeepInstances(in []UnitState) []UnitState {
 			out = append(out, u)
 		}
 	}
-	slices.SortFunc(out, func(a, b UnitState) int { return strings.Compare(a.Unit, b.Unit) })
+	sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
 	return out
 }
 
@@ -618,11 +617,12 @@ func Plan(desired []*api.Pod, observed []UnitState) ([]Action, error) {
 	pl.stale()
 	pl.daemonReload(observed)
 	pl.acts = enableNow(pl.acts)
-	slices.SortStableFunc(pl.acts, func(a, b Action) int {
-		if d := phase(a.Type) - phase(b.Type); d != 0 {
-			return d
+	sort.SliceStable(pl.acts, func(i, j int) bool {
+		a, b := &pl.acts[i], &pl.acts[j]
+		if pa, pb := phase(a.Type), phase(b.Type); pa != pb {
+			return pa < pb
 		}
-		return strings.Compare(a.Unit, b.Unit)
+		return a.Unit < b.Unit
 	})
 	return pl.acts, errors.Join(pl.errs...)
 }
@@ -844,20 +844,17 @@ func (pl *planner) instances(p *api.Pod, u UnitState) {
 	if len(done) <= api.MaxJobRuns {
 		return
 	}
-	slices.SortStableFunc(done, newestStart)
+	sort.SliceStable(done, func(i, j int) bool { return newestStart(&done[i], &done[j]) })
 	pl.takeDown(done[api.MaxJobRuns:], fmt.Sprintf("finished run older than the last %d", api.MaxJobRuns))
 }
 
-// newestStart orders instances newest start first (the board's monotonic
-// clock), then by name.
-func newestStart(a, b UnitState) int {
+// newestStart reports whether a sorts before b when instances go newest
+// start first (the board's monotonic clock), then by name.
+func newestStart(a, b *UnitState) bool {
 	if a.ExecMainStartMonotonic != b.ExecMainStartMonotonic {
-		if a.ExecMainStartMonotonic > b.ExecMainStartMonotonic {
-			return -1
-		}
-		return 1
+		return a.ExecMainStartMonotonic > b.ExecMainStartMonotonic
 	}
-	return strings.Compare(a.Unit, b.Unit)
+	return a.Unit < b.Unit
 }
 
 // takeDown plans the end of instances: a running or active (exited) one

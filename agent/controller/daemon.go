@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/herd-dev/herd/api"
@@ -62,14 +63,12 @@ func reconcileDaemon(now time.Time, ds *api.Daemon, pods []*api.Pod, sortedNodes
 	r.keepOnePerNode()
 	r.placeAndRoll(sortedNodes)
 	acts := append(r.deletes, r.creates...)
-	slices.SortStableFunc(acts, func(a, b Action) int { // deletes before creates, each by name
+	sort.SliceStable(acts, func(i, j int) bool { // deletes before creates, each by name
+		a, b := &acts[i], &acts[j]
 		if a.Type != b.Type {
-			if a.Type == ActionDelete {
-				return -1
-			}
-			return 1
+			return a.Type == ActionDelete
 		}
-		return cmp.Compare(a.Name, b.Name)
+		return a.Name < b.Name
 	})
 	if st := r.status(now, sortedNodes); !reflect.DeepEqual(st, ds.Status) {
 		nd := *ds

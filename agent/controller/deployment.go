@@ -1,11 +1,11 @@
 package controller
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"reflect"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/herd-dev/herd/api"
@@ -160,7 +160,7 @@ func newRollout(d *api.Deployment, pods []*api.Pod, nodeByName map[string]*api.N
 			r.live = append(r.live, p)
 		}
 	}
-	slices.SortFunc(r.deletes, func(a, b Action) int { return cmp.Compare(a.Name, b.Name) })
+	sort.Slice(r.deletes, func(i, j int) bool { return r.deletes[i].Name < r.deletes[j].Name })
 	slices.SortFunc(r.failed, compareByName)
 	sortForDeletion(r.newPods, nodeByName)
 	sortForDeletion(r.oldPods, nodeByName)
@@ -374,14 +374,15 @@ func sortForDeletion(ps []*api.Pod, nodes map[string]*api.Node) {
 		}
 		rs[i] = ranked{p, r}
 	}
-	slices.SortFunc(rs, func(a, b ranked) int {
-		if c := cmp.Compare(a.rank, b.rank); c != 0 {
-			return c
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		if a.rank != b.rank {
+			return a.rank < b.rank
 		}
 		if c := b.p.Metadata.Created.Compare(a.p.Metadata.Created); c != 0 {
-			return c
+			return c < 0
 		}
-		return cmp.Compare(b.p.Metadata.Name, a.p.Metadata.Name)
+		return b.p.Metadata.Name < a.p.Metadata.Name
 	})
 	for i := range rs {
 		ps[i] = rs[i].p

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
+	"sort"
 	"time"
 
 	"github.com/herd-dev/herd/api"
@@ -368,14 +368,12 @@ func instanceRuns(pod *api.Pod, instances []UnitObservation) ([]api.JobRun, int)
 			active++
 		}
 	}
-	slices.SortFunc(runs, func(a, b done) int {
+	sort.Slice(runs, func(i, j int) bool {
+		a, b := &runs[i], &runs[j]
 		if a.mono != b.mono {
-			if a.mono > b.mono {
-				return -1
-			}
-			return 1
+			return a.mono > b.mono
 		}
-		return strings.Compare(a.unit, b.unit)
+		return a.unit < b.unit
 	})
 	var out []api.JobRun
 	for _, d := range runs[:min(len(runs), api.MaxJobRuns)] {

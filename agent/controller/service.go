@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"net"
 	"reflect"
-	"slices"
+	"sort"
 	"strconv"
 	"time"
 
@@ -54,14 +54,9 @@ func reconcileService(now time.Time, svc *api.Service, pods []*api.Pod, nodeByNa
 				Address: net.JoinHostPort(addr, strconv.Itoa(hp))})
 		}
 	}
-	slices.SortFunc(eps, func(a, b api.Endpoint) int {
-		if c := cmp.Compare(a.Port, b.Port); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Pod, b.Pod); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Address, b.Address)
+	sort.Slice(eps, func(i, j int) bool {
+		a, b := &eps[i], &eps[j]
+		return cmp.Or(cmp.Compare(a.Port, b.Port), cmp.Compare(a.Pod, b.Pod), cmp.Compare(a.Address, b.Address)) < 0
 	})
 	st := svc.Status
 	st.Endpoints = eps

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -186,7 +187,7 @@ func addressRRs(name string, qtype uint16, addrs []string) []dns.RR {
 func srvRRs(name string, s *api.Service, port string, nodes []*api.Node) (answer, extra []dns.RR, found bool) {
 	seen := map[string]bool{}
 	eps := slices.Clone(s.Status.Endpoints)
-	slices.SortFunc(eps, func(a, b api.Endpoint) int { return strings.Compare(a.Node+a.Address, b.Node+b.Address) })
+	sort.Slice(eps, func(i, j int) bool { return eps[i].Node+eps[i].Address < eps[j].Node+eps[j].Address })
 	for _, e := range eps {
 		ap, err := netip.ParseAddrPort(e.Address)
 		if err != nil || !strings.EqualFold(e.Port, port) || e.Node == "" {

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -309,7 +309,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, kind api.Kind) {
 			items = append(items, o)
 		}
 	}
-	slices.SortFunc(items, func(a, b api.RawObject) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	sort.Slice(items, func(i, j int) bool { return items[i].Metadata.Name < items[j].Metadata.Name })
 	writeJSON(w, http.StatusOK, api.ObjectList{Items: items, ResourceVersion: rv})
 }
 

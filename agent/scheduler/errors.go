@@ -1,8 +1,7 @@
 package scheduler
 
 import (
-	"cmp"
-	"slices"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -32,11 +31,12 @@ func newUnschedulable(pod string, boards int, reasons map[string]int) *Unschedul
 	for r, n := range reasons {
 		u.Reasons = append(u.Reasons, ReasonCount{Reason: r, Boards: n})
 	}
-	slices.SortFunc(u.Reasons, func(a, b ReasonCount) int {
-		if c := cmp.Compare(b.Boards, a.Boards); c != 0 {
-			return c
+	sort.Slice(u.Reasons, func(i, j int) bool {
+		a, b := u.Reasons[i], u.Reasons[j]
+		if a.Boards != b.Boards {
+			return a.Boards > b.Boards
 		}
-		return strings.Compare(a.Reason, b.Reason)
+		return a.Reason < b.Reason
 	})
 	return u
 }

@@ -7,7 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -234,9 +234,10 @@ func (p *Proxy) Stats() []Stat {
 	for _, b := range ls {
 		out = append(out, b.stats()...)
 	}
-	slices.SortFunc(out, func(a, b Stat) int {
+	sort.Slice(out, func(i, j int) bool {
+		a, b := &out[i], &out[j]
 		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Port, b.Port),
-			cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Target, b.Target))
+			cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Target, b.Target)) < 0
 	})
 	return out
 }

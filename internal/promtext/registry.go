@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,7 +182,7 @@ func (r *Registry) appendText(b []byte) ([]byte, error) {
 // values; a repeated series is left out.
 func (s *Sink) appendCollected(b []byte, d *Desc) []byte {
 	samples := s.samples[d]
-	slices.SortStableFunc(samples, func(x, y sample) int { return compareValues(d, x.values, y.values) })
+	sort.SliceStable(samples, func(i, j int) bool { return compareValues(d, samples[i].values, samples[j].values) < 0 })
 	for i, sm := range samples {
 		if i > 0 && compareValues(d, samples[i-1].values, sm.values) == 0 {
 			s.fail(fmt.Errorf("promtext: %s: series %q twice", d.name, sm.values))

@@ -63,7 +63,7 @@ func (m *seriesMap[S]) snapshot() []entry[S] {
 		out = append(out, entry[S]{s, v})
 	}
 	m.mu.RUnlock()
-	slices.SortFunc(out, func(a, b entry[S]) int { return compareValues(m.desc, a.values, b.values) })
+	sort.Slice(out, func(i, j int) bool { return compareValues(m.desc, out[i].values, out[j].values) < 0 })
 	return out
 }
 

@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -385,7 +385,7 @@ func ParseShowUnits(out []byte) ([]units.UnitState, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(states, func(a, b units.UnitState) int { return strings.Compare(a.Unit, b.Unit) })
+	sort.SliceStable(states, func(i, j int) bool { return states[i].Unit < states[j].Unit })
 	return states, nil
 }
 
