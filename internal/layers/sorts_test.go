@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -25,10 +26,10 @@ import (
 func TestNoGenericSortOfValues(t *testing.T) {
 	root := filepath.Join("..", "..")
 	pkgs := map[string]*sortPkg{}
-	var load func(path string) *sortPkg
-	load = func(path string) *sortPkg {
-		if p, ok := pkgs[path]; ok {
-			return p
+	var load func(path string)
+	load = func(path string) {
+		if pkgs[path] != nil {
+			return
 		}
 		p := parseSortPkg(t, root, path)
 		pkgs[path] = p
@@ -37,7 +38,6 @@ func TestNoGenericSortOfValues(t *testing.T) {
 				load(dep)
 			}
 		}
-		return p
 	}
 	load("cmd/herd")
 	load("cmd/herdctl")
@@ -112,29 +112,33 @@ func parseSortPkg(t *testing.T, root, path string) *sortPkg {
 	return p
 }
 
-// importName is the name f refers to the package path by, or "".
-func importName(f *ast.File, path string) string {
-	for _, imp := range f.Imports {
-		if strings.Trim(imp.Path.Value, `"`) != path {
-			continue
-		}
-		if imp.Name != nil {
-			return imp.Name.Name
-		}
-		return path[strings.LastIndex(path, "/")+1:]
-	}
-	return ""
-}
-
-// herdPackage is the herd package a selector's qualifier names in f, or nil.
-func herdPackage(pkgs map[string]*sortPkg, f *ast.File, qualifier string) *sortPkg {
+// imported is what f imports: each package's path and the name f calls it by.
+func imported(f *ast.File) (paths, names []string) {
 	for _, imp := range f.Imports {
 		path := strings.Trim(imp.Path.Value, `"`)
 		name := path[strings.LastIndex(path, "/")+1:]
 		if imp.Name != nil {
 			name = imp.Name.Name
 		}
-		if dep, ok := strings.CutPrefix(path, module); ok && name == qualifier {
+		paths, names = append(paths, path), append(names, name)
+	}
+	return paths, names
+}
+
+// importName is the name f refers to the package path by, or "".
+func importName(f *ast.File, path string) string {
+	paths, names := imported(f)
+	if i := slices.Index(paths, path); i >= 0 {
+		return names[i]
+	}
+	return ""
+}
+
+// herdPackage is the herd package a selector's qualifier names in f, or nil.
+func herdPackage(pkgs map[string]*sortPkg, f *ast.File, qualifier string) *sortPkg {
+	paths, names := imported(f)
+	for i, path := range paths {
+		if dep, ok := strings.CutPrefix(path, module); ok && names[i] == qualifier {
 			return pkgs[dep]
 		}
 	}
