@@ -290,6 +290,27 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// ReadFrom reads r to its end as Write would take it. The session's
+// stderr copy (io.Copy in x/crypto/ssh) then reads through this small
+// buffer instead of allocating its own 32 KB one, which it would hold for
+// as long as the session lives: one per board on the leader, for a stream
+// that is almost always empty.
+func (b *limitedBuffer) ReadFrom(r io.Reader) (int64, error) {
+	buf := make([]byte, 512)
+	var n int64
+	for {
+		m, err := r.Read(buf)
+		n += int64(m)
+		b.Write(buf[:m])
+		switch {
+		case err == io.EOF:
+			return n, nil
+		case err != nil:
+			return n, err
+		}
+	}
+}
+
 func (b *limitedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
