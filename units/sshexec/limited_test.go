@@ -5,18 +5,17 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
-// onlyReader hides every method of r but Read, as an SSH channel's stderr
+// onlyRead hides every method of r but Read, as an SSH channel's stderr
 // stream has none that io.Copy would use.
-type onlyReader struct{ r io.Reader }
-
-func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+func onlyRead(r io.Reader) io.Reader { return struct{ io.Reader }{r} }
 
 func TestLimitedBufferCopy(t *testing.T) {
 	in := strings.Repeat("0123456789", 1000) // 10,000 bytes
 	b := &limitedBuffer{max: 4096}
-	n, err := io.Copy(b, onlyReader{strings.NewReader(in)})
+	n, err := io.Copy(b, onlyRead(strings.NewReader(in)))
 	if err != nil || n != int64(len(in)) {
 		t.Fatalf("io.Copy = %d, %v; want %d, nil", n, err, len(in))
 	}
@@ -27,8 +26,8 @@ func TestLimitedBufferCopy(t *testing.T) {
 	// A read error other than EOF ends the copy with that error.
 	boom := errors.New("boom")
 	b = &limitedBuffer{max: 4096}
-	r := io.MultiReader(strings.NewReader("partial"), errReader{boom})
-	if n, err := io.Copy(b, onlyReader{r}); n != 7 || !errors.Is(err, boom) {
+	r := io.MultiReader(strings.NewReader("partial"), iotest.ErrReader(boom))
+	if n, err := io.Copy(b, onlyRead(r)); n != 7 || !errors.Is(err, boom) {
 		t.Errorf("io.Copy with a failing reader = %d, %v; want 7, %v", n, err, boom)
 	}
 	if got := b.String(); got != "partial" {
@@ -43,14 +42,10 @@ func TestLimitedBufferCopyNeedsNoLargeBuffer(t *testing.T) {
 		bb.ReportAllocs()
 		for range bb.N {
 			b := &limitedBuffer{max: 4096}
-			io.Copy(b, onlyReader{strings.NewReader("sudo: a password is required\n")})
+			io.Copy(b, onlyRead(strings.NewReader("sudo: a password is required\n")))
 		}
 	})
 	if got := res.AllocedBytesPerOp(); got > 4096 {
 		t.Errorf("io.Copy into a limitedBuffer allocates %d bytes, want at most 4096 (no 32 KB copy buffer)", got)
 	}
 }
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
